@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install every build and test dependency of tether from Debian's packages.
+# Idempotent and non-interactive: installs only what is missing.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config clang llvm
+  libsodium-dev libprotobuf-c-dev protobuf-c-compiler
+  libseccomp-dev
+  libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
+  libuv1-dev libyaml-dev libjansson-dev libhttp-parser-dev
+  libcmocka-dev
+  nftables libnftables-dev
+  iproute2 util-linux procps psmisc curl wget python3
+  openssh-server openssh-client tinyproxy
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (or: sudo $0)" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# Daemons in these packages (sshd, tinyproxy) must not be started by the
+# package scripts: tests start their own instances on loopback.
+policy=/usr/sbin/policy-rc.d
+created_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"; created_policy=1
+fi
+trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,57 @@
+#include "common/reason.h"
+
+#include <string.h>
+
+static const char *const words[REASON__COUNT] = {
+	[REASON_OK] = "ok",
+	[REASON_ALLOWED] = "allowed",
+	[REASON_AUDIT_ONLY] = "audit_only",
+	[REASON_IDENTITY_UNAVAILABLE] = "identity_unavailable",
+	[REASON_ANCESTRY_NOT_ANCHORED] = "ancestry_not_anchored",
+	[REASON_REACHED_NAMESPACE_INIT] = "reached_namespace_init",
+	[REASON_FOREIGN_PROCESS] = "foreign_process",
+	[REASON_PROCESS_VANISHED] = "process_vanished",
+	[REASON_DEPTH_EXCEEDED] = "depth_exceeded",
+	[REASON_PID_REUSED] = "pid_reused",
+	[REASON_AMBIGUOUS_SOCKET_OWNER] = "ambiguous_socket_owner",
+	[REASON_CONTEXT_SIGNATURE_INVALID] = "context_signature_invalid",
+	[REASON_CONTEXT_REPLAYED] = "context_replayed",
+	[REASON_CONTEXT_EXPIRED] = "context_expired",
+	[REASON_CONTEXT_TUPLE_MISMATCH] = "context_tuple_mismatch",
+	[REASON_ANCHOR_CERTIFICATE_INVALID] = "anchor_certificate_invalid",
+	[REASON_ANCHOR_UNKNOWN] = "anchor_unknown",
+	[REASON_IDENTITY_TIMEOUT] = "identity_timeout",
+	[REASON_CONTROL_CHANNEL_LOST] = "control_channel_lost",
+	[REASON_PROTOCOL_ERROR] = "protocol_error",
+	[REASON_NO_MATCHING_POLICY] = "no_matching_policy",
+	[REASON_BINARY_HASH_MISMATCH] = "binary_hash_mismatch",
+	[REASON_ANCESTOR_REQUIREMENT_UNMET] = "ancestor_requirement_unmet",
+	[REASON_BLOCKED_DESTINATION] = "blocked_destination",
+	[REASON_NOT_READY] = "not_ready",
+	[REASON_POLICY_NOT_LOADED] = "policy_not_loaded",
+	[REASON_BAD_REQUEST] = "bad_request",
+	[REASON_HEADER_TOO_LARGE] = "header_too_large",
+	[REASON_TOO_MANY_HEADERS] = "too_many_headers",
+	[REASON_TOO_MANY_CONNECTIONS] = "too_many_connections",
+	[REASON_HOST_MISMATCH] = "host_mismatch",
+	[REASON_RESOLVE_FAILED] = "resolve_failed",
+	[REASON_UPSTREAM_CONNECT_FAILED] = "upstream_connect_failed",
+	[REASON_UPSTREAM_TIMEOUT] = "upstream_timeout",
+	[REASON_IDLE_TIMEOUT] = "idle_timeout",
+	[REASON_INTERNAL_ERROR] = "internal_error",
+};
+
+const char *reason_word(enum reason r)
+{
+	if ((unsigned)r >= REASON__COUNT || !words[r])
+		return "internal_error";
+	return words[r];
+}
+
+enum reason reason_from_word(const char *word)
+{
+	for (int i = 0; i < REASON__COUNT; i++)
+		if (words[i] && strcmp(words[i], word) == 0)
+			return (enum reason)i;
+	return REASON__COUNT;
+}

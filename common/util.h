@@ -1,0 +1,69 @@
+/* Small helpers shared by every tether module: ownership through
+ * __attribute__((cleanup)), -errno conventions, bounded string copies. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Hand ownership of an fd out of a _cleanup_close_ variable. */
+static inline int fd_steal(int *fd)
+{
+	int r = *fd;
+	*fd = -1;
+	return r;
+}
+
+/* Copy with truncation detection: -ENAMETOOLONG when src does not fit. */
+static inline int strscpy(char *dst, const char *src, size_t size)
+{
+	size_t n = strlen(src);
+	if (size == 0)
+		return -ENAMETOOLONG;
+	if (n >= size) {
+		memcpy(dst, src, size - 1);
+		dst[size - 1] = '\0';
+		return -ENAMETOOLONG;
+	}
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+/* Read a whole small file (procfs) into buf; returns bytes read or -errno.
+ * The result is NUL-terminated; a file larger than size-1 is -EFBIG. */
+ssize_t read_file_at(int dirfd, const char *path, char *buf, size_t size);
+
+/* Lower-case hex of len bytes into out (2*len+1 bytes). */
+void hex_encode(const unsigned char *in, size_t len, char *out);
+/* Parse exactly 2*len hex digits; -EINVAL otherwise. */
+int hex_decode(const char *in, unsigned char *out, size_t len);
+
+/* Monotonic nanoseconds and wall-clock nanoseconds since the epoch. */
+unsigned long long now_mono_ns(void);
+unsigned long long now_real_ns(void);

@@ -1,0 +1,76 @@
+/* ProcessRef: a verified reference to one process.
+ *
+ * A ref is opened through a pidfd, so the kernel pins *which* process it
+ * names; everything read from procfs is confirmed against that pidfd after
+ * reading (pidfd still alive => /proc/<pid> was that process). The textual
+ * key is stable across PID namespaces when the pidfs inode is available
+ * ("<boot_id>:<ino>"), else "<boot_id>:<pid>:<start_time>" and key_kind says
+ * so. A ref with pidfd == -1 is a *recorded* ref (from the process table or
+ * the wire): it describes a process but proves nothing about a live one. */
+#pragma once
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/kernel.h"
+
+enum procref_key_kind {
+	PROCREF_KEY_PIDFS = 1,     /* boot_id + pidfs inode */
+	PROCREF_KEY_PID_START = 2, /* boot_id + pid + start_time (pre-6.9 fallback) */
+};
+
+/* Where a field came from, so a ref can say which fallback it used. */
+enum procref_source { PROCREF_SRC_PIDFD_INFO = 1, PROCREF_SRC_PROCFS = 2 };
+
+struct exe_tuple {
+	uint64_t dev;
+	uint64_t ino;
+	int64_t size;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	char path[PATH_MAX]; /* readlink of /proc/<pid>/exe, " (deleted)" stripped */
+	bool deleted;        /* the image was unlinked after exec */
+	bool memfd;          /* the image is a memfd (path "/memfd:...") */
+	bool maps_mismatch;  /* (dev, ino) differs from the main mapping in maps */
+	bool hashed;         /* sha256 is valid */
+	uint8_t sha256[32];  /* of the opened running image */
+};
+
+#define PROCREF_KEY_MAX 96
+
+struct procref {
+	int pidfd; /* owned; -1 for a recorded ref */
+	char boot_id[37];
+	enum procref_key_kind key_kind;
+	uint64_t pidfs_ino; /* 0 when key_kind is PID_START */
+	pid_t pid;          /* as seen by the caller */
+	pid_t ppid;         /* live parent as seen by the caller; 0 if outside the pidns */
+	uint64_t start_time; /* stat field 22, clock ticks since boot */
+	uid_t ruid, euid, suid, fsuid;
+	gid_t rgid, egid, sgid, fsgid;
+	uint64_t cgroup_id; /* 0 when unknown (no cgroup v2) */
+	enum procref_source info_source; /* pid/creds/cgroup: ioctl or procfs */
+	char comm[17];
+	struct exe_tuple exe; /* exe.hashed false until exe_hash() */
+	char key[PROCREF_KEY_MAX];
+};
+
+/* Open pid (in the caller's PID namespace). Fills everything but the exe
+ * hash. -ESRCH when the process is gone (or exits while being read). */
+int procref_open(const struct kernel_caps *caps, pid_t pid, struct procref *out);
+/* Same, from a pidfd the caller owns; the ref takes a dup of it. */
+int procref_from_pidfd(const struct kernel_caps *caps, int pidfd, struct procref *out);
+/* Is the pidfd still the process described? 0 yes; -ESRCH exited;
+ * -ESTALE when the identifying fields no longer match (must not happen
+ * with a pidfd, but recorded refs opened anew are checked this way). */
+int procref_revalidate(const struct kernel_caps *caps, const struct procref *ref);
+/* Does a live process at `pid` match recorded ref `rec` (same key)? Opens a
+ * fresh pidfd; 0 on match, -ESRCH gone, -ESTALE a different process (pid reused). */
+int procref_match_pid(const struct kernel_caps *caps, const struct procref *rec, pid_t pid);
+/* Copy without the pidfd (a recorded ref). */
+void procref_copy_recorded(struct procref *dst, const struct procref *src);
+void procref_close(struct procref *ref);
+/* Same process? Compares key only. */
+bool procref_same(const struct procref *a, const struct procref *b);
