@@ -1,0 +1,537 @@
+#include "policy/network.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/util.h"
+
+/* ---------- addresses ---------- */
+
+int netaddr_parse(const char *s, struct netaddr *out)
+{
+	char buf[64];
+	size_t n = strlen(s);
+	memset(out, 0, sizeof(*out));
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		if (n - 2 >= sizeof(buf))
+			return -EINVAL;
+		memcpy(buf, s + 1, n - 2);
+		buf[n - 2] = '\0';
+		if (inet_pton(AF_INET6, buf, out->a) != 1)
+			return -EINVAL;
+		out->family = AF_INET6;
+		return 0;
+	}
+	/* inet_pton(AF_INET) accepts only the strict dotted quad. */
+	if (inet_pton(AF_INET, s, out->a) == 1) {
+		out->family = AF_INET;
+		return 0;
+	}
+	if (strchr(s, ':') && inet_pton(AF_INET6, s, out->a) == 1) {
+		out->family = AF_INET6;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int netaddr_from_sockaddr(const struct sockaddr *sa, struct netaddr *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET) {
+		out->family = AF_INET;
+		memcpy(out->a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		out->family = AF_INET6;
+		memcpy(out->a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+void netaddr_unmap(const struct netaddr *in, struct netaddr *out)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t compat[12] = { 0 };
+	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+	*out = *in;
+	if (in->family != AF_INET6)
+		return;
+	bool v4 = memcmp(in->a, mapped, 12) == 0 || memcmp(in->a, nat64, 12) == 0;
+	/* ::a.b.c.d, but not :: and ::1 themselves (those stay IPv6). */
+	if (!v4 && memcmp(in->a, compat, 12) == 0 &&
+	    (in->a[12] | in->a[13] | in->a[14]) != 0)
+		v4 = true;
+	if (!v4)
+		return;
+	memset(out, 0, sizeof(*out));
+	out->family = AF_INET;
+	memcpy(out->a, in->a + 12, 4);
+}
+
+bool netaddr_equal(const struct netaddr *x, const struct netaddr *y)
+{
+	struct netaddr ux, uy;
+	netaddr_unmap(x, &ux);
+	netaddr_unmap(y, &uy);
+	if (ux.family != uy.family)
+		return false;
+	return memcmp(ux.a, uy.a, ux.family == AF_INET ? 4 : 16) == 0;
+}
+
+const char *netaddr_format(const struct netaddr *a, char *buf, size_t size)
+{
+	if (!inet_ntop(a->family, a->a, buf, (socklen_t)size))
+		strscpy(buf, "?", size);
+	return buf;
+}
+
+static bool prefix_equal(const uint8_t *x, const uint8_t *y, unsigned bits)
+{
+	unsigned bytes = bits / 8, rem = bits % 8;
+	if (memcmp(x, y, bytes) != 0)
+		return false;
+	if (rem == 0)
+		return true;
+	uint8_t mask = (uint8_t)(0xff << (8 - rem));
+	return (x[bytes] & mask) == (y[bytes] & mask);
+}
+
+int netcidr_parse(const char *s, struct netcidr *out)
+{
+	char buf[80];
+	if (strscpy(buf, s, sizeof(buf)) < 0)
+		return -EINVAL;
+	char *slash = strchr(buf, '/');
+	unsigned long prefix = 0;
+	if (slash) {
+		*slash = '\0';
+		const char *p = slash + 1;
+		if (!*p || strlen(p) > 3)
+			return -EINVAL;
+		for (const char *q = p; *q; q++)
+			if (!isdigit((unsigned char)*q))
+				return -EINVAL;
+		prefix = strtoul(p, NULL, 10);
+	}
+	if (netaddr_parse(buf, &out->base) < 0 || buf[0] == '[')
+		return -EINVAL;
+	unsigned max = out->base.family == AF_INET ? 32 : 128;
+	if (!slash)
+		prefix = max;
+	if (prefix > max)
+		return -EINVAL;
+	out->prefix = (unsigned)prefix;
+	/* Host bits must be zero. */
+	for (unsigned bit = out->prefix; bit < max; bit++)
+		if (out->base.a[bit / 8] & (0x80 >> (bit % 8)))
+			return -EINVAL;
+	return 0;
+}
+
+bool netcidr_contains(const struct netcidr *c, const struct netaddr *a)
+{
+	struct netaddr ua;
+	netaddr_unmap(a, &ua);
+	struct netcidr uc = *c;
+	/* An IPv6 CIDR spelled as ::ffff:10.0.0.0/104 means the IPv4 range. */
+	if (c->base.family == AF_INET6 && c->prefix >= 96) {
+		struct netaddr ub;
+		netaddr_unmap(&c->base, &ub);
+		if (ub.family == AF_INET) {
+			uc.base = ub;
+			uc.prefix = c->prefix - 96;
+		}
+	}
+	if (uc.base.family != ua.family)
+		return false;
+	return prefix_equal(uc.base.a, ua.a, uc.prefix);
+}
+
+/* ---------- globs and host names ---------- */
+
+bool netpol_path_match(const char *pattern, const char *path)
+{
+	/* Dynamic programming over path positions, one pattern token at a
+	 * time: no backtracking, so a hostile pattern cannot blow up.
+	 * dp[j]: the pattern so far matches path[0, j). */
+	size_t pn = strlen(pattern), sn = strlen(path);
+	_cleanup_free_ bool *dp = calloc(sn + 1, sizeof(bool));
+	_cleanup_free_ bool *nx = calloc(sn + 1, sizeof(bool));
+	if (!dp || !nx)
+		return false;
+	dp[0] = true;
+	for (size_t i = 0; i < pn;) {
+		if (pattern[i] == '*') {
+			bool dstar = pattern[i + 1] == '*';
+			nx[0] = dp[0];
+			for (size_t j = 1; j <= sn; j++)
+				nx[j] = dp[j] || (nx[j - 1] && (dstar || path[j - 1] != '/'));
+			i += dstar ? 2 : 1;
+		} else {
+			nx[0] = false;
+			for (size_t j = 1; j <= sn; j++)
+				nx[j] = dp[j - 1] && path[j - 1] == pattern[i];
+			i++;
+		}
+		bool *t = dp;
+		dp = nx;
+		nx = t;
+	}
+	return dp[sn];
+}
+
+static bool label_is_numeric(const char *l, size_t n)
+{
+	size_t i = 0;
+	if (n >= 2 && l[0] == '0' && l[1] == 'x') {
+		for (i = 2; i < n; i++)
+			if (!isxdigit((unsigned char)l[i]))
+				return false;
+		return true;
+	}
+	for (; i < n; i++)
+		if (!isdigit((unsigned char)l[i]))
+			return false;
+	return n > 0;
+}
+
+int netpol_host_normalize(const char *in, char *out, size_t size)
+{
+	struct netaddr ip;
+	size_t n = strlen(in);
+	if (n == 0 || n >= size || n > 255)
+		return -EINVAL;
+	if (netaddr_parse(in, &ip) == 0) {
+		netaddr_format(&ip, out, size);
+		return 0;
+	}
+	if (n > 0 && in[n - 1] == '.')
+		n--;
+	if (n == 0 || n > 253)
+		return -EINVAL;
+	size_t label = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)in[i];
+		if (c == '.') {
+			if (label == 0)
+				return -EINVAL;
+			label = 0;
+			out[i] = '.';
+			continue;
+		}
+		if (!(isalnum(c) || c == '-' || c == '_'))
+			return -EINVAL;
+		if (++label > 63)
+			return -EINVAL;
+		out[i] = (char)tolower(c);
+	}
+	if (label == 0)
+		return -EINVAL;
+	out[n] = '\0';
+	/* "127.1", "2130706433", "0x7f.1": the resolver (inet_aton) would read
+	 * these as addresses; refuse instead of letting getaddrinfo guess. A
+	 * numeric last label is never a real DNS name either. */
+	const char *last = strrchr(out, '.');
+	last = last ? last + 1 : out;
+	if (label_is_numeric(last, strlen(last)))
+		return -EINVAL;
+	bool every = true;
+	for (const char *l = out; *l;) {
+		const char *dot = strchr(l, '.');
+		size_t ln = dot ? (size_t)(dot - l) : strlen(l);
+		if (!label_is_numeric(l, ln))
+			every = false;
+		l += ln + (dot ? 1 : 0);
+	}
+	if (every)
+		return -EINVAL;
+	return 0;
+}
+
+/* ---------- lifetime ---------- */
+
+struct network_policy *network_policy_new(void)
+{
+	return calloc(1, sizeof(struct network_policy));
+}
+
+static void binaries_free(struct netpol_binary *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(b[i].path);
+	free(b);
+}
+
+void network_policy_free(struct network_policy *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n_rules; i++) {
+		struct netpol_rule *r = &p->rules[i];
+		free(r->name);
+		free(r->origin);
+		binaries_free(r->binaries, r->n_binaries);
+		binaries_free(r->ancestors, r->n_ancestors);
+		for (size_t e = 0; e < r->n_endpoints; e++) {
+			free(r->endpoints[e].host);
+			free(r->endpoints[e].ports);
+		}
+		free(r->endpoints);
+	}
+	free(p->rules);
+	free(p);
+}
+
+/* ---------- the `network:` section parser ---------- */
+
+#include "policy/policy.h"
+
+/* Grow *v (n elements of size sz) by one zeroed element. */
+static void *grow(void *vp, size_t *n, size_t sz)
+{
+	void **v = vp;
+	void *nv = realloc(*v, (*n + 1) * sz);
+	if (!nv)
+		return NULL;
+	*v = nv;
+	memset((char *)nv + *n * sz, 0, sz);
+	return (char *)nv + (*n)++ * sz;
+}
+
+static int parse_sha256(struct pctx *ctx, const struct pnode *n, const char *what, char out[65])
+{
+	const char *s;
+	int r = pnode_expect_string(ctx, n, what, &s);
+	if (r < 0)
+		return r;
+	if (strlen(s) != 64)
+		return pnode_error(ctx, n, "%s must be 64 hex digits (SHA-256), got %zu characters",
+				   what, strlen(s));
+	for (size_t i = 0; i < 64; i++) {
+		if (!isxdigit((unsigned char)s[i]))
+			return pnode_error(ctx, n, "%s must be 64 hex digits (SHA-256)", what);
+		out[i] = (char)tolower((unsigned char)s[i]);
+	}
+	out[64] = '\0';
+	return 0;
+}
+
+static int parse_binaries(struct pctx *ctx, const struct pnode *seq, const char *what,
+			  struct netpol_binary **out, size_t *n_out)
+{
+	static const char *const keys[] = { "path", "sha256", NULL };
+	int r = pnode_expect_seq(ctx, seq, what);
+	if (r < 0)
+		return r;
+	if (seq->n == 0)
+		return pnode_error(ctx, seq, "%s must list at least one entry", what);
+	for (size_t i = 0; i < seq->n; i++) {
+		const struct pnode *e = seq->vals[i];
+		char w[64];
+		snprintf(w, sizeof(w), "%s[%zu]", what, i);
+		if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
+			return r;
+		const struct pnode *p = pmap_get(e, "path");
+		if (!p)
+			return pnode_error(ctx, e, "%s needs 'path' (an absolute path or glob)", w);
+		const char *path;
+		if ((r = pnode_expect_abspath(ctx, p, "path", &path)) < 0)
+			return r;
+		struct netpol_binary *b = grow(out, n_out, sizeof(**out));
+		if (!b)
+			return -ENOMEM;
+		if (!(b->path = pnode_strdup(ctx, p)))
+			return -ENOMEM;
+		const struct pnode *h = pmap_get(e, "sha256");
+		if (h) {
+			if ((r = parse_sha256(ctx, h, "sha256", b->sha256)) < 0)
+				return r;
+			b->has_sha256 = true;
+		}
+	}
+	return 0;
+}
+
+static int parse_endpoint(struct pctx *ctx, const struct pnode *e, const char *w,
+			  struct netpol_endpoint *ep)
+{
+	static const char *const keys[] = { "host", "cidr", "ports", NULL };
+	int r;
+	if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
+		return r;
+	const struct pnode *h = pmap_get(e, "host"), *c = pmap_get(e, "cidr"),
+			   *ports = pmap_get(e, "ports");
+	if (!!h == !!c)
+		return pnode_error(ctx, e, "%s needs exactly one of 'host' or 'cidr'", w);
+	if (h) {
+		const char *s;
+		if ((r = pnode_expect_string(ctx, h, "host", &s)) < 0)
+			return r;
+		char norm[256];
+		if (s[0] == '*') {
+			if (s[1] != '.' || strchr(s + 1, '*') ||
+			    netpol_host_normalize(s + 2, norm, sizeof(norm)) < 0 ||
+			    netaddr_parse(s + 2, &ep->host_ip) == 0)
+				return pnode_error(ctx, h, "host '%s': a glob may only be '*.' followed "
+						   "by a DNS name (e.g. *.github.com)", s);
+			ep->host_kind = NETPOL_HOST_GLOB;
+			char suffix[258];
+			snprintf(suffix, sizeof(suffix), ".%s", norm);
+			ep->host = strdup(suffix);
+		} else if (strchr(s, '*')) {
+			return pnode_error(ctx, h, "host '%s': '*' is only allowed as the whole first "
+					   "label (e.g. *.github.com)", s);
+		} else if (netaddr_parse(s, &ep->host_ip) == 0) {
+			ep->host_kind = NETPOL_HOST_IP;
+			char buf[64];
+			ep->host = strdup(netaddr_format(&ep->host_ip, buf, sizeof(buf)));
+		} else if (netpol_host_normalize(s, norm, sizeof(norm)) == 0) {
+			ep->host_kind = NETPOL_HOST_EXACT;
+			ep->host = strdup(norm);
+		} else {
+			return pnode_error(ctx, h, "host '%s' is neither a DNS name nor an IP literal "
+					   "(numeric forms like 127.1 are not accepted)", s);
+		}
+		if (!ep->host)
+			return -ENOMEM;
+	} else {
+		const char *s;
+		if ((r = pnode_expect_string(ctx, c, "cidr", &s)) < 0)
+			return r;
+		if (netcidr_parse(s, &ep->cidr) < 0)
+			return pnode_error(ctx, c, "cidr '%s' is not an address/prefix with zero host "
+					   "bits (e.g. 198.51.100.0/24, fd00::/8)", s);
+		ep->is_cidr = true;
+	}
+	if (!ports)
+		return pnode_error(ctx, e, "%s needs 'ports' (a list such as [443]); there is no "
+				   "implicit any-port", w);
+	if ((r = pnode_expect_seq(ctx, ports, "ports")) < 0)
+		return r;
+	if (ports->n == 0)
+		return pnode_error(ctx, ports, "ports must list at least one port");
+	ep->ports = calloc(ports->n, sizeof(uint16_t));
+	if (!ep->ports)
+		return -ENOMEM;
+	for (size_t i = 0; i < ports->n; i++) {
+		uint64_t v;
+		if ((r = pnode_expect_uint(ctx, ports->vals[i], "port", 65535, &v)) < 0)
+			return r;
+		if (v == 0)
+			return pnode_error(ctx, ports->vals[i], "port 0 is not a destination port");
+		ep->ports[ep->n_ports++] = (uint16_t)v;
+	}
+	return 0;
+}
+
+static int parse_rule(struct pctx *ctx, const struct pnode *e, size_t idx, struct network_policy *np)
+{
+	static const char *const keys[] = { "name", "binaries", "ancestors", "endpoints", NULL };
+	char w[64];
+	int r;
+	snprintf(w, sizeof(w), "network.policies[%zu]", idx);
+	if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
+		return r;
+	const struct pnode *name = pmap_get(e, "name"), *bins = pmap_get(e, "binaries"),
+			   *anc = pmap_get(e, "ancestors"), *eps = pmap_get(e, "endpoints");
+	if (!name)
+		return pnode_error(ctx, e, "%s needs a 'name'", w);
+	const char *nm;
+	if ((r = pnode_expect_string(ctx, name, "name", &nm)) < 0)
+		return r;
+	if (!*nm || strlen(nm) > 128)
+		return pnode_error(ctx, name, "policy name must be 1..128 characters");
+	for (size_t i = 0; i < np->n_rules; i++)
+		if (strcmp(np->rules[i].name, nm) == 0)
+			return pnode_error(ctx, name, "policy name '%s' is already used (at %s)", nm,
+					   np->rules[i].origin);
+	if (!bins)
+		return pnode_error(ctx, e, "%s needs 'binaries'", w);
+	if (!eps)
+		return pnode_error(ctx, e, "%s needs 'endpoints'", w);
+	struct netpol_rule *rule = grow(&np->rules, &np->n_rules, sizeof(*np->rules));
+	if (!rule)
+		return -ENOMEM;
+	if (!(rule->name = pnode_strdup(ctx, name)))
+		return -ENOMEM;
+	char origin[512];
+	snprintf(origin, sizeof(origin), "%s:%u", pctx_file(ctx), e->line);
+	if (!(rule->origin = strdup(origin)))
+		return -ENOMEM;
+	if ((r = parse_binaries(ctx, bins, "binaries", &rule->binaries, &rule->n_binaries)) < 0)
+		return r;
+	if (anc && (r = parse_binaries(ctx, anc, "ancestors", &rule->ancestors, &rule->n_ancestors)) < 0)
+		return r;
+	if ((r = pnode_expect_seq(ctx, eps, "endpoints")) < 0)
+		return r;
+	if (eps->n == 0)
+		return pnode_error(ctx, eps, "endpoints must list at least one endpoint");
+	for (size_t i = 0; i < eps->n; i++) {
+		struct netpol_endpoint *ep = grow(&rule->endpoints, &rule->n_endpoints,
+						  sizeof(*rule->endpoints));
+		if (!ep)
+			return -ENOMEM;
+		char ew[32];
+		snprintf(ew, sizeof(ew), "endpoints[%zu]", i);
+		if ((r = parse_endpoint(ctx, eps->vals[i], ew, ep)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int network_parse(struct pctx *ctx, const struct pnode *node, void **data)
+{
+	static const char *const keys[] = { "mode", "policies", NULL };
+	int r = pnode_expect_map(ctx, node, "network");
+	if (r < 0)
+		return r;
+	if ((r = pmap_check_keys(ctx, node, "network", keys)) < 0)
+		return r;
+	struct network_policy *np = *data;
+	if (!np && !(np = *data = network_policy_new()))
+		return -ENOMEM;
+	bool locked = pctx_immutable(ctx) && pctx_layer(ctx) > POLICY_LAYER_SYSTEM;
+	const struct pnode *m = pmap_get(node, "mode");
+	if (m) {
+		static const char *const modes[] = { "enforce", "audit", NULL };
+		int mode;
+		if ((r = pnode_expect_enum(ctx, m, "network.mode", modes, &mode)) < 0)
+			return r;
+		if (mode == NETPOL_AUDIT && locked)
+			return pnode_error(ctx, m, "network.mode: audit would loosen an immutable "
+					   "system policy");
+		if (mode == NETPOL_AUDIT && np->mode_set && np->mode == NETPOL_ENFORCE)
+			pnode_warn(ctx, m, "network.mode: audit ignored, an earlier layer set enforce "
+				   "(the strictest mode wins)");
+		else
+			np->mode = (enum netpol_mode)mode;
+		np->mode_set = true;
+	}
+	const struct pnode *pols = pmap_get(node, "policies");
+	if (pols) {
+		if ((r = pnode_expect_seq(ctx, pols, "network.policies")) < 0)
+			return r;
+		if (locked && pols->n > 0)
+			return pnode_error(ctx, pols, "network.policies: the system policy is immutable; "
+					   "other layers may not add rules");
+		for (size_t i = 0; i < pols->n; i++)
+			if ((r = parse_rule(ctx, pols->vals[i], i, np)) < 0)
+				return r;
+	}
+	return 0;
+}
+
+static void network_free(void *data) { network_policy_free(data); }
+
+const struct policy_section network_policy_section = {
+	.name = "network",
+	.parse = network_parse,
+	.free = network_free,
+};
