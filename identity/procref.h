@@ -11,6 +11,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -55,7 +56,13 @@ struct procref {
 	char comm[17];
 	struct exe_tuple exe; /* exe.hashed false until exe_hash() */
 	char key[PROCREF_KEY_MAX];
+	/* Extensions (appended; nothing above changed). */
+	pid_t procfs_pid; /* the same process under /proc (the procfs mount's pidns) */
+	char state;       /* stat field 3 when read */
+	int exe_err;      /* 0, or -errno: why exe is unknown (kernel thread: -ENOENT) */
 };
+
+struct exe_hash_cache;
 
 /* Open pid (in the caller's PID namespace). Fills everything but the exe
  * hash. -ESRCH when the process is gone (or exits while being read). */
@@ -74,3 +81,17 @@ void procref_copy_recorded(struct procref *dst, const struct procref *src);
 void procref_close(struct procref *ref);
 /* Same process? Compares key only. */
 bool procref_same(const struct procref *a, const struct procref *b);
+
+/* Hash the running image of a live ref into ref->exe (sha256, hashed) —
+ * BLOCKING (reads the whole binary): never on an event-loop thread; see
+ * exe.h for the thread-pool job. The file opened must still carry ref->exe's
+ * (dev, ino, size, mtime, ctime) and the pidfd must still be alive after
+ * hashing, else -ESTALE / -ESRCH. cache may be NULL. */
+int procref_hash_exe(struct procref *ref, struct exe_hash_cache *cache);
+/* Key of `ref` as `kind` would spell it (PIDFS needs pidfs_ino != 0):
+ * lets a ref recorded under one key kind be compared on a host whose caps
+ * differ. -EINVAL when the ref cannot be spelled that way. */
+int procref_format_key(const struct procref *ref, enum procref_key_kind kind, char *buf,
+		       size_t size);
+const char *procref_key_kind_name(enum procref_key_kind kind); /* "pidfs", "pid_start" */
+const char *procref_source_name(enum procref_source src);      /* "pidfd_info", "procfs" */

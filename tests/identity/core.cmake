@@ -1,0 +1,6 @@
+# identity core: procfs parsers, ProcessRef, exe verification (h1core).
+tether_unit_test(core_procfs SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_procfs.c
+                 LIBS tether_identity)
+tether_c_test(core_procref LABEL integration
+              SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_procref.c
+              LIBS tether_identity TIMEOUT 60)
