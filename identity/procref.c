@@ -150,26 +150,59 @@ static int fill_from_info(int pidfd, struct procref *out, bool *got_cgroup)
 	return 0;
 }
 
-static int fill_from_status(int procdirfd, struct procref *out)
+static int read_status_at(int dirfd, const char *name, struct procfs_status *st)
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	int r = procfs_read_at(procdirfd, "status", PROCFS_STATUS_MAX, &buf, &len);
+	int r = procfs_read_at(dirfd, name, PROCFS_STATUS_MAX, &buf, &len);
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
-	struct procfs_status st;
-	r = procfs_parse_status(buf, len, &st);
+	return procfs_parse_status(buf, len, st);
+}
+
+/* procfs fallback. /proc may belong to an ancestor pidns of ours (unshare
+ * without a remount): NSpid lists a process's pids from the procfs mount's
+ * ns inwards, and our own NSpid says which level is ours, so pid and ppid
+ * are translated into the caller's ns. ppid translation reads the parent's
+ * status and is best effort (0 when the parent is gone or outside our ns). */
+static int fill_from_status(int procdirfd, pid_t caller_pid, struct procref *out)
+{
+	_cleanup_free_ struct procfs_status *st = malloc(sizeof(*st));
+	_cleanup_free_ struct procfs_status *self = malloc(sizeof(*self));
+	if (!st || !self)
+		return -ENOMEM;
+	int r = read_status_at(procdirfd, "status", st);
 	if (r < 0)
 		return r;
-	out->ppid = st.ppid;
-	out->ruid = st.uid[0];
-	out->euid = st.uid[1];
-	out->suid = st.uid[2];
-	out->fsuid = st.uid[3];
-	out->rgid = st.gid[0];
-	out->egid = st.gid[1];
-	out->sgid = st.gid[2];
-	out->fsgid = st.gid[3];
+	r = read_status_at(AT_FDCWD, "/proc/self/status", self);
+	if (r < 0)
+		return r == -ESRCH ? -EREMOTE : r; /* we are not visible in this procfs */
+	size_t level = self->n_nspid > 0 ? self->n_nspid - 1 : 0;
+
+	pid_t pid = out->procfs_pid, ppid = st->ppid;
+	if (level > 0) {
+		if (st->n_nspid <= level)
+			return -EREMOTE; /* not in our pidns */
+		pid = st->nspid[level];
+		if (ppid > 0) {
+			char name[32];
+			snprintf(name, sizeof(name), "/proc/%d/status", (int)ppid);
+			r = read_status_at(AT_FDCWD, name, self);
+			ppid = r == 0 && self->n_nspid > level ? self->nspid[level] : 0;
+		}
+	}
+	if (caller_pid > 0 && pid != caller_pid)
+		return -ESTALE; /* procfs and the pidfd disagree: trust neither */
+	out->pid = pid;
+	out->ppid = ppid;
+	out->ruid = st->uid[0];
+	out->euid = st->uid[1];
+	out->suid = st->uid[2];
+	out->fsuid = st->uid[3];
+	out->rgid = st->gid[0];
+	out->egid = st->gid[1];
+	out->sgid = st->gid[2];
+	out->fsgid = st->gid[3];
 	out->info_source = PROCREF_SRC_PROCFS;
 	return 0;
 }
@@ -222,10 +255,9 @@ static int ref_fill(const struct kernel_caps *caps, int pidfd, pid_t caller_pid,
 	}
 	if (r < 0) {
 		/* procfs fallback: pid and ppid as the procfs mount sees them. */
-		r = fill_from_status(dfd, out);
+		r = fill_from_status(dfd, caller_pid, out);
 		if (r < 0)
 			return r;
-		out->pid = caller_pid > 0 ? caller_pid : out->procfs_pid;
 	}
 	if (!caps->cgroup_v2)
 		out->cgroup_id = 0;

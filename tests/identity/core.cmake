@@ -4,3 +4,6 @@ tether_unit_test(core_procfs SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_procfs.c
 tether_c_test(core_procref LABEL integration
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_procref.c
               LIBS tether_identity TIMEOUT 60)
+tether_c_test(core_pidreuse LABEL integration
+              SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_pidreuse.c
+              LIBS tether_identity TIMEOUT 60)
