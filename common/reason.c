@@ -39,6 +39,14 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_UPSTREAM_TIMEOUT] = "upstream_timeout",
 	[REASON_IDLE_TIMEOUT] = "idle_timeout",
 	[REASON_INTERNAL_ERROR] = "internal_error",
+	[REASON_NOT_ALLOWED] = "not_allowed",
+	[REASON_HARD_DENY] = "hard_deny",
+	[REASON_POLICY_DENY] = "policy_deny",
+	[REASON_VALUE_CHECK] = "value_check",
+	[REASON_SECRET_SHAPED] = "secret_shaped",
+	[REASON_NAME_INVALID] = "name_invalid",
+	[REASON_TETHER_RESERVED] = "tether_reserved",
+	[REASON_SUPERVISOR_SET] = "supervisor_set",
 };
 
 const char *reason_word(enum reason r)
