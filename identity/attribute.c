@@ -1,0 +1,171 @@
+/* Flow attribution: sock_diag, then the cookie registry, then the holder
+ * search, then the ambiguity rule. */
+#include "identity/attribute.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "identity/exe.h"
+#include "identity/holders.h"
+
+/* inode -> holders entries kept warm; a proxy worker sees at most a few
+ * hundred live flows being re-attributed at once. */
+#define ATTRIBUTE_HOLDER_CACHE 1024
+
+struct attribute_ctx {
+	const struct kernel_caps *caps;
+	struct cookie_registry *reg; /* borrowed, may be NULL */
+	struct sockdiag *sd;
+	struct holders *holders;
+	bool check_alive;
+};
+
+struct attribute_ctx *attribute_ctx_new(const struct kernel_caps *caps, struct cookie_registry *reg)
+{
+	if (!caps) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct attribute_ctx *ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return NULL;
+	ctx->caps = caps;
+	ctx->reg = reg;
+	ctx->check_alive = true;
+	ctx->sd = sockdiag_open();
+	if (!ctx->sd)
+		goto fail;
+	ctx->holders = holders_new(caps, ATTRIBUTE_HOLDER_CACHE);
+	if (!ctx->holders)
+		goto fail;
+	return ctx;
+fail:;
+	int e = errno;
+	attribute_ctx_free(ctx);
+	errno = e;
+	return NULL;
+}
+
+void attribute_ctx_free(struct attribute_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	sockdiag_close(ctx->sd);
+	holders_free(ctx->holders);
+	free(ctx);
+}
+
+void attribute_ctx_clear_cache(struct attribute_ctx *ctx)
+{
+	if (ctx)
+		holders_cache_clear(ctx->holders);
+}
+
+void attribute_ctx_set_check_alive(struct attribute_ctx *ctx, bool on)
+{
+	if (ctx)
+		ctx->check_alive = on;
+}
+
+const char *attribution_source_word(enum attribution_source s)
+{
+	switch (s) {
+	case ATTRIBUTION_SOURCE_REGISTRY:
+		return "registry";
+	case ATTRIBUTION_SOURCE_HOLDER_SEARCH:
+		return "holder_search";
+	default:
+		return "none";
+	}
+}
+
+bool attribute_same_binary(const struct procref *a, const struct procref *b)
+{
+	/* Policy matches binaries by path and optional hash, so two holders
+	 * are one binary only if every input to that match agrees: a hard
+	 * link under another name could match another rule. */
+	if (!exe_tuple_same_file(&a->exe, &b->exe))
+		return false;
+	if (strcmp(a->exe.path, b->exe.path) != 0)
+		return false;
+	if (a->exe.deleted != b->exe.deleted || a->exe.memfd != b->exe.memfd)
+		return false;
+	if (a->exe.hashed && b->exe.hashed && memcmp(a->exe.sha256, b->exe.sha256, 32) != 0)
+		return false;
+	return true;
+}
+
+static void out_init(struct attribution *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->subject.pidfd = -1;
+	out->reason = REASON_IDENTITY_UNAVAILABLE;
+}
+
+void attribution_release(struct attribution *out)
+{
+	if (!out)
+		return;
+	if (out->subject.pidfd >= 0)
+		procref_close(&out->subject);
+	out->subject.pidfd = -1;
+}
+
+int attribute_flow(struct attribute_ctx *ctx, const struct flow_tuple *t, const pid_t *members,
+		   size_t n_members, struct attribution *out)
+{
+	if (!out)
+		return -EINVAL;
+	out_init(out);
+	if (!ctx || !t)
+		return -EINVAL;
+
+	int r = sockdiag_lookup(ctx->sd, t, &out->sock);
+	if (r == -ENOTUNIQ) {
+		/* Several UDP sockets answer for the tuple equally well. */
+		out->reason = REASON_AMBIGUOUS_SOCKET_OWNER;
+		return r;
+	}
+	if (r < 0)
+		return r; /* -ENOENT: no socket; else a netlink failure */
+	out->socket_found = true;
+
+	if (ctx->reg && cookie_registry_get(ctx->reg, out->sock.cookie, &out->subject) == 0) {
+		/* The connector was recorded before its connect went ahead;
+		 * cookies are never reused, so the record is this socket's. */
+		out->source = ATTRIBUTION_SOURCE_REGISTRY;
+		if (ctx->check_alive)
+			out->subject_alive =
+				procref_match_pid(ctx->caps, &out->subject, out->subject.pid) == 0;
+		out->reason = REASON_OK;
+		return 0;
+	}
+
+	out->source = ATTRIBUTION_SOURCE_HOLDER_SEARCH;
+	struct holder_list hl;
+	r = holders_find(ctx->holders, out->sock.inode, out->sock.cookie, members, n_members, &hl);
+	if (r < 0)
+		return r;
+	out->cache_hit = hl.from_cache;
+	out->n_holders = hl.n;
+	if (hl.n == 0) {
+		holder_list_release(&hl);
+		return -ESRCH;
+	}
+	for (size_t i = 1; i < hl.n; i++) {
+		if (!attribute_same_binary(&hl.refs[0], &hl.refs[i])) {
+			holder_list_release(&hl);
+			out->reason = REASON_AMBIGUOUS_SOCKET_OWNER;
+			return -ENOTUNIQ;
+		}
+	}
+	/* Hand the first holder's live ref (and its pidfd) to the caller. */
+	out->subject = hl.refs[0];
+	hl.refs[0].pidfd = -1;
+	holder_list_release(&hl);
+	out->subject_alive = true;
+	out->reason = REASON_OK;
+	return 0;
+}

@@ -1,0 +1,329 @@
+/* Holder search over the members' fd tables, with a revalidated cache. */
+#include "identity/holders.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+/* Sockets shared by more processes than this are searched every time:
+ * they are rare (fork sharing) and caching them buys little. */
+#define HOLDERS_CACHE_MAX 4
+
+struct cached_holder {
+	pid_t pid;
+	int fd;
+	char key[PROCREF_KEY_MAX];
+};
+
+struct cache_entry {
+	uint64_t cookie; /* 0 = empty */
+	uint32_t inode;
+	size_t members_n;
+	uint64_t members_hash;
+	size_t n;
+	struct cached_holder h[HOLDERS_CACHE_MAX];
+};
+
+struct holders {
+	const struct kernel_caps *caps;
+	int proc_fd;
+	size_t cap;
+	struct cache_entry *cache;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+/* Order-independent fingerprint of the member set: a cache entry answers
+ * only for the set its scan covered (a new member may have inherited the
+ * socket by fork). */
+static uint64_t members_hash(const pid_t *m, size_t n)
+{
+	uint64_t sum = 0, x = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = mix64((uint64_t)(uint32_t)m[i] + 0x9e3779b97f4a7c15ULL);
+		sum += v;
+		x ^= (v << 17) | (v >> 47);
+	}
+	return sum ^ mix64(x);
+}
+
+struct holders *holders_new(const struct kernel_caps *caps, size_t cache_capacity)
+{
+	if (!caps) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct holders *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->caps = caps;
+	h->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (h->proc_fd < 0) {
+		int e = errno;
+		free(h);
+		errno = e;
+		return NULL;
+	}
+	if (cache_capacity) {
+		h->cache = calloc(cache_capacity, sizeof(*h->cache));
+		if (!h->cache) {
+			close(h->proc_fd);
+			free(h);
+			errno = ENOMEM;
+			return NULL;
+		}
+		h->cap = cache_capacity;
+	}
+	return h;
+}
+
+void holders_free(struct holders *h)
+{
+	if (!h)
+		return;
+	if (h->proc_fd >= 0)
+		close(h->proc_fd);
+	free(h->cache);
+	free(h);
+}
+
+void holders_cache_clear(struct holders *h)
+{
+	if (h && h->cache)
+		memset(h->cache, 0, h->cap * sizeof(*h->cache));
+}
+
+void holder_list_release(struct holder_list *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		procref_close(&l->refs[i]);
+	free(l->refs);
+	l->refs = NULL;
+	l->n = 0;
+}
+
+static int socket_link(uint32_t inode, char *buf, size_t size)
+{
+	return snprintf(buf, size, "socket:[%u]", inode);
+}
+
+/* Does /proc/<pid>/fd/<fd> read socket:[inode]? */
+static bool fd_is(int proc_fd, pid_t pid, int fd, const char *want, int wlen)
+{
+	char path[64], link[64];
+	snprintf(path, sizeof(path), "%d/fd/%d", pid, fd);
+	ssize_t n = readlinkat(proc_fd, path, link, sizeof(link));
+	return n == wlen && memcmp(link, want, (size_t)wlen) == 0;
+}
+
+int holders_pid_holds(int proc_dirfd, pid_t pid, uint32_t inode, int *fd_out)
+{
+	char path[32], want[32];
+	int wlen = socket_link(inode, want, sizeof(want));
+
+	if (pid <= 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "%d/fd", pid);
+	int dfd = openat(proc_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+		close(dfd);
+		return -e;
+	}
+	struct dirent *de;
+	int found = 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char link[64];
+		ssize_t n = readlinkat(dfd, de->d_name, link, sizeof(link));
+		if (n == wlen && memcmp(link, want, (size_t)wlen) == 0) {
+			if (fd_out)
+				*fd_out = atoi(de->d_name);
+			found = 1;
+			break;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static bool already_listed(const struct holder_list *l, const struct procref *r)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (procref_same(&l->refs[i], r))
+			return true;
+	return false;
+}
+
+static int list_push(struct holder_list *l, size_t *alloc, struct procref *r)
+{
+	if (l->n == *alloc) {
+		size_t na = *alloc ? *alloc * 2 : 4;
+		struct procref *nr = realloc(l->refs, na * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		l->refs = nr;
+		*alloc = na;
+	}
+	l->refs[l->n++] = *r;
+	r->pidfd = -1; /* ownership moved */
+	return 0;
+}
+
+/* Pin pid with a pidfd, then confirm it still holds the socket: the link
+ * read after the pidfd was opened, with the pidfd alive after the read,
+ * belongs to the pinned process. 1 verified (*ref filled, owns a pidfd),
+ * 0 not a holder (any more), -errno when it cannot be verified. */
+static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, struct procref *ref)
+{
+	char want[32];
+	int wlen = socket_link(inode, want, sizeof(want));
+	int r = procref_open(h->caps, pid, ref);
+	if (r == -ESRCH)
+		return 0;
+	if (r < 0)
+		return r;
+	if (!fd_is(h->proc_fd, pid, fd, want, wlen)) {
+		/* dup2'd elsewhere in between? Look once more. */
+		r = holders_pid_holds(h->proc_fd, pid, inode, NULL);
+		if (r <= 0) {
+			procref_close(ref);
+			return r == -ESRCH ? 0 : r;
+		}
+	}
+	if (pidfd_is_alive(ref->pidfd) < 0) {
+		procref_close(ref);
+		return 0;
+	}
+	return 1;
+}
+
+static struct cache_entry *cache_slot(struct holders *h, uint64_t cookie)
+{
+	if (!h->cache || cookie == 0)
+		return NULL;
+	return &h->cache[mix64(cookie) % h->cap];
+}
+
+/* A cache hit, fully revalidated; 1 used, 0 unusable (entry dropped). */
+static int cache_try(struct holders *h, struct cache_entry *e, uint32_t inode, uint64_t cookie,
+		     const pid_t *members, size_t n_members, uint64_t mhash, struct holder_list *out)
+{
+	size_t alloc = 0;
+	if (!e || e->cookie != cookie || e->inode != inode || e->members_n != n_members ||
+	    e->members_hash != mhash)
+		return 0;
+	for (size_t i = 0; i < e->n; i++) {
+		struct procref ref;
+		int r = verify_holder(h, e->h[i].pid, e->h[i].fd, inode, &ref);
+		if (r <= 0)
+			goto stale;
+		if (strcmp(ref.key, e->h[i].key) != 0) {
+			/* The pid now names another process that happens to
+			 * hold the inode: the scan must decide. */
+			procref_close(&ref);
+			goto stale;
+		}
+		if (list_push(out, &alloc, &ref) < 0) {
+			procref_close(&ref);
+			goto stale;
+		}
+	}
+	out->from_cache = true;
+	return 1;
+stale:
+	holder_list_release(out);
+	memset(e, 0, sizeof(*e));
+	return 0;
+}
+
+static void cache_store(struct cache_entry *e, uint32_t inode, uint64_t cookie, size_t n_members,
+			uint64_t mhash, const struct holder_list *l, const int *fds)
+{
+	if (!e)
+		return;
+	memset(e, 0, sizeof(*e));
+	if (l->n == 0 || l->n > HOLDERS_CACHE_MAX)
+		return; /* nothing worth remembering */
+	e->cookie = cookie;
+	e->inode = inode;
+	e->members_n = n_members;
+	e->members_hash = mhash;
+	e->n = l->n;
+	for (size_t i = 0; i < l->n; i++) {
+		e->h[i].pid = l->refs[i].pid;
+		e->h[i].fd = fds[i];
+		strscpy(e->h[i].key, l->refs[i].key, sizeof(e->h[i].key));
+	}
+}
+
+int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t *members,
+		 size_t n_members, struct holder_list *out)
+{
+	if (!h || !out || (n_members && !members))
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (inode == 0)
+		return -EINVAL;
+
+	struct cache_entry *e = cache_slot(h, cookie);
+	uint64_t mhash = e ? members_hash(members, n_members) : 0;
+	if (e && cache_try(h, e, inode, cookie, members, n_members, mhash, out))
+		return 0;
+
+	/* Full scan of the members' fd tables. */
+	size_t alloc = 0;
+	int fds[HOLDERS_CACHE_MAX];
+	int r = 0;
+	for (size_t i = 0; i < n_members; i++) {
+		int fd = -1;
+		out->pids_scanned++;
+		r = holders_pid_holds(h->proc_fd, members[i], inode, &fd);
+		if (r == -ESRCH || r == 0)
+			continue; /* exited meanwhile, or not a holder */
+		if (r < 0)
+			goto fail;
+		struct procref ref;
+		r = verify_holder(h, members[i], fd, inode, &ref);
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			continue;
+		if (already_listed(out, &ref)) { /* a pid listed twice */
+			procref_close(&ref);
+			continue;
+		}
+		if (out->n < HOLDERS_CACHE_MAX)
+			fds[out->n] = fd;
+		r = list_push(out, &alloc, &ref);
+		if (r < 0) {
+			procref_close(&ref);
+			goto fail;
+		}
+	}
+	cache_store(e, inode, cookie, n_members, mhash, out, fds);
+	return 0;
+fail:
+	holder_list_release(out);
+	return r;
+}

@@ -1,0 +1,191 @@
+/* Cookie registry: put/get/replace/remove, FIFO eviction at capacity,
+ * recorded copies only (no pidfd kept), and concurrent use. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "identity/cookies.h"
+
+static void fake_ref(struct procref *r, pid_t pid)
+{
+	memset(r, 0, sizeof(*r));
+	r->pidfd = -1;
+	r->pid = pid;
+	r->key_kind = PROCREF_KEY_PID_START;
+	r->start_time = (uint64_t)pid * 10;
+	snprintf(r->key, sizeof(r->key), "boot:%d:%llu", pid, (unsigned long long)r->start_time);
+	snprintf(r->exe.path, sizeof(r->exe.path), "/usr/bin/fake%d", pid);
+}
+
+static void test_put_get_remove(void **state)
+{
+	struct cookie_registry *reg = cookie_registry_new(8);
+	struct procref r, got;
+	assert_non_null(reg);
+
+	assert_int_equal(cookie_registry_get(reg, 1, &got), -ENOENT);
+	fake_ref(&r, 100);
+	assert_int_equal(cookie_registry_put(reg, 1, &r), 0);
+	assert_int_equal(cookie_registry_size(reg), 1);
+	memset(&got, 0x55, sizeof(got));
+	assert_int_equal(cookie_registry_get(reg, 1, &got), 0);
+	assert_string_equal(got.key, r.key);
+	assert_string_equal(got.exe.path, "/usr/bin/fake100");
+	assert_int_equal(got.pid, 100);
+	assert_int_equal(got.pidfd, -1);
+
+	/* Replace keeps one entry, newest wins. */
+	fake_ref(&r, 200);
+	assert_int_equal(cookie_registry_put(reg, 1, &r), 0);
+	assert_int_equal(cookie_registry_size(reg), 1);
+	assert_int_equal(cookie_registry_get(reg, 1, &got), 0);
+	assert_int_equal(got.pid, 200);
+
+	/* Cookie 0 and UINT64_MAX are just values. */
+	assert_int_equal(cookie_registry_put(reg, 0, &r), 0);
+	assert_int_equal(cookie_registry_put(reg, UINT64_MAX, &r), 0);
+	assert_int_equal(cookie_registry_get(reg, UINT64_MAX, &got), 0);
+	assert_int_equal(cookie_registry_size(reg), 3);
+
+	assert_int_equal(cookie_registry_remove(reg, 1), 0);
+	assert_int_equal(cookie_registry_remove(reg, 1), -ENOENT);
+	assert_int_equal(cookie_registry_get(reg, 1, &got), -ENOENT);
+	assert_int_equal(cookie_registry_size(reg), 2);
+	cookie_registry_free(reg);
+}
+
+static void test_pidfd_not_kept(void **state)
+{
+	struct cookie_registry *reg = cookie_registry_new(4);
+	struct procref r, got;
+	fake_ref(&r, 7);
+	/* A live-looking ref: the registry must record, not keep, the fd. */
+	r.pidfd = dup(0);
+	assert_true(r.pidfd >= 0);
+	assert_int_equal(cookie_registry_put(reg, 9, &r), 0);
+	assert_int_equal(cookie_registry_get(reg, 9, &got), 0);
+	assert_int_equal(got.pidfd, -1);
+	close(r.pidfd);
+	cookie_registry_free(reg);
+}
+
+static void test_fifo_eviction(void **state)
+{
+	const size_t cap = 100;
+	struct cookie_registry *reg = cookie_registry_new(cap);
+	struct procref r, got;
+	assert_non_null(reg);
+
+	for (uint64_t c = 1; c <= 250; c++) {
+		fake_ref(&r, (pid_t)c);
+		assert_int_equal(cookie_registry_put(reg, c << 20, &r), 0);
+		assert_true(cookie_registry_size(reg) <= cap);
+	}
+	assert_int_equal(cookie_registry_size(reg), cap);
+	/* The oldest 150 are gone, the newest 100 are there and correct. */
+	for (uint64_t c = 1; c <= 150; c++)
+		assert_int_equal(cookie_registry_get(reg, c << 20, &got), -ENOENT);
+	for (uint64_t c = 151; c <= 250; c++) {
+		assert_int_equal(cookie_registry_get(reg, c << 20, &got), 0);
+		assert_int_equal(got.pid, (pid_t)c);
+	}
+
+	/* Re-putting an old entry makes it the newest: the next eviction
+	 * takes 152, not 151. */
+	fake_ref(&r, 151);
+	assert_int_equal(cookie_registry_put(reg, 151ULL << 20, &r), 0);
+	fake_ref(&r, 999);
+	assert_int_equal(cookie_registry_put(reg, 999ULL << 20, &r), 0);
+	assert_int_equal(cookie_registry_get(reg, 151ULL << 20, &got), 0);
+	assert_int_equal(cookie_registry_get(reg, 152ULL << 20, &got), -ENOENT);
+	assert_int_equal(cookie_registry_size(reg), cap);
+
+	/* Removing frees room without evicting. */
+	assert_int_equal(cookie_registry_remove(reg, 153ULL << 20), 0);
+	fake_ref(&r, 1000);
+	assert_int_equal(cookie_registry_put(reg, 1000ULL << 20, &r), 0);
+	assert_int_equal(cookie_registry_get(reg, 154ULL << 20, &got), 0);
+	cookie_registry_free(reg);
+}
+
+static void test_capacity_one_and_bad_args(void **state)
+{
+	struct cookie_registry *reg = cookie_registry_new(1);
+	struct procref r, got;
+	fake_ref(&r, 1);
+	assert_null(cookie_registry_new(0));
+	assert_int_equal(cookie_registry_put(reg, 1, &r), 0);
+	assert_int_equal(cookie_registry_put(reg, 2, &r), 0);
+	assert_int_equal(cookie_registry_size(reg), 1);
+	assert_int_equal(cookie_registry_get(reg, 1, &got), -ENOENT);
+	assert_int_equal(cookie_registry_get(reg, 2, &got), 0);
+	assert_int_equal(cookie_registry_put(reg, 3, NULL), -EINVAL);
+	assert_int_equal(cookie_registry_put(NULL, 3, &r), -EINVAL);
+	assert_int_equal(cookie_registry_get(NULL, 3, &got), -EINVAL);
+	assert_int_equal(cookie_registry_remove(NULL, 3), -EINVAL);
+	assert_int_equal(cookie_registry_size(NULL), 0);
+	cookie_registry_free(reg);
+	cookie_registry_free(NULL);
+}
+
+struct worker {
+	struct cookie_registry *reg;
+	uint64_t base;
+	int errors;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct procref r, got;
+	for (uint64_t i = 0; i < 20000; i++) {
+		uint64_t c = w->base + i;
+		fake_ref(&r, (pid_t)(c & 0x7fffffff));
+		if (cookie_registry_put(w->reg, c, &r) < 0)
+			w->errors++;
+		/* Our own entry may already be evicted by the others, but when
+		 * present it must be ours. */
+		if (cookie_registry_get(w->reg, c, &got) == 0 && got.pid != r.pid)
+			w->errors++;
+		if (i % 3 == 0)
+			cookie_registry_remove(w->reg, c);
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	struct cookie_registry *reg = cookie_registry_new(512);
+	struct worker w[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .reg = reg, .base = (uint64_t)(i + 1) << 40 };
+		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].errors, 0);
+	}
+	assert_true(cookie_registry_size(reg) <= 512);
+	cookie_registry_free(reg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_put_get_remove),
+		cmocka_unit_test(test_pidfd_not_kept),
+		cmocka_unit_test(test_fifo_eviction),
+		cmocka_unit_test(test_capacity_one_and_bad_args),
+		cmocka_unit_test(test_concurrent),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
