@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef HUGETLBFS_MAGIC
@@ -127,9 +128,18 @@ int exe_tuple_from_fd(int procdirfd, int exefd, struct exe_tuple *t)
 	if (r < 0)
 		return r;
 
-	r = maps_has_file(procdirfd, t->dev, t->ino);
-	if (r < 0)
-		return r;
+	/* exec installs the new exe link (and a fresh mm) before it maps the
+	 * image, so an observer racing an exec sees no mapping for a moment.
+	 * Only a real mismatch pays for the few short retries. */
+	for (int attempt = 0;; attempt++) {
+		r = maps_has_file(procdirfd, t->dev, t->ino);
+		if (r < 0)
+			return r;
+		if (r == 1 || attempt == 3)
+			break;
+		struct timespec ts = { 0, 1000000L };
+		nanosleep(&ts, NULL);
+	}
 	t->maps_mismatch = r == 0;
 	return 0;
 }

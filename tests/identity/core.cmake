@@ -7,3 +7,6 @@ tether_c_test(core_procref LABEL integration
 tether_c_test(core_pidreuse LABEL integration
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_pidreuse.c
               LIBS tether_identity TIMEOUT 60)
+tether_c_test(core_exe LABEL integration
+              SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_exe.c
+              LIBS tether_identity PkgConfig::UV TIMEOUT 60)
