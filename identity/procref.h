@@ -54,7 +54,7 @@ struct procref {
 	uint64_t cgroup_id; /* 0 when unknown (no cgroup v2) */
 	enum procref_source info_source; /* pid/creds/cgroup: ioctl or procfs */
 	char comm[17];
-	struct exe_tuple exe; /* exe.hashed false until exe_hash() */
+	struct exe_tuple exe; /* exe.hashed false until procref_hash_exe() */
 	char key[PROCREF_KEY_MAX];
 	/* Extensions (appended; nothing above changed). */
 	pid_t procfs_pid; /* the same process under /proc (the procfs mount's pidns) */
@@ -65,9 +65,14 @@ struct procref {
 struct exe_hash_cache;
 
 /* Open pid (in the caller's PID namespace). Fills everything but the exe
- * hash. -ESRCH when the process is gone (or exits while being read). */
+ * hash (an unreadable exe is exe_err, not a failure). -ESRCH when the
+ * process is gone, is a zombie, or exits while being read; -EREMOTE when it
+ * is not visible in our /proc; -EINVAL for pid <= 0 or caps without boot_id.
+ * Blocking procfs reads (tens of µs): fine on a loop thread, hashing is not.
+ * On any error *out is safe to procref_close (pidfd -1). */
 int procref_open(const struct kernel_caps *caps, pid_t pid, struct procref *out);
-/* Same, from a pidfd the caller owns; the ref takes a dup of it. */
+/* Same, from a pidfd the caller owns; the ref takes a dup of it (the
+ * caller's fd stays theirs). pid is PIDFD_GET_INFO's, or NSpid-translated. */
 int procref_from_pidfd(const struct kernel_caps *caps, int pidfd, struct procref *out);
 /* Is the pidfd still the process described? 0 yes; -ESRCH exited;
  * -ESTALE when the identifying fields no longer match (must not happen
