@@ -1,0 +1,114 @@
+#include "net-supervisor/auditq.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+
+struct item {
+	const char *event; /* string literals only */
+	json_t *fields;
+};
+
+struct auditq {
+	struct audit_log *log;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct item *ring;
+	size_t cap, head, count;
+	bool stop;
+	bool dropping; /* inside a burst of drops: reported once */
+	atomic_uint_fast64_t dropped;
+};
+
+static void *writer(void *arg)
+{
+	struct auditq *q = arg;
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (q->count == 0 && !q->stop)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (q->count == 0 && q->stop)
+			break;
+		struct item it = q->ring[q->head];
+		q->head = (q->head + 1) % q->cap;
+		q->count--;
+		pthread_mutex_unlock(&q->lock);
+		(void)audit_emit(q->log, it.event, it.fields); /* failures counted by the log */
+		json_decref(it.fields);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int auditq_new(struct audit_log *log, size_t capacity, struct auditq **out)
+{
+	struct auditq *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->log = log;
+	q->cap = capacity ? capacity : 8192;
+	q->ring = calloc(q->cap, sizeof(*q->ring));
+	if (!q->ring) {
+		free(q);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	int r = pthread_create(&q->thread, NULL, writer, q);
+	if (r != 0) {
+		free(q->ring);
+		free(q);
+		return -r;
+	}
+	*out = q;
+	return 0;
+}
+
+void auditq_push(struct auditq *q, const char *event, json_t *fields)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->count == q->cap) {
+		bool first = !q->dropping;
+		q->dropping = true;
+		uint64_t n = atomic_fetch_add(&q->dropped, 1) + 1;
+		pthread_mutex_unlock(&q->lock);
+		if (first)
+			log_error("audit queue full (%zu events): dropping '%s' events, %llu dropped so far "
+				  "(see tether_audit_dropped_total)", q->cap, event, (unsigned long long)n);
+		json_decref(fields);
+		return;
+	}
+	if (q->dropping && q->count < q->cap / 2) {
+		q->dropping = false;
+		log_warn("audit queue drained; %llu events were dropped in total",
+			 (unsigned long long)atomic_load(&q->dropped));
+	}
+	q->ring[(q->head + q->count) % q->cap] = (struct item){ event, fields };
+	q->count++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void auditq_free(struct auditq *q)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = true;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	free(q->ring);
+	free(q);
+}
+
+uint64_t auditq_dropped(const struct auditq *q) { return q ? atomic_load(&q->dropped) : 0; }
+uint64_t auditq_write_failures(const struct auditq *q) { return q ? audit_failures(q->log) : 0; }

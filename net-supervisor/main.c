@@ -1,0 +1,252 @@
+/* net-supervisor: the egress proxy daemon. Flags only; see --help and
+ * docs/net-supervisor.md. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "net-supervisor/fence.h"
+#include "net-supervisor/netsup.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"usage: net-supervisor [OPTIONS]\n"
+"\n"
+"The tether egress proxy: HTTP CONNECT and absolute-form HTTP, one policy\n"
+"decision per flow from the verified identity of the process that owns it.\n"
+"\n"
+"  --listen ADDR:PORT         proxy address (repeatable; default 127.0.0.1:3128)\n"
+"  --admin ADDR:PORT          /metrics, /healthz, /readyz (default: none)\n"
+"  --policy FILE              policy file (repeatable, layered in order)\n"
+"  --audit FILE               JSONL audit log ('-' = stdout, the default)\n"
+"  --topology NAME            recorded in every audit event (default combined)\n"
+"  --max-header-bytes N       request head limit (default 16384; over → 431)\n"
+"  --max-headers N            header line limit (default 100; over → 431)\n"
+"  --max-connections N        concurrent clients (default 1024; over → 503)\n"
+"  --header-timeout-ms N      time to send the whole head (default 10000; → 408)\n"
+"  --connect-timeout-ms N     upstream connect (default 10000; → 504)\n"
+"  --idle-timeout-ms N        relay idle (default 300000)\n"
+"  --identity-timeout-ms N    identity resolution (default 2000; → 403 identity_timeout)\n"
+"  --relay-buffer BYTES       read size (default 262144)\n"
+"  --audit-queue N            queued audit events before drops (default 8192)\n"
+"  --install-fence            install the nftables egress fence in this netns\n"
+"                             (proxy uid = this process's uid; the listen and\n"
+"                             admin ports are reachable on loopback)\n"
+"  --fence-allow-port PORT    another loopback port to leave open (repeatable)\n"
+"  -v, --verbose              debug logging\n"
+"  -h, --help\n"
+"\n"
+"TESTING ONLY (no identity verification at all):\n"
+"  --identity-static PATH     every flow comes from binary PATH (identity_source\n"
+"                             \"static_test\"); the real strategies (local,\n"
+"                             delegated) are not part of this build yet\n"
+"  --identity-static-sha256 HEX, --identity-static-ancestor PATH (repeatable),\n"
+"  --identity-static-delay-ms N, --identity-static-anchor-delay-ms N\n"
+"\n"
+"Signals: SIGHUP reloads the policy (so does a change of a policy file);\n"
+"SIGTERM/SIGINT stop.\n");
+}
+
+enum {
+	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
+	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
+	O_IDANC, O_IDDELAY, O_IDANCHOR,
+};
+
+static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || !*s || *end || v > max || s[0] == '-') {
+		log_error("%s: expected a number up to %llu, got '%s'", opt, (unsigned long long)max, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static uint16_t port_of(const char *addr)
+{
+	struct sockaddr_storage ss;
+	if (netsup_parse_hostport(addr, &ss) < 0)
+		return 0;
+	return ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					      : ((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+int main(int argc, char **argv)
+{
+	log_set_program("net-supervisor");
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, O_LISTEN },
+		{ "admin", required_argument, NULL, O_ADMIN },
+		{ "policy", required_argument, NULL, O_POLICY },
+		{ "audit", required_argument, NULL, O_AUDIT },
+		{ "topology", required_argument, NULL, O_TOPOLOGY },
+		{ "max-header-bytes", required_argument, NULL, O_MAXHB },
+		{ "max-headers", required_argument, NULL, O_MAXH },
+		{ "max-connections", required_argument, NULL, O_MAXC },
+		{ "header-timeout-ms", required_argument, NULL, O_HTO },
+		{ "connect-timeout-ms", required_argument, NULL, O_CTO },
+		{ "idle-timeout-ms", required_argument, NULL, O_ITO },
+		{ "identity-timeout-ms", required_argument, NULL, O_IDTO },
+		{ "relay-buffer", required_argument, NULL, O_RBUF },
+		{ "audit-queue", required_argument, NULL, O_AQ },
+		{ "install-fence", no_argument, NULL, O_FENCE },
+		{ "fence-allow-port", required_argument, NULL, O_FENCEPORT },
+		{ "identity-static", required_argument, NULL, O_IDS },
+		{ "identity-static-sha256", required_argument, NULL, O_IDSHA },
+		{ "identity-static-ancestor", required_argument, NULL, O_IDANC },
+		{ "identity-static-delay-ms", required_argument, NULL, O_IDDELAY },
+		{ "identity-static-anchor-delay-ms", required_argument, NULL, O_IDANCHOR },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct netsup_config cfg;
+	netsup_config_defaults(&cfg);
+	bool install_fence = false;
+	struct fence_config fc = { .proxy_uid = geteuid() };
+	uint64_t v;
+	int c;
+	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (c) {
+		case O_LISTEN:
+			if (cfg.n_listen >= NETSUP_MAX_LISTEN) {
+				log_error("at most %d --listen", NETSUP_MAX_LISTEN);
+				return 2;
+			}
+			cfg.listen[cfg.n_listen++] = optarg;
+			break;
+		case O_ADMIN: cfg.admin = optarg; break;
+		case O_POLICY:
+			if (cfg.n_policy >= NETSUP_MAX_POLICY) {
+				log_error("at most %d --policy", NETSUP_MAX_POLICY);
+				return 2;
+			}
+			cfg.policy[cfg.n_policy++] = optarg;
+			break;
+		case O_AUDIT: cfg.audit_path = optarg; break;
+		case O_TOPOLOGY: cfg.topology = optarg; break;
+		case O_MAXHB:
+			if (parse_u64("--max-header-bytes", optarg, 1 << 20, &v) < 0 || v < 256)
+				return 2;
+			cfg.max_header_bytes = v;
+			break;
+		case O_MAXH:
+			if (parse_u64("--max-headers", optarg, 10000, &v) < 0 || v == 0)
+				return 2;
+			cfg.max_headers = v;
+			break;
+		case O_MAXC:
+			if (parse_u64("--max-connections", optarg, 1000000, &v) < 0 || v == 0)
+				return 2;
+			cfg.max_conns = v;
+			break;
+		case O_HTO:
+			if (parse_u64("--header-timeout-ms", optarg, 3600000, &v) < 0 || v == 0)
+				return 2;
+			cfg.header_timeout_ms = v;
+			break;
+		case O_CTO:
+			if (parse_u64("--connect-timeout-ms", optarg, 3600000, &v) < 0 || v == 0)
+				return 2;
+			cfg.connect_timeout_ms = v;
+			break;
+		case O_ITO:
+			if (parse_u64("--idle-timeout-ms", optarg, 86400000, &v) < 0 || v == 0)
+				return 2;
+			cfg.idle_timeout_ms = v;
+			break;
+		case O_IDTO:
+			if (parse_u64("--identity-timeout-ms", optarg, 600000, &v) < 0 || v == 0)
+				return 2;
+			cfg.identity_timeout_ms = v;
+			break;
+		case O_RBUF:
+			if (parse_u64("--relay-buffer", optarg, 16 << 20, &v) < 0 || v < 4096)
+				return 2;
+			cfg.relay_buffer = v;
+			break;
+		case O_AQ:
+			if (parse_u64("--audit-queue", optarg, 1 << 24, &v) < 0 || v == 0)
+				return 2;
+			cfg.audit_queue = v;
+			break;
+		case O_FENCE: install_fence = true; break;
+		case O_FENCEPORT:
+			if (parse_u64("--fence-allow-port", optarg, 65535, &v) < 0 || v == 0 ||
+			    fc.n_ports >= FENCE_MAX_PORTS - NETSUP_MAX_LISTEN - 1)
+				return 2;
+			fc.ports[fc.n_ports++] = (uint16_t)v;
+			break;
+		case O_IDS: cfg.identity_static = optarg; break;
+		case O_IDSHA: cfg.identity_static_sha256 = optarg; break;
+		case O_IDANC:
+			if (cfg.n_identity_static_ancestors >= NETSUP_MAX_ANCESTORS)
+				return 2;
+			cfg.identity_static_ancestors[cfg.n_identity_static_ancestors++] = optarg;
+			break;
+		case O_IDDELAY:
+			if (parse_u64("--identity-static-delay-ms", optarg, 600000, &v) < 0)
+				return 2;
+			cfg.identity_static_delay_ms = v;
+			break;
+		case O_IDANCHOR:
+			if (parse_u64("--identity-static-anchor-delay-ms", optarg, 600000, &v) < 0)
+				return 2;
+			cfg.identity_static_anchor_delay_ms = v;
+			break;
+		case 'v': log_set_level(LOG_LVL_DEBUG); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s' (see --help)", argv[optind]);
+		return 2;
+	}
+	if (cfg.n_listen == 0)
+		cfg.listen[cfg.n_listen++] = "127.0.0.1:3128";
+	if (cfg.identity_static && cfg.identity_static[0] != '/') {
+		log_error("--identity-static needs an absolute path");
+		return 2;
+	}
+	if (cfg.identity_static_sha256 &&
+	    (strlen(cfg.identity_static_sha256) != 64 ||
+	     strspn(cfg.identity_static_sha256, "0123456789abcdef") != 64)) {
+		log_error("--identity-static-sha256 needs 64 lower-case hex digits");
+		return 2;
+	}
+	if (install_fence) {
+		for (size_t i = 0; i < cfg.n_listen; i++)
+			if ((fc.ports[fc.n_ports] = port_of(cfg.listen[i])))
+				fc.n_ports++;
+		if (cfg.admin && (fc.ports[fc.n_ports] = port_of(cfg.admin)))
+			fc.n_ports++;
+		char err[1024];
+		int r = fence_install(&fc, err, sizeof(err));
+		if (r < 0) {
+			log_error("%s", err);
+			return 1;
+		}
+		log_info("egress fence installed (table inet %s, proxy uid %u)", FENCE_TABLE,
+			 (unsigned)fc.proxy_uid);
+	}
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	struct netsup ns;
+	int r = netsup_start(&ns, &loop, &cfg);
+	if (r < 0)
+		return 1;
+	netsup_run(&ns);
+	uv_loop_close(&loop);
+	return 0;
+}

@@ -1,0 +1,131 @@
+#include "net-supervisor/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net-supervisor/auditq.h"
+
+static const double bucket_s[METRICS_LATENCY_BUCKETS] = {
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+	0.025,   0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0,
+};
+
+void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum identity_source src)
+{
+	if ((unsigned)reason >= REASON__COUNT)
+		reason = REASON_INTERNAL_ERROR;
+	if ((unsigned)src >= IDENTITY_SOURCE__COUNT)
+		src = IDENTITY_SOURCE_NONE;
+	m->decisions[allow ? 1 : 0][reason][src]++;
+}
+
+void metrics_identity_latency(struct metrics *m, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+	for (size_t i = 0; i < METRICS_LATENCY_BUCKETS; i++)
+		if (s <= bucket_s[i]) {
+			m->id_latency_buckets[i]++;
+			break;
+		}
+	m->id_latency_count++;
+	m->id_latency_sum_s += s;
+}
+
+struct buf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(struct buf *b, const char *fmt, ...)
+{
+	if (b->oom)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t ncap = b->cap * 2 + (size_t)n;
+		char *np = realloc(b->p, ncap);
+		if (!np) {
+			b->oom = true;
+			return;
+		}
+		b->p = np;
+		b->cap = ncap;
+	}
+}
+
+char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *len)
+{
+	struct buf b = { .p = malloc(8192), .cap = 8192 };
+	if (!b.p)
+		return NULL;
+	b.p[0] = '\0';
+	bprintf(&b, "# HELP tether_egress_decisions_total Egress decisions by decision, reason and identity source.\n"
+		    "# TYPE tether_egress_decisions_total counter\n");
+	for (int a = 0; a < 2; a++)
+		for (int r = 0; r < REASON__COUNT; r++)
+			for (int s = 0; s < IDENTITY_SOURCE__COUNT; s++)
+				if (m->decisions[a][r][s])
+					bprintf(&b, "tether_egress_decisions_total{decision=\"%s\",reason=\"%s\",source=\"%s\"} %llu\n",
+						a ? "allow" : "deny", reason_word((enum reason)r),
+						identity_source_word((enum identity_source)s),
+						(unsigned long long)m->decisions[a][r][s]);
+	bprintf(&b, "# HELP tether_identity_resolution_seconds Time to resolve a flow's process identity.\n"
+		    "# TYPE tether_identity_resolution_seconds histogram\n");
+	uint64_t cum = 0;
+	for (size_t i = 0; i < METRICS_LATENCY_BUCKETS; i++) {
+		cum += m->id_latency_buckets[i];
+		bprintf(&b, "tether_identity_resolution_seconds_bucket{le=\"%g\"} %llu\n", bucket_s[i],
+			(unsigned long long)cum);
+	}
+	bprintf(&b, "tether_identity_resolution_seconds_bucket{le=\"+Inf\"} %llu\n"
+		    "tether_identity_resolution_seconds_sum %.9f\n"
+		    "tether_identity_resolution_seconds_count %llu\n",
+		(unsigned long long)m->id_latency_count, m->id_latency_sum_s,
+		(unsigned long long)m->id_latency_count);
+	bprintf(&b, "# HELP tether_connections_active Client connections open now.\n"
+		    "# TYPE tether_connections_active gauge\ntether_connections_active %llu\n"
+		    "# HELP tether_connections_total Client connections accepted.\n"
+		    "# TYPE tether_connections_total counter\ntether_connections_total %llu\n",
+		(unsigned long long)m->conns_active, (unsigned long long)m->conns_total);
+	bprintf(&b, "# HELP tether_bytes_relayed_total Bytes relayed, by direction.\n"
+		    "# TYPE tether_bytes_relayed_total counter\n"
+		    "tether_bytes_relayed_total{direction=\"upstream\"} %llu\n"
+		    "tether_bytes_relayed_total{direction=\"downstream\"} %llu\n",
+		(unsigned long long)m->bytes_up, (unsigned long long)m->bytes_down);
+	bprintf(&b, "# HELP tether_audit_write_failures_total Audit lines that could not be written.\n"
+		    "# TYPE tether_audit_write_failures_total counter\ntether_audit_write_failures_total %llu\n"
+		    "# HELP tether_audit_dropped_total Audit events dropped because the queue was full.\n"
+		    "# TYPE tether_audit_dropped_total counter\ntether_audit_dropped_total %llu\n",
+		(unsigned long long)auditq_write_failures(q), (unsigned long long)auditq_dropped(q));
+	bprintf(&b, "# HELP tether_policy_reloads_total Policy reloads by result.\n"
+		    "# TYPE tether_policy_reloads_total counter\n"
+		    "tether_policy_reloads_total{result=\"ok\"} %llu\n"
+		    "tether_policy_reloads_total{result=\"error\"} %llu\n"
+		    "# HELP tether_policy_generation Generation of the policy in force.\n"
+		    "# TYPE tether_policy_generation gauge\ntether_policy_generation %llu\n"
+		    "# HELP tether_ready 1 when a policy is loaded and an anchor is established.\n"
+		    "# TYPE tether_ready gauge\ntether_ready %d\n",
+		(unsigned long long)m->policy_reloads_ok, (unsigned long long)m->policy_reloads_failed,
+		(unsigned long long)m->policy_generation, m->ready ? 1 : 0);
+	if (b.oom) {
+		free(b.p);
+		return NULL;
+	}
+	*len = b.len;
+	return b.p;
+}

@@ -1,0 +1,36 @@
+/* Counters of one net-supervisor, rendered in the Prometheus text format.
+ * Updated on the loop thread only (plain integers); the audit counters are
+ * read from the audit queue at render time. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/reason.h"
+#include "net-supervisor/identity_strategy.h"
+
+#define METRICS_LATENCY_BUCKETS 16
+
+struct auditq;
+
+struct metrics {
+	/* decisions[allow][reason][source] */
+	uint64_t decisions[2][REASON__COUNT][IDENTITY_SOURCE__COUNT];
+	uint64_t id_latency_buckets[METRICS_LATENCY_BUCKETS]; /* cumulative at render */
+	uint64_t id_latency_count;
+	double id_latency_sum_s;
+	uint64_t conns_active;
+	uint64_t conns_total;
+	uint64_t bytes_up;   /* client → upstream */
+	uint64_t bytes_down; /* upstream → client */
+	uint64_t policy_reloads_ok;
+	uint64_t policy_reloads_failed;
+	uint64_t policy_generation;
+	bool ready;
+};
+
+void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum identity_source src);
+void metrics_identity_latency(struct metrics *m, uint64_t ns);
+/* malloc'd text; *len without NUL. */
+char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *len);

@@ -1,0 +1,39 @@
+/* The egress decision: a pure function of (policy, verified identity,
+ * destination). No I/O, no clock, no globals: the proxy, `tether policy
+ * explain` and the tests all call exactly this.
+ *
+ * Default deny. A flow is allowed when some rule has a matching binary
+ * (path glob, and sha256 if pinned), its ancestor requirement (if any) is met
+ * by some ancestor below the anchor, and an endpoint matches the destination
+ * (host or cidr, and the port). Addresses in the blocked ranges (loopback,
+ * link-local/metadata, unspecified, private, CGNAT, ULA, multicast, reserved,
+ * and their IPv4-mapped forms) are only reachable through a `cidr` endpoint
+ * that names them at least as specifically as the blocked range (so
+ * 0.0.0.0/0 does not unblock 127.0.0.1, 127.0.0.0/8 does). In audit mode a
+ * would-be denial is allowed with its reason kept and audit_mode set. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/reason.h"
+#include "net-supervisor/identity_strategy.h"
+#include "policy/network.h"
+
+struct netpolicy_decision {
+	bool allow;
+	enum reason reason;  /* REASON_ALLOWED, or why it is (or would be) denied */
+	const char *policy;  /* the deciding rule's name (points into the policy), or NULL */
+	bool audit_mode;     /* allowed only because the mode is audit */
+};
+
+/* host: the destination as the client named it, normalised with
+ * netpol_host_normalize(); ip: the resolved address the proxy would connect
+ * to. p NULL (no policy) denies with policy_not_loaded; id NULL denies with
+ * identity_unavailable. */
+struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
+					   const struct flow_identity *id, const char *host,
+					   uint16_t port, const struct netaddr *ip);
+
+/* Is ip in a blocked range? On true, *range (optional) is that range. */
+bool netpolicy_ip_blocked(const struct netaddr *ip, struct netcidr *range);

@@ -1,0 +1,274 @@
+#include "net-supervisor/netsup.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "net-supervisor/admin.h"
+#include "net-supervisor/proxy.h"
+
+void netsup_config_defaults(struct netsup_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->audit_path = "-";
+	cfg->topology = "combined";
+	cfg->max_header_bytes = 16384;
+	cfg->max_headers = 100;
+	cfg->max_conns = 1024;
+	cfg->header_timeout_ms = 10000;
+	cfg->connect_timeout_ms = 10000;
+	cfg->idle_timeout_ms = 300000;
+	cfg->identity_timeout_ms = IDENTITY_DEFAULT_TIMEOUT_MS;
+	cfg->relay_buffer = 256 * 1024;
+	cfg->high_water = 1024 * 1024;
+	cfg->audit_queue = 8192;
+}
+
+char *bufpool_get(struct bufpool *p)
+{
+	if (p->n > 0)
+		return p->free[--p->n];
+	return malloc(p->size);
+}
+
+void bufpool_put(struct bufpool *p, char *b)
+{
+	if (!b)
+		return;
+	if (p->n < p->cap) {
+		p->free[p->n++] = b;
+		return;
+	}
+	free(b);
+}
+
+void bufpool_done(struct bufpool *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->free[i]);
+	free(p->free);
+	p->free = NULL;
+	p->n = 0;
+}
+
+int netsup_parse_hostport(const char *s, struct sockaddr_storage *out)
+{
+	char host[64];
+	const char *colon;
+	memset(out, 0, sizeof(*out));
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb[1] != ':' || (size_t)(rb - s - 1) >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, s + 1, (size_t)(rb - s - 1));
+		host[rb - s - 1] = '\0';
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || (size_t)(colon - s) >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, s, (size_t)(colon - s));
+		host[colon - s] = '\0';
+	}
+	char *end;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (!colon[1] || *end || port > 65535)
+		return -EINVAL;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+	if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void netsup_audit(struct netsup *ns, const char *event, json_t *fields)
+{
+	if (ns->audit)
+		auditq_push(ns->audit, event, fields);
+	else
+		json_decref(fields);
+}
+
+void netsup_update_ready(struct netsup *ns)
+{
+	bool ready = policystore_loaded(ns->policy) && ns->identity && ns->identity->anchored;
+	if (ready != ns->ready) {
+		ns->ready = ready;
+		log_info("%s", ready ? "ready: policy loaded and anchor established"
+				     : "not ready: no policy or no anchor; refusing connections (503 not_ready)");
+	}
+	ns->metrics.ready = ready;
+}
+
+static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
+{
+	struct netsup *ns = data;
+	json_t *o = json_object();
+	json_object_set_new(o, "strategy", json_string(s->ops->name));
+	json_object_set_new(o, "anchor", json_string(s->anchor_desc));
+	netsup_audit(ns, anchored ? "anchor_established" : "anchor_lost", o);
+	netsup_update_ready(ns);
+}
+
+static void on_policy(struct policystore *ps, bool ok, const char *msg, void *data)
+{
+	struct netsup *ns = data;
+	json_t *o = json_object();
+	json_object_set_new(o, "ok", json_boolean(ok));
+	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ps)));
+	json_t *files = json_array();
+	for (size_t i = 0; i < ns->cfg.n_policy; i++)
+		json_array_append_new(files, json_string(ns->cfg.policy[i]));
+	json_object_set_new(o, "files", files);
+	if (ok) {
+		ns->metrics.policy_reloads_ok++;
+		const struct network_policy *np = policystore_network(ps);
+		json_object_set_new(o, "mode", json_string(np && np->mode == NETPOL_AUDIT ? "audit" : "enforce"));
+		json_object_set_new(o, "rules", json_integer(np ? (json_int_t)np->n_rules : 0));
+		log_info("policy loaded, generation %llu", (unsigned long long)policystore_generation(ps));
+	} else {
+		ns->metrics.policy_reloads_failed++;
+		json_object_set_new(o, "error", json_string(msg));
+		log_error("policy reload rejected, keeping generation %llu: %s",
+			  (unsigned long long)policystore_generation(ps), msg);
+	}
+	ns->metrics.policy_generation = policystore_generation(ps);
+	netsup_audit(ns, "policy_loaded", o);
+	netsup_update_ready(ns);
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum)
+{
+	struct netsup *ns = s->data;
+	if (ns->stopping)
+		return;
+	ns->stopping = true;
+	log_info("signal %d: shutting down", signum);
+	for (size_t i = 0; i < ns->n_listeners; i++)
+		proxy_listener_close(ns->listeners[i]);
+	ns->n_listeners = 0;
+	admin_close(ns->admin);
+	ns->admin = NULL;
+	proxy_close_all(ns);
+	policystore_close(ns->policy);
+	ns->policy = NULL;
+	if (ns->identity) {
+		identity_strategy_destroy(ns->identity);
+		ns->identity = NULL;
+	}
+	uv_close((uv_handle_t *)&ns->sigterm, NULL);
+	uv_close((uv_handle_t *)&ns->sigint, NULL);
+}
+
+int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)
+{
+	memset(ns, 0, sizeof(*ns));
+	ns->loop = loop;
+	ns->cfg = *cfg;
+	ns->pool.size = cfg->relay_buffer;
+	ns->pool.cap = 256;
+	ns->pool.free = calloc(ns->pool.cap, sizeof(char *));
+	if (!ns->pool.free)
+		return -ENOMEM;
+	int r = audit_open(cfg->audit_path, cfg->topology, &ns->audit_log);
+	if (r < 0) {
+		log_error("cannot open audit file %s: %s", cfg->audit_path, strerror(-r));
+		return r;
+	}
+	r = auditq_new(ns->audit_log, cfg->audit_queue, &ns->audit);
+	if (r < 0) {
+		log_error("cannot start the audit writer: %s", strerror(-r));
+		return r;
+	}
+	r = policystore_new(loop, cfg->policy, cfg->n_policy, on_policy, ns, &ns->policy);
+	if (r < 0)
+		return r;
+	if (cfg->n_policy > 0) {
+		struct policy_diag diag = { { 0 } };
+		r = policystore_load_now(ns->policy, &diag);
+		if (r < 0) {
+			log_error("%s", diag.msg[0] ? diag.msg : strerror(-r));
+			json_t *o = json_object();
+			json_object_set_new(o, "ok", json_false());
+			json_object_set_new(o, "error", json_string(diag.msg[0] ? diag.msg : strerror(-r)));
+			netsup_audit(ns, "policy_loaded", o);
+			return -EINVAL;
+		}
+		on_policy(ns->policy, true, NULL, ns);
+		ns->metrics.policy_reloads_ok--; /* the first load is not a reload */
+		r = policystore_watch(ns->policy);
+		if (r < 0)
+			log_warn("policy reload on change disabled: %s", uv_strerror(r));
+	} else {
+		log_warn("no --policy given: not ready, every connection gets 503 not_ready");
+	}
+	if (cfg->identity_static) {
+		log_warn("TESTING MODE: --identity-static %s attributes EVERY flow to that binary "
+			 "without verifying anything (audit identity_source \"static_test\"); never "
+			 "use this in production", cfg->identity_static);
+		struct identity_static_config sc = {
+			.binary_path = cfg->identity_static,
+			.sha256 = cfg->identity_static_sha256,
+			.ancestors = cfg->identity_static_ancestors,
+			.n_ancestors = cfg->n_identity_static_ancestors,
+			.delay_ms = cfg->identity_static_delay_ms,
+			.anchor_delay_ms = cfg->identity_static_anchor_delay_ms,
+		};
+		r = identity_static_new(loop, &sc, &ns->identity);
+		if (r < 0) {
+			log_error("static identity strategy: %s", strerror(-r));
+			return r;
+		}
+		ns->identity->on_anchor = on_anchor;
+		ns->identity->on_anchor_data = ns;
+		if (ns->identity->anchored)
+			on_anchor(ns->identity, true, ns);
+	} else {
+		log_warn("no identity strategy configured (the local and delegated strategies are not "
+			 "built yet): not ready, every connection gets 503 not_ready");
+	}
+	for (size_t i = 0; i < cfg->n_listen; i++) {
+		r = proxy_listen(ns, cfg->listen[i], &ns->listeners[ns->n_listeners]);
+		if (r < 0)
+			return r;
+		ns->n_listeners++;
+		log_info("proxy listening on %s", cfg->listen[i]);
+	}
+	if (cfg->admin) {
+		r = admin_listen(ns, cfg->admin, &ns->admin);
+		if (r < 0)
+			return r;
+		log_info("admin (metrics, healthz, readyz) on %s", cfg->admin);
+	}
+	uv_signal_init(loop, &ns->sigterm);
+	uv_signal_init(loop, &ns->sigint);
+	ns->sigterm.data = ns->sigint.data = ns;
+	uv_signal_start(&ns->sigterm, on_stop_signal, SIGTERM);
+	uv_signal_start(&ns->sigint, on_stop_signal, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+	netsup_update_ready(ns);
+	return 0;
+}
+
+int netsup_run(struct netsup *ns)
+{
+	uv_run(ns->loop, UV_RUN_DEFAULT);
+	auditq_free(ns->audit);
+	ns->audit = NULL;
+	audit_close(ns->audit_log);
+	ns->audit_log = NULL;
+	bufpool_done(&ns->pool);
+	return 0;
+}

@@ -1,0 +1,95 @@
+/* The net-supervisor daemon's top-level context: the one place its mutable
+ * state lives (configuration, the loop, policy store, identity strategy,
+ * audit queue, metrics, listeners, open connections). Everything runs on
+ * one libuv loop; slow work goes to the thread pool (DNS, policy parsing)
+ * or to the audit writer thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/audit.h"
+#include "net-supervisor/auditq.h"
+#include "net-supervisor/identity_static.h"
+#include "net-supervisor/identity_strategy.h"
+#include "net-supervisor/metrics.h"
+#include "net-supervisor/policystore.h"
+
+#define NETSUP_MAX_LISTEN 16
+#define NETSUP_MAX_POLICY 16
+#define NETSUP_MAX_ANCESTORS 16
+
+struct netsup_config {
+	const char *listen[NETSUP_MAX_LISTEN]; /* "ADDR:PORT", "[v6]:PORT" */
+	size_t n_listen;
+	const char *admin;                     /* NULL: no admin endpoint */
+	const char *policy[NETSUP_MAX_POLICY];
+	size_t n_policy;
+	const char *audit_path;                /* "-" = stdout */
+	const char *topology;
+	size_t max_header_bytes;               /* 16 KiB */
+	size_t max_headers;                    /* 100 */
+	size_t max_conns;                      /* 1024 */
+	uint64_t header_timeout_ms;            /* 10 s: whole request head */
+	uint64_t connect_timeout_ms;           /* 10 s */
+	uint64_t idle_timeout_ms;              /* 300 s */
+	uint64_t identity_timeout_ms;          /* 2 s */
+	size_t relay_buffer;                   /* 256 KiB reads */
+	size_t high_water;                     /* 1 MiB queued → stop reading the other side */
+	size_t audit_queue;                    /* 8192 events */
+	/* TEST ONLY: the static identity strategy. */
+	const char *identity_static;
+	const char *identity_static_sha256;
+	const char *identity_static_ancestors[NETSUP_MAX_ANCESTORS];
+	size_t n_identity_static_ancestors;
+	uint64_t identity_static_delay_ms;
+	uint64_t identity_static_anchor_delay_ms;
+};
+
+void netsup_config_defaults(struct netsup_config *cfg);
+
+struct conn;
+struct proxy_listener;
+struct admin;
+
+struct bufpool {
+	char **free;
+	size_t n, cap, size;
+};
+
+struct netsup {
+	uv_loop_t *loop;
+	struct netsup_config cfg;
+	struct policystore *policy;
+	struct identity_strategy *identity;
+	struct audit_log *audit_log;
+	struct auditq *audit;
+	struct metrics metrics;
+	struct proxy_listener *listeners[NETSUP_MAX_LISTEN];
+	size_t n_listeners;
+	struct admin *admin;
+	struct conn *conns; /* every open client connection */
+	struct bufpool pool;
+	uv_signal_t sigterm, sigint;
+	bool ready;
+	bool stopping;
+};
+
+/* Load the policy, open audit, strategy, listeners, admin. -errno with a
+ * message already logged. */
+int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg);
+/* Run until SIGTERM/SIGINT; then close everything. */
+int netsup_run(struct netsup *ns);
+void netsup_update_ready(struct netsup *ns);
+
+/* Queue an audit event (takes fields). */
+void netsup_audit(struct netsup *ns, const char *event, json_t *fields);
+
+char *bufpool_get(struct bufpool *p);
+void bufpool_put(struct bufpool *p, char *b);
+void bufpool_done(struct bufpool *p);
+
+/* Parse "ADDR:PORT" / "[v6]:PORT" into a sockaddr. */
+int netsup_parse_hostport(const char *s, struct sockaddr_storage *out);

@@ -1,0 +1,38 @@
+/* The policy in force and its reloads.
+ *
+ * The files (command layer, in order, on top of the embedded baseline) are
+ * loaded with the layered loader. A reload (SIGHUP, or a change of any of
+ * the files, seen through uv_fs_event on their directories and debounced)
+ * parses and validates everything on the thread pool; only a fully valid
+ * result replaces the old policy, on the loop thread, in one pointer swap,
+ * with the next generation number. An invalid file keeps the old policy. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "policy/network.h"
+#include "policy/policy.h"
+
+struct policystore;
+
+/* ok=false: msg says why (FILE:LINE:COL: ...), the old policy stays. */
+typedef void (*policystore_cb)(struct policystore *ps, bool ok, const char *msg, void *data);
+
+int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
+		    policystore_cb cb, void *data, struct policystore **out);
+/* Synchronous first load (before the loop runs). -EINVAL with diag. */
+int policystore_load_now(struct policystore *ps, struct policy_diag *diag);
+/* Start watching files and SIGHUP. */
+int policystore_watch(struct policystore *ps);
+/* Asynchronous reload (coalesces while one is running). */
+void policystore_reload(struct policystore *ps);
+/* Close handles; free happens in the close callbacks (run the loop). */
+void policystore_close(struct policystore *ps);
+
+/* The network section in force (NULL: none loaded, or no `network:`
+ * section, which denies everything). */
+const struct network_policy *policystore_network(const struct policystore *ps);
+bool policystore_loaded(const struct policystore *ps);
+uint64_t policystore_generation(const struct policystore *ps);

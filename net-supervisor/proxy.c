@@ -1,0 +1,935 @@
+#include "net-supervisor/proxy.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "net-supervisor/httpreq.h"
+#include "net-supervisor/netpolicy.h"
+
+#define MAX_ADDRS 16
+#define LINGER_MS 500
+
+struct proxy_listener {
+	uv_tcp_t tcp;
+	struct netsup *ns;
+	char addr[64];
+};
+
+enum cstate { C_HEAD, C_WAIT, C_CONNECTING, C_RELAY, C_RESPOND, C_CLOSING };
+
+struct side {
+	uv_tcp_t tcp;
+	struct conn *c;
+	struct side *peer;
+	bool inited, reading, paused, eof, shut_done;
+	uv_shutdown_t shut;
+	bool shut_started;
+};
+
+struct conn {
+	struct netsup *ns;
+	struct conn *next, *prev;
+	enum cstate state;
+	struct side client, up;
+	uv_timer_t timer;
+	uv_connect_t connreq;
+	uint64_t last_activity;
+	int open_handles;
+	bool counted;      /* in conns_active */
+	bool rejecting;    /* over the connection limit */
+	struct flow_tuple tuple;
+	struct httpreq req;
+	char *early;       /* bytes after the head, sent upstream after connect */
+	size_t early_len;
+	/* identity */
+	struct identity_request *idreq;
+	bool id_done;
+	enum reason id_reason;
+	struct flow_identity *id;
+	/* destination */
+	uv_getaddrinfo_t gai;
+	bool gai_pending, gai_done;
+	int gai_status;
+	struct netaddr resolved[MAX_ADDRS];
+	size_t n_resolved;
+	struct netaddr allowed[MAX_ADDRS];
+	size_t n_allowed, next_addr;
+	struct netaddr chosen;
+	bool have_chosen;
+	/* decision as taken (copied: a reload may free the policy) */
+	bool decided;
+	struct netpolicy_decision d;
+	char policy_name[132];
+	uint64_t generation;
+};
+
+/* ---------- small helpers ---------- */
+
+static void side_init_refs(struct conn *c)
+{
+	c->client.c = c->up.c = c;
+	c->client.peer = &c->up;
+	c->up.peer = &c->client;
+}
+
+static const char *sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t size,
+				 int *port)
+{
+	struct netaddr a;
+	*port = 0;
+	if (netaddr_from_sockaddr((const struct sockaddr *)ss, &a) < 0) {
+		strscpy(buf, "?", size);
+		return buf;
+	}
+	*port = ss->ss_family == AF_INET ? ntohs(((const struct sockaddr_in *)ss)->sin_port)
+					  : ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return netaddr_format(&a, buf, size);
+}
+
+static json_t *identity_json(json_t *o, const struct flow_identity *id, enum identity_source src)
+{
+	json_object_set_new(o, "identity_source", json_string(identity_source_word(id ? id->source : src)));
+	if (!id) {
+		json_object_set_new(o, "binary", json_null());
+		return o;
+	}
+	json_t *bin = json_object();
+	json_object_set_new(bin, "path", json_string(id->binary_path ? id->binary_path : ""));
+	json_object_set_new(bin, "sha256", id->sha256[0] ? json_string(id->sha256) : json_null());
+	json_object_set_new(o, "binary", bin);
+	json_object_set_new(o, "pid", json_integer(id->pid));
+	json_object_set_new(o, "process_key", id->process_key ? json_string(id->process_key) : json_null());
+	json_t *anc = json_array();
+	for (size_t i = 0; i < id->n_ancestors; i++) {
+		json_t *a = json_object();
+		json_object_set_new(a, "path", json_string(id->ancestors[i].path));
+		json_object_set_new(a, "pid", json_integer(id->ancestors[i].pid));
+		json_array_append_new(anc, a);
+	}
+	json_object_set_new(o, "ancestors", anc);
+	if (id->signed_context && id->signed_context_len) {
+		size_t blen = sodium_base64_encoded_len(id->signed_context_len, sodium_base64_VARIANT_ORIGINAL);
+		char *b64 = malloc(blen);
+		if (b64) {
+			sodium_bin2base64(b64, blen, id->signed_context, id->signed_context_len,
+					  sodium_base64_VARIANT_ORIGINAL);
+			json_object_set_new(o, "signed_context", json_string(b64));
+			free(b64);
+		}
+	}
+	return o;
+}
+
+static json_t *dest_json(const struct conn *c)
+{
+	json_t *d = json_object();
+	if (c->req.done && c->req.host[0]) {
+		json_object_set_new(d, "host", json_string(c->req.host));
+		json_object_set_new(d, "port", json_integer(c->req.port));
+	} else {
+		json_object_set_new(d, "host", json_null());
+		json_object_set_new(d, "port", json_null());
+	}
+	char ip[INET6_ADDRSTRLEN];
+	if (c->have_chosen)
+		json_object_set_new(d, "ip", json_string(netaddr_format(&c->chosen, ip, sizeof(ip))));
+	else
+		json_object_set_new(d, "ip", json_null());
+	return d;
+}
+
+/* The egress_decision event (INTERFACES.md), plus client, status, method. */
+static void audit_decision(struct conn *c, bool allow, enum reason reason, int status)
+{
+	struct netsup *ns = c->ns;
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
+	json_object_set_new(o, "reason", json_string(reason_word(reason)));
+	if (c->decided && c->d.audit_mode)
+		json_object_set_new(o, "mode", json_string("audit"));
+	identity_json(o, c->id, IDENTITY_SOURCE_NONE);
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
+	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
+	char ip[INET6_ADDRSTRLEN];
+	int port;
+	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
+	json_t *cl = json_object();
+	json_object_set_new(cl, "ip", json_string(ip));
+	json_object_set_new(cl, "port", json_integer(port));
+	json_object_set_new(o, "client", cl);
+	if (c->req.method[0])
+		json_object_set_new(o, "method", json_string(c->req.method));
+	if (status)
+		json_object_set_new(o, "status", json_integer(status));
+	netsup_audit(ns, "egress_decision", o);
+	metrics_decision(&ns->metrics, allow, reason, c->id ? c->id->source : IDENTITY_SOURCE_NONE);
+}
+
+/* After an allow: the connection failed or ended abnormally upstream. */
+static void audit_error(struct conn *c, enum reason reason, int status)
+{
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "reason", json_string(reason_word(reason)));
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "status", json_integer(status));
+	if (c->id)
+		json_object_set_new(o, "process_key", c->id->process_key ? json_string(c->id->process_key) : json_null());
+	netsup_audit(c->ns, "egress_error", o);
+}
+
+/* ---------- closing ---------- */
+
+static void conn_free(struct conn *c)
+{
+	struct netsup *ns = c->ns;
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (ns->conns == c)
+		ns->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->counted)
+		ns->metrics.conns_active--;
+	httpreq_done(&c->req);
+	flow_identity_free(c->id);
+	free(c->early);
+	free(c);
+}
+
+static void conn_maybe_free(struct conn *c)
+{
+	if (c->state == C_CLOSING && c->open_handles == 0 && !c->gai_pending)
+		conn_free(c);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+	c->open_handles--;
+	conn_maybe_free(c);
+}
+
+/* TCP handles carry their side, not the connection. */
+static void side_closed(uv_handle_t *h)
+{
+	struct side *s = h->data;
+	struct conn *c = s->c;
+	c->open_handles--;
+	conn_maybe_free(c);
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->state == C_CLOSING)
+		return;
+	c->state = C_CLOSING;
+	if (c->idreq) {
+		identity_request_abandon(c->idreq);
+		c->idreq = NULL;
+	}
+	if (c->gai_pending)
+		uv_cancel((uv_req_t *)&c->gai);
+	uv_close((uv_handle_t *)&c->timer, handle_closed);
+	if (c->client.inited)
+		uv_close((uv_handle_t *)&c->client.tcp, side_closed);
+	if (c->up.inited)
+		uv_close((uv_handle_t *)&c->up.tcp, side_closed);
+	conn_maybe_free(c);
+}
+
+/* ---------- responses to the client ---------- */
+
+struct resp {
+	uv_write_t w;
+	struct conn *c;
+	char *buf;
+};
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct side *s = h->data;
+	char *b = bufpool_get(&s->c->ns->pool);
+	*buf = uv_buf_init(b, b ? (unsigned)s->c->ns->pool.size : 0);
+}
+
+static void linger_timeout(uv_timer_t *t) { conn_close(t->data); }
+
+static void discard_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct side *s = st->data;
+	if (buf->base)
+		bufpool_put(&s->c->ns->pool, buf->base);
+	if (nread < 0)
+		conn_close(s->c);
+}
+
+static void resp_shut(uv_shutdown_t *sh, int status)
+{
+	struct conn *c = sh->data;
+	if (c->state == C_CLOSING)
+		return;
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	/* Read (and drop) until the client closes, briefly: closing with unread
+	 * bytes would make the kernel send RST and lose our answer. */
+	uv_timer_start(&c->timer, linger_timeout, LINGER_MS, 0);
+	c->client.reading = true;
+	if (uv_read_start((uv_stream_t *)&c->client.tcp, alloc_cb, discard_read) < 0)
+		conn_close(c);
+}
+
+static void resp_written(uv_write_t *w, int status)
+{
+	struct resp *r = w->data;
+	struct conn *c = r->c;
+	free(r->buf);
+	free(r);
+	if (c->state == C_CLOSING)
+		return;
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	c->client.shut.data = c;
+	if (uv_shutdown(&c->client.shut, (uv_stream_t *)&c->client.tcp, resp_shut) < 0)
+		conn_close(c);
+}
+
+static const char *status_text(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 408: return "Request Timeout";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "Error";
+	}
+}
+
+/* Answer with status and a JSON body {error, reason, binary, dest}, then
+ * close politely. */
+static void respond(struct conn *c, int status, enum reason reason)
+{
+	if (c->state == C_CLOSING || c->state == C_RESPOND)
+		return;
+	c->state = C_RESPOND;
+	uv_timer_stop(&c->timer);
+	if (c->client.reading) {
+		uv_read_stop((uv_stream_t *)&c->client.tcp);
+		c->client.reading = false;
+	}
+	if (c->up.inited) {
+		uv_close((uv_handle_t *)&c->up.tcp, side_closed);
+		c->up.inited = false;
+	}
+	json_t *body = json_object();
+	json_object_set_new(body, "error", json_string(status_text(status)));
+	json_object_set_new(body, "reason", json_string(reason_word(reason)));
+	json_object_set_new(body, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
+	json_t *dest = json_null();
+	if (c->req.done && c->req.host[0]) {
+		char hp[300];
+		bool v6 = strchr(c->req.host, ':') != NULL;
+		snprintf(hp, sizeof(hp), "%s%s%s:%u", v6 ? "[" : "", c->req.host, v6 ? "]" : "", c->req.port);
+		dest = json_string(hp);
+	}
+	json_object_set_new(body, "dest", dest);
+	if (c->policy_name[0])
+		json_object_set_new(body, "policy", json_string(c->policy_name));
+	char *js = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(body);
+	struct resp *r = calloc(1, sizeof(*r));
+	size_t cap = 256 + (js ? strlen(js) : 0);
+	char *buf = malloc(cap);
+	if (!r || !buf || !js) {
+		free(r);
+		free(buf);
+		free(js);
+		conn_close(c);
+		return;
+	}
+	int n = snprintf(buf, cap,
+			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\nX-Tether-Reason: %s\r\n\r\n%s\n",
+			 status, status_text(status), strlen(js) + 1, reason_word(reason), js);
+	free(js);
+	r->c = c;
+	r->buf = buf;
+	r->w.data = r;
+	uv_buf_t b = uv_buf_init(buf, (unsigned)n);
+	if (uv_write(&r->w, (uv_stream_t *)&c->client.tcp, &b, 1, resp_written) < 0) {
+		free(buf);
+		free(r);
+		conn_close(c);
+	}
+}
+
+/* A request-stage rejection: audit, then answer. */
+static void reject(struct conn *c, int status, enum reason reason)
+{
+	audit_decision(c, false, reason, status);
+	respond(c, status, reason);
+}
+
+/* ---------- relay ---------- */
+
+struct wreq {
+	uv_write_t w;
+	struct side *dst;
+	char *buf;
+	bool pooled;
+};
+
+static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void side_resume(struct side *src)
+{
+	if (src->paused && !src->eof && src->c->state == C_RELAY) {
+		src->paused = false;
+		src->reading = true;
+		if (uv_read_start((uv_stream_t *)&src->tcp, alloc_cb, relay_read) < 0)
+			conn_close(src->c);
+	}
+}
+
+static void relay_written(uv_write_t *w, int status)
+{
+	struct wreq *wr = w->data;
+	struct side *dst = wr->dst;
+	struct conn *c = dst->c;
+	if (wr->pooled)
+		bufpool_put(&c->ns->pool, wr->buf);
+	else
+		free(wr->buf);
+	free(wr);
+	if (c->state == C_CLOSING)
+		return;
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	if (dst->tcp.write_queue_size <= c->ns->cfg.high_water / 2)
+		side_resume(dst->peer);
+}
+
+/* Send len bytes of buf (owned; pooled or malloc'd) to dst. */
+static int side_send(struct side *dst, char *buf, size_t len, bool pooled)
+{
+	struct conn *c = dst->c;
+	uv_buf_t b = uv_buf_init(buf, (unsigned)len);
+	int n = uv_try_write((uv_stream_t *)&dst->tcp, &b, 1);
+	if (n == UV_EAGAIN || n == UV_ENOSYS)
+		n = 0;
+	if (n < 0) {
+		if (pooled)
+			bufpool_put(&c->ns->pool, buf);
+		else
+			free(buf);
+		return n;
+	}
+	if ((size_t)n == len) {
+		if (pooled)
+			bufpool_put(&c->ns->pool, buf);
+		else
+			free(buf);
+		return 0;
+	}
+	struct wreq *wr = malloc(sizeof(*wr));
+	if (!wr) {
+		if (pooled)
+			bufpool_put(&c->ns->pool, buf);
+		else
+			free(buf);
+		return -ENOMEM;
+	}
+	wr->dst = dst;
+	wr->buf = buf;
+	wr->pooled = pooled;
+	wr->w.data = wr;
+	b = uv_buf_init(buf + n, (unsigned)(len - (size_t)n));
+	int r = uv_write(&wr->w, (uv_stream_t *)&dst->tcp, &b, 1, relay_written);
+	if (r < 0) {
+		if (pooled)
+			bufpool_put(&c->ns->pool, buf);
+		else
+			free(buf);
+		free(wr);
+		return r;
+	}
+	return 0;
+}
+
+static void relay_shut(uv_shutdown_t *sh, int status)
+{
+	struct side *dst = sh->data;
+	struct conn *c = dst->c;
+	if (c->state == C_CLOSING)
+		return;
+	dst->shut_done = true;
+	if (status < 0 || (c->client.eof && c->up.eof && c->client.shut_done && c->up.shut_done))
+		conn_close(c);
+}
+
+static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct side *src = st->data;
+	struct conn *c = src->c;
+	struct side *dst = src->peer;
+	if (nread > 0) {
+		c->last_activity = uv_now(c->ns->loop);
+		if (src == &c->client)
+			c->ns->metrics.bytes_up += (uint64_t)nread;
+		else
+			c->ns->metrics.bytes_down += (uint64_t)nread;
+		if (side_send(dst, buf->base, (size_t)nread, true) < 0) {
+			conn_close(c);
+			return;
+		}
+		/* Backpressure: the other side is not keeping up. */
+		if (dst->tcp.write_queue_size > c->ns->cfg.high_water) {
+			uv_read_stop(st);
+			src->reading = false;
+			src->paused = true;
+		}
+		return;
+	}
+	if (buf->base)
+		bufpool_put(&c->ns->pool, buf->base);
+	if (nread == 0)
+		return;
+	if (nread == UV_EOF) {
+		/* Half-close: pass the FIN on once queued data is written. */
+		src->eof = true;
+		uv_read_stop(st);
+		src->reading = false;
+		dst->shut.data = dst;
+		dst->shut_started = true;
+		if (uv_shutdown(&dst->shut, (uv_stream_t *)&dst->tcp, relay_shut) < 0)
+			conn_close(c);
+		return;
+	}
+	conn_close(c);
+}
+
+static void idle_check(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	uint64_t now = uv_now(c->ns->loop), idle = c->ns->cfg.idle_timeout_ms;
+	if (now - c->last_activity >= idle) {
+		audit_error(c, REASON_IDLE_TIMEOUT, 0);
+		conn_close(c);
+		return;
+	}
+	uv_timer_start(t, idle_check, idle - (now - c->last_activity) + 1, 0);
+}
+
+static void relay_start(struct conn *c)
+{
+	c->state = C_RELAY;
+	c->last_activity = uv_now(c->ns->loop);
+	uv_timer_start(&c->timer, idle_check, c->ns->cfg.idle_timeout_ms, 0);
+	c->client.reading = c->up.reading = true;
+	if (uv_read_start((uv_stream_t *)&c->client.tcp, alloc_cb, relay_read) < 0 ||
+	    uv_read_start((uv_stream_t *)&c->up.tcp, alloc_cb, relay_read) < 0)
+		conn_close(c);
+}
+
+/* ---------- connecting upstream ---------- */
+
+static void try_connect(struct conn *c);
+
+static void up_closed_retry(uv_handle_t *h)
+{
+	struct conn *c = ((struct side *)h->data)->c;
+	c->open_handles--;
+	if (c->state == C_CLOSING) {
+		conn_maybe_free(c);
+		return;
+	}
+	try_connect(c);
+}
+
+static void connected(uv_connect_t *req, int status)
+{
+	struct conn *c = req->data;
+	if (c->state != C_CONNECTING)
+		return; /* closing, or the timeout already answered */
+	if (status < 0) {
+		log_debug("connect to %s:%u failed: %s", c->req.host, c->req.port, uv_strerror(status));
+		c->up.inited = false;
+		uv_close((uv_handle_t *)&c->up.tcp, up_closed_retry);
+		return;
+	}
+	uv_timer_stop(&c->timer);
+	uv_tcp_nodelay(&c->up.tcp, 1);
+	if (c->req.is_connect) {
+		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+		char *b = strdup(ok);
+		if (!b || side_send(&c->client, b, sizeof(ok) - 1, false) < 0) {
+			conn_close(c);
+			return;
+		}
+	} else {
+		size_t hl;
+		char *head = httpreq_upstream_head(&c->req, &hl);
+		if (!head || side_send(&c->up, head, hl, false) < 0) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (c->early_len) {
+		char *e = c->early;
+		c->early = NULL;
+		if (side_send(&c->up, e, c->early_len, false) < 0) {
+			conn_close(c);
+			return;
+		}
+		c->early_len = 0;
+	}
+	relay_start(c);
+}
+
+static void connect_timeout(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	if (c->state != C_CONNECTING)
+		return;
+	audit_error(c, REASON_UPSTREAM_TIMEOUT, 504);
+	respond(c, 504, REASON_UPSTREAM_TIMEOUT);
+}
+
+static void netaddr_to_sockaddr(const struct netaddr *a, uint16_t port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, a->a, 4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, a->a, 16);
+	}
+}
+
+static void try_connect(struct conn *c)
+{
+	while (c->next_addr < c->n_allowed) {
+		const struct netaddr *a = &c->allowed[c->next_addr++];
+		struct sockaddr_storage ss;
+		netaddr_to_sockaddr(a, c->req.port, &ss);
+		c->chosen = *a;
+		c->have_chosen = true;
+		uv_tcp_init(c->ns->loop, &c->up.tcp);
+		c->up.tcp.data = &c->up;
+		c->up.inited = true;
+		c->open_handles++;
+		c->connreq.data = c;
+		/* The socket goes to the address the policy checked: no second
+		 * lookup, so DNS cannot rebind it. */
+		int r = uv_tcp_connect(&c->connreq, &c->up.tcp, (struct sockaddr *)&ss, connected);
+		if (r == 0)
+			return;
+		c->up.inited = false;
+		uv_close((uv_handle_t *)&c->up.tcp, up_closed_retry);
+		return;
+	}
+	audit_error(c, REASON_UPSTREAM_CONNECT_FAILED, 502);
+	respond(c, 502, REASON_UPSTREAM_CONNECT_FAILED);
+}
+
+/* ---------- deciding ---------- */
+
+static void decide(struct conn *c)
+{
+	struct netsup *ns = c->ns;
+	if (!c->id_done || !c->gai_done || c->state != C_WAIT)
+		return;
+	const struct network_policy *np = policystore_network(ns->policy);
+	c->generation = policystore_generation(ns->policy);
+	if (c->gai_status < 0 || c->n_resolved == 0) {
+		reject(c, 502, REASON_RESOLVE_FAILED);
+		return;
+	}
+	if (c->id_reason != REASON_OK) {
+		/* No verified identity: fail closed (audit mode lets it pass, logged). */
+		c->decided = true;
+		c->d = (struct netpolicy_decision){ .allow = false, .reason = c->id_reason };
+		if (np && np->mode == NETPOL_AUDIT) {
+			c->d.allow = true;
+			c->d.audit_mode = true;
+		}
+		c->have_chosen = true;
+		c->chosen = c->resolved[0];
+		if (!c->d.allow) {
+			reject(c, 403, c->id_reason);
+			return;
+		}
+		memcpy(c->allowed, c->resolved, sizeof(c->resolved));
+		c->n_allowed = c->n_resolved;
+	} else {
+		struct netpolicy_decision first = { 0 };
+		bool have_first = false;
+		for (size_t i = 0; i < c->n_resolved; i++) {
+			struct netpolicy_decision d = netpolicy_decide(np, c->id, c->req.host, c->req.port,
+								       &c->resolved[i]);
+			if (!have_first) {
+				first = d;
+				have_first = true;
+			}
+			if (d.allow) {
+				if (c->n_allowed == 0) {
+					c->d = d;
+					c->chosen = c->resolved[i];
+				}
+				c->allowed[c->n_allowed++] = c->resolved[i];
+			}
+		}
+		c->decided = true;
+		c->have_chosen = true;
+		if (c->n_allowed == 0) {
+			c->d = first;
+			c->chosen = c->resolved[0];
+		}
+		if (c->d.policy)
+			strscpy(c->policy_name, c->d.policy, sizeof(c->policy_name));
+		if (!c->d.allow) {
+			reject(c, 403, c->d.reason);
+			return;
+		}
+	}
+	audit_decision(c, true, c->d.reason, 0);
+	c->state = C_CONNECTING;
+	uv_timer_start(&c->timer, connect_timeout, ns->cfg.connect_timeout_ms, 0);
+	try_connect(c);
+}
+
+static void identity_done(const struct identity_result *res, void *data)
+{
+	struct conn *c = data;
+	c->idreq = NULL;
+	c->id_done = true;
+	c->id_reason = res->reason;
+	c->id = res->id;
+	metrics_identity_latency(&c->ns->metrics, res->latency_ns);
+	decide(c);
+}
+
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct conn *c = req->data;
+	c->gai_pending = false;
+	c->gai_done = true;
+	c->gai_status = status;
+	for (struct addrinfo *ai = res; ai && c->n_resolved < MAX_ADDRS; ai = ai->ai_next) {
+		struct netaddr a;
+		if (netaddr_from_sockaddr(ai->ai_addr, &a) < 0)
+			continue;
+		bool dup = false;
+		for (size_t i = 0; i < c->n_resolved; i++)
+			if (c->resolved[i].family == a.family && memcmp(c->resolved[i].a, a.a, 16) == 0)
+				dup = true;
+		if (!dup)
+			c->resolved[c->n_resolved++] = a;
+	}
+	uv_freeaddrinfo(res);
+	if (c->state == C_CLOSING) {
+		conn_maybe_free(c);
+		return;
+	}
+	decide(c);
+}
+
+static void head_complete(struct conn *c)
+{
+	struct netsup *ns = c->ns;
+	uv_timer_stop(&c->timer);
+	uv_read_stop((uv_stream_t *)&c->client.tcp);
+	c->client.reading = false;
+	if (!ns->ready) {
+		reject(c, 503, REASON_NOT_READY);
+		return;
+	}
+	c->state = C_WAIT;
+	int r = identity_resolve(ns->identity, &c->tuple, ns->cfg.identity_timeout_ms, identity_done, c,
+				 &c->idreq);
+	if (r < 0) {
+		c->id_done = true;
+		c->id_reason = REASON_IDENTITY_UNAVAILABLE;
+	}
+	struct netaddr lit;
+	if (netaddr_parse(c->req.host, &lit) == 0) {
+		c->resolved[0] = lit;
+		c->n_resolved = 1;
+		c->gai_done = true;
+		decide(c);
+		return;
+	}
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_ADDRCONFIG };
+	c->gai.data = c;
+	c->gai_pending = true;
+	r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->req.host, NULL, &hints);
+	if (r < 0) {
+		c->gai_pending = false;
+		c->gai_done = true;
+		c->gai_status = r;
+		decide(c);
+	}
+}
+
+static void head_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct side *s = st->data;
+	struct conn *c = s->c;
+	if (nread <= 0) {
+		if (buf->base)
+			bufpool_put(&c->ns->pool, buf->base);
+		if (nread < 0) {
+			/* Closed before finishing a request: nothing to answer. */
+			if (c->req.consumed > 0)
+				audit_decision(c, false, REASON_BAD_REQUEST, 0);
+			conn_close(c);
+		}
+		return;
+	}
+	size_t used;
+	int r = httpreq_feed(&c->req, buf->base, (size_t)nread, &used);
+	if (r == 1 && used < (size_t)nread) {
+		c->early_len = (size_t)nread - used;
+		c->early = malloc(c->early_len);
+		if (!c->early) {
+			bufpool_put(&c->ns->pool, buf->base);
+			conn_close(c);
+			return;
+		}
+		memcpy(c->early, buf->base + used, c->early_len);
+	}
+	bufpool_put(&c->ns->pool, buf->base);
+	if (r < 0) {
+		reject(c, c->req.status ? c->req.status : 400, c->req.error);
+		return;
+	}
+	if (r == 1)
+		head_complete(c);
+}
+
+static void head_timeout(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	if (c->state == C_HEAD)
+		reject(c, 408, REASON_IDLE_TIMEOUT);
+}
+
+/* ---------- accepting ---------- */
+
+static void on_accept(uv_stream_t *server, int status)
+{
+	struct proxy_listener *l = server->data;
+	struct netsup *ns = l->ns;
+	if (status < 0) {
+		log_warn("accept on %s: %s", l->addr, uv_strerror(status));
+		return;
+	}
+	struct conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return; /* the pending connection stays in the backlog */
+	c->ns = ns;
+	side_init_refs(c);
+	httpreq_init(&c->req, &(struct httpreq_limits){ ns->cfg.max_header_bytes, ns->cfg.max_headers });
+	uv_tcp_init(ns->loop, &c->client.tcp);
+	c->client.tcp.data = &c->client;
+	c->client.inited = true;
+	uv_timer_init(ns->loop, &c->timer);
+	c->timer.data = c;
+	c->open_handles = 2;
+	c->next = ns->conns;
+	if (ns->conns)
+		ns->conns->prev = c;
+	ns->conns = c;
+	if (uv_accept(server, (uv_stream_t *)&c->client.tcp) < 0) {
+		conn_close(c);
+		return;
+	}
+	ns->metrics.conns_total++;
+	int len = sizeof(c->tuple.client);
+	uv_tcp_getpeername(&c->client.tcp, (struct sockaddr *)&c->tuple.client, &len);
+	len = sizeof(c->tuple.proxy);
+	uv_tcp_getsockname(&c->client.tcp, (struct sockaddr *)&c->tuple.proxy, &len);
+	uv_tcp_nodelay(&c->client.tcp, 1);
+	if (ns->metrics.conns_active >= ns->cfg.max_conns) {
+		c->rejecting = true;
+		reject(c, 503, REASON_TOO_MANY_CONNECTIONS);
+		return;
+	}
+	c->counted = true;
+	ns->metrics.conns_active++;
+	c->state = C_HEAD;
+	uv_timer_start(&c->timer, head_timeout, ns->cfg.header_timeout_ms, 0);
+	c->client.reading = true;
+	if (uv_read_start((uv_stream_t *)&c->client.tcp, alloc_cb, head_read) < 0)
+		conn_close(c);
+}
+
+int proxy_listen(struct netsup *ns, const char *addr, struct proxy_listener **out)
+{
+	struct sockaddr_storage ss;
+	int r = netsup_parse_hostport(addr, &ss);
+	if (r < 0) {
+		log_error("--listen %s: expected ADDR:PORT (e.g. 127.0.0.1:3128, [::1]:3128)", addr);
+		return r;
+	}
+	struct proxy_listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->ns = ns;
+	strscpy(l->addr, addr, sizeof(l->addr));
+	uv_tcp_init(ns->loop, &l->tcp);
+	l->tcp.data = l;
+	r = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, ss.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
+	if (r == 0)
+		r = uv_listen((uv_stream_t *)&l->tcp, 1024, on_accept);
+	if (r < 0) {
+		log_error("cannot listen on %s: %s", addr, uv_strerror(r));
+		uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
+		return r;
+	}
+	*out = l;
+	return 0;
+}
+
+static void listener_closed(uv_handle_t *h) { free(h->data); }
+
+void proxy_listener_close(struct proxy_listener *l)
+{
+	if (l)
+		uv_close((uv_handle_t *)&l->tcp, listener_closed);
+}
+
+void proxy_close_all(struct netsup *ns)
+{
+	for (struct conn *c = ns->conns, *n; c; c = n) {
+		n = c->next;
+		conn_close(c);
+	}
+}

@@ -1,0 +1,20 @@
+/* The egress proxy: listeners and client connections.
+ *
+ * Per connection: read the request head (httpreq, with size/count/time
+ * limits) → not ready? 503 → resolve identity (strategy, with timeout) and
+ * the destination (uv_getaddrinfo on the thread pool) in parallel → decide
+ * for every resolved address (netpolicy_decide) → 403 with a JSON body, or
+ * connect to the checked addresses in order (never resolving again) →
+ * CONNECT: "200 Connection established" and a raw tunnel; absolute-form: the
+ * rewritten head (origin-form, Connection: close), then raw relay.
+ * Relay: large reads, uv_try_write first, backpressure by stopping reads
+ * when the other side's write queue passes high_water, half-close via
+ * shutdown, idle timeout. Every outcome is one audit event. */
+#pragma once
+
+#include "net-supervisor/netsup.h"
+
+int proxy_listen(struct netsup *ns, const char *addr, struct proxy_listener **out);
+void proxy_listener_close(struct proxy_listener *l);
+/* Close every open connection (shutdown). */
+void proxy_close_all(struct netsup *ns);
