@@ -1,0 +1,255 @@
+/* daemonize: the test is the anchor (a child subreaper). It spawns an
+ * entrypoint C (recorded through the table); C forks a middle M which forks
+ * daemons D, D2, D3 and exits, so they are reparented to the anchor.
+ *   - D was learnt while M was alive: still a member afterwards, and its
+ *     chain D → M (recorded, exited) → C → anchor is anchored although its
+ *     live ppid now is the anchor.
+ *   - D2 was never seen before M exited: it is indistinguishable from an
+ *     adopted stranger, so it is NOT a member (fail closed; the supervisor
+ *     learns forks while the parent lives).
+ *   - cgroup mode: D3 is moved out of the sandbox cgroup before it is learnt
+ *     and is refused; a spawned child outside the cgroup is refused. */
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "tests/identity/lineage_common.h"
+
+static struct kernel_caps caps;
+static struct procref anchor;
+
+static void daemon_body(void)
+{
+	alarm(30); /* bounded even if the test dies without killing us */
+	for (;;)
+		pause();
+}
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = write(fd, s, strlen(s));
+	int r = n == (ssize_t)strlen(s) ? 0 : -errno;
+	close(fd);
+	return r;
+}
+
+static int move_to_cgroup(const char *dir, pid_t pid)
+{
+	char path[PATH_MAX], v[32];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	return write_file(path, v);
+}
+
+/* Own cgroup v2 path as /proc/self/cgroup prints it. */
+static int own_cgroup(char *out, size_t size)
+{
+	int dfd = open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	char *buf = NULL;
+	size_t len = 0;
+	int r = procfs_read_at(dfd, "cgroup", PROCFS_CGROUP_MAX, &buf, &len);
+	close(dfd);
+	if (r < 0)
+		return r;
+	struct procfs_cgroup cg;
+	r = procfs_parse_cgroup(buf, len, &cg);
+	free(buf);
+	if (r < 0)
+		return r;
+	return snprintf(out, size, "%s", cg.path) < (int)size ? 0 : -ENAMETOOLONG;
+}
+
+static void scenario(enum membership_mode mode)
+{
+	fprintf(stderr, "--- %s mode\n", mode == MEMBERSHIP_CGROUP ? "cgroup" : "lineage");
+	char cg_rel[1200] = "", cg_dir[1600] = "", cg_parent_dir[1400] = "";
+	struct members_config cfg = { .mode = mode };
+	if (mode == MEMBERSHIP_CGROUP) {
+		char own[1024];
+		LT_REQUIRE(own_cgroup(own, sizeof(own)) == 0, "cannot read own cgroup");
+		snprintf(cg_rel, sizeof(cg_rel), "%s%stether-lineage-%d",
+			 own, strcmp(own, "/") == 0 ? "" : "/", (int)getpid());
+		snprintf(cg_parent_dir, sizeof(cg_parent_dir), "%s%s", caps.cgroup_root,
+			 strcmp(own, "/") == 0 ? "" : own);
+		snprintf(cg_dir, sizeof(cg_dir), "%s%s", caps.cgroup_root, cg_rel);
+		if (mkdir(cg_dir, 0755) < 0) {
+			fprintf(stderr, "cgroup mode skipped: mkdir %s: %s\n", cg_dir,
+				strerror(errno));
+			return;
+		}
+		cfg.cgroup_path = cg_rel;
+	}
+	struct members *t;
+	LT_REQUIRE(members_create(&caps, &anchor, &cfg, &t) == 0, "members_create");
+
+	int go[2], pids[2], stop[2], mpipe[2];
+	LT_REQUIRE(pipe(go) == 0 && pipe(pids) == 0 && pipe(stop) == 0 && pipe(mpipe) == 0,
+		   "pipe");
+	pid_t c = lt_fork();
+	LT_REQUIRE(c >= 0, "fork");
+	if (c == 0) {
+		alarm(30);
+		if (lt_recv_byte(go[0], 10000) < 0)
+			_exit(10);
+		pid_t m = fork();
+		if (m == 0) {
+			pid_t d[3];
+			for (int i = 0; i < 3; i++) {
+				d[i] = fork();
+				if (d[i] == 0)
+					daemon_body();
+			}
+			for (int i = 0; i < 3; i++)
+				lt_send_pid(pids[1], d[i]);
+			lt_recv_byte(stop[0], 10000);
+			_exit(0);
+		}
+		lt_send_pid(mpipe[1], m);
+		waitpid(m, NULL, 0);
+		daemon_body();
+	}
+
+	if (mode == MEMBERSHIP_CGROUP) {
+		/* Spawned outside the sandbox cgroup: refused at add_spawned. */
+		struct procref out_of;
+		LT_REQUIRE(procref_open(&caps, c, &out_of) == 0, "open C");
+		LT_CHECK(members_add_spawned(t, &out_of, MEMBER_ENTRYPOINT) == -EPERM,
+			 "a child outside the sandbox cgroup was accepted");
+		procref_close(&out_of);
+		LT_REQUIRE(move_to_cgroup(cg_dir, c) == 0, "move C into %s", cg_dir);
+	}
+	struct procref cref;
+	LT_REQUIRE(procref_open(&caps, c, &cref) == 0, "open C");
+	LT_REQUIRE(members_add_spawned(t, &cref, MEMBER_ENTRYPOINT) == 0, "add C");
+	lt_send_byte(go[1]);
+
+	pid_t m, d, d2, d3;
+	LT_REQUIRE(lt_recv_pid(pids[0], &d, 5000) == 0 && lt_recv_pid(pids[0], &d2, 5000) == 0 &&
+			   lt_recv_pid(pids[0], &d3, 5000) == 0 && lt_recv_pid(mpipe[0], &m, 5000) == 0,
+		   "children did not report");
+	lt_track(d);
+	lt_track(d2);
+	lt_track(d3);
+
+	/* Learn D while M lives: D and M are recorded as born in the tree. */
+	struct member_entry de, me;
+	enum reason why = REASON_INTERNAL_ERROR;
+	int r = members_learn(t, d, &why, &de);
+	LT_CHECK(r == 0, "learn D: %d %s", r, reason_word(why));
+	LT_CHECK(de.join == MEMBER_BORN_IN_TREE, "D join %s", member_join_word(de.join));
+	LT_CHECK(members_lookup_pid(t, m, &me) == 0, "M not recorded by learning D");
+	LT_CHECK(strcmp(de.parent_key, me.ref.key) == 0, "D's parent is not M");
+	LT_CHECK(strcmp(me.parent_key, cref.key) == 0, "M's parent is not C");
+	LT_CHECK(members_live_pids(t, NULL, 0) == 3, "live pids: %zu",
+		 members_live_pids(t, NULL, 0));
+
+	if (mode == MEMBERSHIP_CGROUP) {
+		/* Born in the tree but moved out of the sandbox (root can): not a
+		 * member, nothing recorded. */
+		LT_REQUIRE(move_to_cgroup(cg_parent_dir, d3) == 0, "move D3 out");
+		r = members_learn(t, d3, &why, NULL);
+		LT_CHECK(r == -EPERM && why == REASON_FOREIGN_PROCESS, "learn D3: %d %s", r,
+			 reason_word(why));
+	}
+
+	/* The middle exits; the daemons are reparented to the anchor. */
+	lt_send_byte(stop[1]);
+	LT_CHECK(lt_wait_ppid(d, getpid(), 5000) == 0, "D was not reparented to the anchor");
+	LT_CHECK(lt_wait_ppid(d2, getpid(), 5000) == 0, "D2 was not reparented to the anchor");
+
+	struct procref dref;
+	LT_REQUIRE(procref_open(&caps, d, &dref) == 0, "open D");
+	LT_CHECK(dref.ppid == getpid(), "D's live ppid is %d", (int)dref.ppid);
+	LT_CHECK(members_is_member(t, &dref), "D is not a member after daemonizing");
+	struct ancestry_result res;
+	r = ancestry_walk(&caps, t, &dref, NULL, &res);
+	LT_CHECK(r == 0 && res.reason == REASON_OK && res.anchored, "walk D: %s (%s)",
+		 reason_word(res.reason), res.detail);
+	LT_CHECK(res.n == 3, "chain length %zu", res.n);
+	if (res.n == 3) {
+		LT_CHECK(strcmp(res.hops[0].ref.key, me.ref.key) == 0, "hop 0 is not M");
+		LT_CHECK(!res.hops[0].live && res.hops[0].recorded, "M should be a recorded hop");
+		LT_CHECK(strcmp(res.hops[1].ref.key, cref.key) == 0 && res.hops[1].live,
+			 "hop 1 is not live C");
+		LT_CHECK(strcmp(res.hops[2].ref.key, anchor.key) == 0, "chain does not end at anchor");
+	}
+	ancestry_result_free(&res);
+
+	/* D2 was not seen while M lived: adopted, not a member, walk foreign. */
+	struct procref d2ref;
+	LT_REQUIRE(procref_open(&caps, d2, &d2ref) == 0, "open D2");
+	r = ancestry_walk(&caps, t, &d2ref, NULL, &res);
+	LT_CHECK(r == -EPERM && res.reason == REASON_FOREIGN_PROCESS, "walk D2 unlearnt: %s",
+		 reason_word(res.reason));
+	ancestry_result_free(&res);
+	struct member_entry d2e;
+	r = members_learn(t, d2, &why, &d2e);
+	LT_CHECK(r == -EPERM && why == REASON_FOREIGN_PROCESS && d2e.join == MEMBER_ADOPTED,
+		 "learn D2: %d %s", r, reason_word(why));
+	LT_CHECK(!members_is_member(t, &d2ref), "D2 is a member");
+	r = ancestry_walk(&caps, t, &d2ref, NULL, &res);
+	LT_CHECK(r == -EPERM && res.reason == REASON_FOREIGN_PROCESS, "walk D2 adopted: %s",
+		 reason_word(res.reason));
+	ancestry_result_free(&res);
+
+	/* M is gone: lookups by its pid fail, reap marks it, live pids = C, D. */
+	r = members_lookup_pid(t, m, NULL);
+	LT_CHECK(r == -ESRCH || r == -ESTALE, "lookup of exited M: %d", r);
+	LT_CHECK(members_reap(t) == 1, "reap did not mark exactly M");
+	pid_t live[8];
+	size_t n = members_live_pids(t, live, 8);
+	LT_CHECK(n == 2, "live pids after reap: %zu", n);
+	for (size_t i = 0; i < n && i < 8; i++)
+		LT_CHECK(live[i] == c || live[i] == d, "unexpected live pid %d", (int)live[i]);
+
+	json_t *j = members_to_json(t);
+	LT_CHECK(j && json_array_size(json_object_get(j, "processes")) == 5,
+		 "json has %zu processes", j ? json_array_size(json_object_get(j, "processes")) : 0);
+	json_decref(j);
+
+	procref_close(&dref);
+	procref_close(&d2ref);
+	procref_close(&cref);
+	members_free(t);
+	kill(d, SIGKILL);
+	kill(d2, SIGKILL);
+	kill(d3, SIGKILL);
+	kill(c, SIGKILL);
+	/* d, d2 and d3 are ours now (subreaper), c always was. */
+	pid_t mine[] = { c, d, d2, d3 };
+	for (size_t i = 0; i < ARRAY_SIZE(mine); i++)
+		lt_reap(mine[i], 5000);
+	lt_npids = 0;
+	close(go[0]), close(go[1]), close(pids[0]), close(pids[1]), close(stop[0]), close(stop[1]);
+	close(mpipe[0]), close(mpipe[1]);
+	if (cg_dir[0]) {
+		for (int i = 0; i < 200 && rmdir(cg_dir) < 0 && errno == EBUSY; i++)
+			lt_sleep_ms(10);
+		LT_CHECK(access(cg_dir, F_OK) < 0, "cgroup %s left behind", cg_dir);
+	}
+}
+
+int main(void)
+{
+	lt_init("lineage_daemonize", 25);
+	lt_probe(&caps);
+	LT_REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0, "subreaper");
+	LT_REQUIRE(procref_open(&caps, getpid(), &anchor) == 0, "open self");
+	scenario(MEMBERSHIP_LINEAGE);
+	if (caps.cgroup_v2) {
+		scenario(MEMBERSHIP_CGROUP);
+	} else {
+		struct members *t = NULL;
+		struct members_config cfg = { .mode = MEMBERSHIP_CGROUP, .cgroup_path = "/x" };
+		LT_CHECK(members_create(&caps, &anchor, &cfg, &t) == -EOPNOTSUPP,
+			 "cgroup mode without cgroup v2 must be refused");
+	}
+	procref_close(&anchor);
+	return lt_finish();
+}
