@@ -31,6 +31,7 @@
 struct fixture {
 	struct kernel_caps fast, slow;
 	pid_t child;
+	char cgdir[512]; /* removed in teardown if a test left it behind */
 };
 
 /* A child that optionally changes credentials and its name, reports ready,
@@ -92,6 +93,8 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	if (f->child > 0)
 		reap(f->child);
+	if (f->cgdir[0])
+		rmdir(f->cgdir);
 	free(f);
 	return 0;
 }
@@ -368,6 +371,51 @@ static void kernel_thread(void **state)
 	}
 }
 
+/* A child in its own cgroup v2 directory: the fallback (cgroup file +
+ * name_to_handle_at) and PIDFD_GET_INFO agree on a non-root cgroup id. */
+static void cgroup_child(void **state)
+{
+	struct fixture *f = *state;
+	if (!f->fast.cgroup_v2)
+		skip();
+	char dir[512], procs[600];
+	snprintf(dir, sizeof(dir), "%s/tether-core-test-%d", f->fast.cgroup_root, (int)getpid());
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	/* cgroup of this process, to know which id is "ours" */
+	struct procref me;
+	assert_int_equal(procref_open(&f->fast, getpid(), &me), 0);
+	procref_close(&me);
+	if (mkdir(dir, 0755) < 0)
+		fail_msg("mkdir %s: %s", dir, strerror(errno));
+	strscpy(f->cgdir, dir, sizeof(f->cgdir));
+	f->child = spawn_child((uid_t)-1, (gid_t)-1, NULL);
+	FILE *fp = fopen(procs, "w");
+	bool moved = fp && fprintf(fp, "%d\n", (int)f->child) > 0;
+	if (fp && fclose(fp) != 0)
+		moved = false;
+	struct procref a, b;
+	int ra = -1, rb = -1;
+	if (moved) {
+		ra = procref_open(&f->fast, f->child, &a);
+		rb = procref_open(&f->slow, f->child, &b);
+	}
+	/* clean up before asserting: the cgroup must go even on failure */
+	reap(f->child);
+	f->child = -1;
+	int rm = rmdir(dir);
+	if (rm == 0)
+		f->cgdir[0] = '\0';
+	assert_true(moved);
+	assert_int_equal(rm, 0);
+	assert_int_equal(ra, 0);
+	assert_int_equal(rb, 0);
+	assert_true(a.cgroup_id != 0);
+	assert_true(a.cgroup_id == b.cgroup_id);
+	assert_true(a.cgroup_id != me.cgroup_id);
+	procref_close(&a);
+	procref_close(&b);
+}
+
 /* TETHER_FORCE_FALLBACK reaches procref through kernel_caps_probe. */
 static void env_forced(void **state)
 {
@@ -418,6 +466,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(child_ref, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(kernel_thread, setup, teardown),
+		cmocka_unit_test_setup_teardown(cgroup_child, setup, teardown),
 		cmocka_unit_test_setup_teardown(env_forced, setup, teardown),
 		cmocka_unit_test_setup_teardown(hash_self, setup, teardown),
 	};
