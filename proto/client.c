@@ -1,0 +1,508 @@
+#include "proto/client.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "proto/conn.h"
+#include "proto/endpoint.h"
+
+enum client_state { ST_BACKOFF, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_STOPPED };
+
+struct request {
+	struct request *next, *prev;
+	uint64_t id;
+	uint8_t nonce[PROTO_NONCE_LEN];
+	struct flow_tuple tuple;
+	uint64_t cookie;
+	uint64_t deadline; /* uv_now() ms */
+	bool sent;
+	enum reason fail; /* REASON_OK, or a failure to deliver when the timer fires */
+	proto_identity_cb cb;
+	void *ud;
+};
+
+struct proto_client {
+	uv_loop_t *loop;
+	struct proto_client_opts opts;
+	struct endpoint ep;
+	enum client_state state;
+	uv_timer_t state_timer; /* backoff wait, or connect+handshake timeout */
+	uv_timer_t req_timer;   /* earliest request deadline */
+	uv_poll_t poll;         /* a non-blocking connect in progress */
+	bool poll_open;
+	int connect_fd;
+	struct proto_conn *conn;
+	uint64_t channel;
+	uint8_t channel_key[PROTO_KEY_ID_LEN];
+	uint64_t backoff_ms;
+	struct request *head, *tail;
+	size_t n_reqs;
+	uint64_t next_id;
+	int open_handles;
+	void (*done)(void *);
+	void *done_ud;
+};
+
+static void connect_now(struct proto_client *c);
+
+static void req_unlink(struct proto_client *c, struct request *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		c->head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		c->tail = r->prev;
+	r->next = r->prev = NULL;
+	c->n_reqs--;
+}
+
+static void req_append(struct proto_client *c, struct request *r)
+{
+	r->prev = c->tail;
+	r->next = NULL;
+	if (c->tail)
+		c->tail->next = r;
+	else
+		c->head = r;
+	c->tail = r;
+	c->n_reqs++;
+}
+
+/* Unlinked request -> callback -> free. */
+static void req_finish(struct proto_client *c, struct request *r, enum reason reason,
+		       const struct identity_context *ctx, const struct signed_context *sc,
+		       const char *message)
+{
+	struct identity_result res = {
+		.request_id = r->id,
+		.reason = reason,
+		.ctx = ctx,
+		.signed_context = sc,
+		.anchor_cert = c->state == ST_READY ? verifier_cert_for_key(c->opts.verifier, c->channel_key) : NULL,
+		.message = message ? message : reason_word(reason),
+	};
+	if (r->cb)
+		r->cb(&res, r->ud);
+	free(r);
+}
+
+/* Fail a set of requests; callbacks may add or cancel others meanwhile. */
+static void fail_where(struct proto_client *c, bool (*pred)(const struct request *, uint64_t), uint64_t arg)
+{
+	struct request *done = NULL;
+	for (struct request *r = c->head, *n; r; r = n) {
+		n = r->next;
+		if (!pred(r, arg))
+			continue;
+		req_unlink(c, r);
+		r->next = done;
+		done = r;
+	}
+	/* oldest first */
+	struct request *rev = NULL;
+	while (done) {
+		struct request *n = done->next;
+		done->next = rev;
+		rev = done;
+		done = n;
+	}
+	while (rev) {
+		struct request *n = rev->next;
+		enum reason why = rev->fail != REASON_OK ? rev->fail
+			: (arg == UINT64_MAX ? REASON_IDENTITY_UNAVAILABLE : REASON_IDENTITY_TIMEOUT);
+		const char *msg = why == REASON_IDENTITY_TIMEOUT ? "no answer from the proc side in time"
+			: "identity channel unavailable";
+		req_finish(c, rev, why, NULL, NULL, msg);
+		rev = n;
+	}
+}
+
+static bool pred_all(const struct request *r, uint64_t arg) { return true; }
+static bool pred_due(const struct request *r, uint64_t now) { return r->deadline <= now; }
+
+static void arm_req_timer(struct proto_client *c);
+
+static void req_timer_cb(uv_timer_t *t)
+{
+	struct proto_client *c = t->data;
+	fail_where(c, pred_due, uv_now(c->loop));
+	arm_req_timer(c);
+}
+
+static void arm_req_timer(struct proto_client *c)
+{
+	if (c->state == ST_STOPPED)
+		return;
+	if (!c->head) {
+		uv_timer_stop(&c->req_timer);
+		return;
+	}
+	uint64_t min = UINT64_MAX;
+	for (struct request *r = c->head; r; r = r->next)
+		if (r->deadline < min)
+			min = r->deadline;
+	uint64_t now = uv_now(c->loop);
+	uv_timer_start(&c->req_timer, req_timer_cb, min > now ? min - now : 0, 0);
+}
+
+static void fail_all(struct proto_client *c)
+{
+	fail_where(c, pred_all, UINT64_MAX);
+	arm_req_timer(c);
+}
+
+static void set_state_down(struct proto_client *c, enum reason why)
+{
+	bool was_ready = c->state == ST_READY;
+	if (c->channel) {
+		verifier_channel_closed(c->opts.verifier, c->channel);
+		c->channel = 0;
+	}
+	if (c->state == ST_STOPPED)
+		return;
+	c->state = ST_BACKOFF;
+	fail_all(c);
+	if (was_ready && c->opts.on_state)
+		c->opts.on_state(c, false, why, c->opts.userdata);
+}
+
+static void backoff_cb(uv_timer_t *t)
+{
+	struct proto_client *c = t->data;
+	if (c->state == ST_BACKOFF)
+		connect_now(c);
+}
+
+static void schedule_reconnect(struct proto_client *c)
+{
+	if (c->state == ST_STOPPED)
+		return;
+	uint64_t wait = c->backoff_ms;
+	wait += randombytes_uniform((uint32_t)(wait / 4 + 1));
+	c->backoff_ms *= 2;
+	if (c->backoff_ms > c->opts.backoff_max_ms)
+		c->backoff_ms = c->opts.backoff_max_ms;
+	uv_timer_start(&c->state_timer, backoff_cb, wait, 0);
+}
+
+static void send_request(struct proto_client *c, struct request *r)
+{
+	struct ctl_msg m = { .kind = CTL_IDENTITY_REQUEST };
+	m.u.identity_request.request_id = r->id;
+	memcpy(m.u.identity_request.nonce, r->nonce, PROTO_NONCE_LEN);
+	m.u.identity_request.tuple = r->tuple;
+	m.u.identity_request.socket_cookie = r->cookie;
+	if (proto_conn_send(c->conn, &m) == 0)
+		r->sent = true;
+	/* A failed send closed the conn; on_close fails the request. */
+}
+
+static void handle_response(struct proto_client *c, struct ctl_msg *m)
+{
+	struct request *r = c->head;
+	while (r && !(r->sent && r->id == m->u.identity_response.request_id))
+		r = r->next;
+	if (!r)
+		return; /* cancelled or timed out meanwhile */
+	req_unlink(c, r);
+	if (!m->u.identity_response.ok) {
+		enum reason why = m->u.identity_response.reason;
+		/* The proc side cannot allow anything by answering an error. */
+		if (why == REASON_OK || why == REASON_ALLOWED || why == REASON_AUDIT_ONLY)
+			why = REASON_PROTOCOL_ERROR;
+		req_finish(c, r, why, NULL, NULL, m->u.identity_response.message);
+		return;
+	}
+	struct verify_expect ex = { .nonce = r->nonce, .tuple = &r->tuple, .instance_key_id = c->channel_key };
+	struct identity_context *ctx = NULL;
+	enum reason why = verifier_check_context(c->opts.verifier, &m->u.identity_response.context, &ex, &ctx);
+	req_finish(c, r, why, ctx, &m->u.identity_response.context, NULL);
+	context_free(ctx);
+}
+
+static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
+{
+	struct proto_client *c = ud;
+	if (c->state == ST_HANDSHAKE && m->kind == CTL_HELLO_ACK) {
+		struct anchor_event ev;
+		enum reason why = verifier_install_cert(c->opts.verifier, &m->u.hello_ack.cert, c->channel, 0, &ev);
+		if (why != REASON_OK) {
+			log_warn("%s: anchor certificate refused: %s", c->ep.text, reason_word(why));
+			proto_conn_close(conn, -EACCES);
+			return;
+		}
+		memcpy(c->channel_key, ev.cert->instance.id, PROTO_KEY_ID_LEN);
+		uv_timer_stop(&c->state_timer);
+		c->state = ST_READY;
+		c->backoff_ms = c->opts.backoff_min_ms;
+		if (c->opts.on_anchor)
+			c->opts.on_anchor(c, &ev, c->opts.userdata);
+		if (c->opts.on_state && c->state == ST_READY)
+			c->opts.on_state(c, true, REASON_OK, c->opts.userdata);
+		for (struct request *r = c->head; r && c->state == ST_READY && !proto_conn_is_closing(conn); r = r->next)
+			if (!r->sent && r->fail == REASON_OK)
+				send_request(c, r);
+		return;
+	}
+	if (c->state == ST_READY && m->kind == CTL_IDENTITY_RESPONSE) {
+		handle_response(c, m);
+		return;
+	}
+	log_warn("%s: unexpected %s from the proc side: closing", c->ep.text, ctl_kind_name(m->kind));
+	proto_conn_close(conn, -EPROTO);
+}
+
+static void maybe_done(struct proto_client *c)
+{
+	if (c->state != ST_STOPPED || c->open_handles > 0 || c->conn)
+		return;
+	void (*done)(void *) = c->done;
+	void *ud = c->done_ud;
+	free(c);
+	if (done)
+		done(ud);
+}
+
+static void on_close(struct proto_conn *conn, int err, void *ud)
+{
+	struct proto_client *c = ud;
+	c->conn = NULL;
+	if (c->state == ST_STOPPED) {
+		maybe_done(c);
+		return;
+	}
+	if (err)
+		log_info("%s: identity channel closed: %s", c->ep.text, strerror(-err));
+	set_state_down(c, REASON_CONTROL_CHANNEL_LOST);
+	schedule_reconnect(c);
+}
+
+static void poll_closed(uv_handle_t *h);
+
+static void handshake_timeout_cb(uv_timer_t *t)
+{
+	struct proto_client *c = t->data;
+	if (c->state == ST_HANDSHAKE && c->conn) {
+		proto_conn_close(c->conn, -ETIMEDOUT);
+	} else if (c->state == ST_CONNECTING && c->poll_open &&
+		   !uv_is_closing((uv_handle_t *)&c->poll)) {
+		uv_poll_stop(&c->poll);
+		close(c->connect_fd);
+		c->connect_fd = -1;
+		uv_close((uv_handle_t *)&c->poll, poll_closed); /* reconnects */
+	}
+}
+
+static void start_conn(struct proto_client *c, int fd)
+{
+	struct proto_conn_opts co = { .max_frame = c->opts.max_frame,
+				      .read_deadline_ms = c->opts.read_deadline_ms };
+	struct proto_conn_cbs cbs = { .on_msg = on_msg, .on_close = on_close };
+	int r = proto_conn_open(c->loop, fd, &co, &cbs, c, &c->conn);
+	if (r < 0) {
+		c->conn = NULL;
+		set_state_down(c, REASON_CONTROL_CHANNEL_LOST);
+		schedule_reconnect(c);
+		return;
+	}
+	c->state = ST_HANDSHAKE;
+	c->channel = verifier_channel_open(c->opts.verifier);
+	struct ctl_msg hello = { .kind = CTL_HELLO };
+	strscpy(hello.u.hello.role, c->opts.role, sizeof(hello.u.hello.role));
+	strscpy(hello.u.hello.software, "tether", sizeof(hello.u.hello.software));
+	proto_conn_send(c->conn, &hello);
+	/* connect + handshake share one timeout; it keeps running */
+}
+
+static void poll_closed(uv_handle_t *h)
+{
+	struct proto_client *c = h->data;
+	c->poll_open = false;
+	c->open_handles--;
+	int fd = c->connect_fd;
+	c->connect_fd = -1;
+	if (c->state == ST_STOPPED) {
+		if (fd >= 0)
+			close(fd);
+		maybe_done(c);
+		return;
+	}
+	if (fd < 0) { /* connect failed or timed out */
+		set_state_down(c, REASON_CONTROL_CHANNEL_LOST);
+		schedule_reconnect(c);
+		return;
+	}
+	start_conn(c, fd);
+}
+
+static void poll_cb(uv_poll_t *p, int status, int events)
+{
+	struct proto_client *c = p->data;
+	int err = 0;
+	socklen_t l = sizeof(err);
+	if (status < 0 || getsockopt(c->connect_fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err) {
+		close(c->connect_fd);
+		c->connect_fd = -1;
+	}
+	uv_poll_stop(p);
+	uv_close((uv_handle_t *)p, poll_closed);
+}
+
+static void connect_now(struct proto_client *c)
+{
+	c->state = ST_CONNECTING;
+	uv_timer_start(&c->state_timer, handshake_timeout_cb, c->opts.connect_timeout_ms, 0);
+	bool in_progress;
+	int fd = endpoint_connect(&c->ep, &in_progress);
+	if (fd < 0) {
+		uv_timer_stop(&c->state_timer);
+		set_state_down(c, REASON_CONTROL_CHANNEL_LOST);
+		schedule_reconnect(c);
+		return;
+	}
+	if (!in_progress) {
+		start_conn(c, fd);
+		return;
+	}
+	c->connect_fd = fd;
+	if (uv_poll_init_socket(c->loop, &c->poll, fd) < 0) {
+		close(fd);
+		c->connect_fd = -1;
+		uv_timer_stop(&c->state_timer);
+		set_state_down(c, REASON_CONTROL_CHANNEL_LOST);
+		schedule_reconnect(c);
+		return;
+	}
+	c->poll.data = c;
+	c->poll_open = true;
+	c->open_handles++;
+	uv_poll_start(&c->poll, UV_WRITABLE, poll_cb);
+}
+
+int proto_client_start(uv_loop_t *loop, const struct proto_client_opts *opts,
+		       struct proto_client **out)
+{
+	if (!opts || !opts->endpoint || !opts->verifier)
+		return -EINVAL;
+	if (proto_crypto_init() < 0)
+		return -EIO;
+	struct proto_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	int r = endpoint_parse(opts->endpoint, &c->ep);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	c->loop = loop;
+	c->opts = *opts;
+	if (!c->opts.role)
+		c->opts.role = "net-supervisor";
+	if (!c->opts.request_timeout_ms)
+		c->opts.request_timeout_ms = 2000;
+	if (!c->opts.connect_timeout_ms)
+		c->opts.connect_timeout_ms = 2000;
+	if (!c->opts.backoff_min_ms)
+		c->opts.backoff_min_ms = 100;
+	if (!c->opts.backoff_max_ms)
+		c->opts.backoff_max_ms = 5000;
+	if (c->opts.backoff_max_ms < c->opts.backoff_min_ms)
+		c->opts.backoff_max_ms = c->opts.backoff_min_ms;
+	if (!c->opts.max_inflight)
+		c->opts.max_inflight = 4096;
+	c->backoff_ms = c->opts.backoff_min_ms;
+	c->connect_fd = -1;
+	c->next_id = 1;
+	uv_timer_init(loop, &c->state_timer);
+	uv_timer_init(loop, &c->req_timer);
+	c->state_timer.data = c->req_timer.data = c;
+	c->open_handles = 2;
+	connect_now(c);
+	*out = c;
+	return 0;
+}
+
+bool proto_client_ready(const struct proto_client *c) { return c->state == ST_READY; }
+
+int proto_client_request(struct proto_client *c, const struct flow_tuple *tuple,
+			 uint64_t socket_cookie, proto_identity_cb cb, void *userdata,
+			 uint64_t *request_id_out)
+{
+	if (!tuple || !cb || c->state == ST_STOPPED)
+		return -EINVAL;
+	struct request *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->id = c->next_id++;
+	randombytes_buf(r->nonce, sizeof(r->nonce));
+	r->tuple = *tuple;
+	r->cookie = socket_cookie;
+	r->cb = cb;
+	r->ud = userdata;
+	uint64_t now = uv_now(c->loop);
+	r->deadline = now + c->opts.request_timeout_ms;
+	if (c->state == ST_BACKOFF || c->n_reqs >= c->opts.max_inflight) {
+		/* Fail from the loop, not from inside this call. */
+		r->fail = REASON_IDENTITY_UNAVAILABLE;
+		r->deadline = now;
+	}
+	req_append(c, r);
+	if (request_id_out)
+		*request_id_out = r->id;
+	if (r->fail == REASON_OK && c->state == ST_READY)
+		send_request(c, r);
+	if (!uv_is_active((uv_handle_t *)&c->req_timer) ||
+	    uv_timer_get_due_in(&c->req_timer) > r->deadline - now)
+		uv_timer_start(&c->req_timer, req_timer_cb, r->deadline - now, 0);
+	return 0;
+}
+
+void proto_client_cancel(struct proto_client *c, uint64_t request_id)
+{
+	for (struct request *r = c->head; r; r = r->next)
+		if (r->id == request_id) {
+			req_unlink(c, r);
+			free(r);
+			return;
+		}
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+	struct proto_client *c = h->data;
+	c->open_handles--;
+	maybe_done(c);
+}
+
+void proto_client_stop(struct proto_client *c, void (*done)(void *), void *userdata)
+{
+	if (c->state == ST_STOPPED)
+		return;
+	c->done = done;
+	c->done_ud = userdata;
+	fail_where(c, pred_all, UINT64_MAX);
+	if (c->channel) {
+		verifier_channel_closed(c->opts.verifier, c->channel);
+		c->channel = 0;
+	}
+	c->state = ST_STOPPED;
+	uv_timer_stop(&c->state_timer);
+	uv_timer_stop(&c->req_timer);
+	uv_close((uv_handle_t *)&c->state_timer, timer_closed);
+	uv_close((uv_handle_t *)&c->req_timer, timer_closed);
+	if (c->poll_open && !uv_is_closing((uv_handle_t *)&c->poll)) {
+		uv_poll_stop(&c->poll);
+		uv_close((uv_handle_t *)&c->poll, poll_closed);
+	}
+	if (c->conn)
+		proto_conn_close(c->conn, -ECANCELED);
+}

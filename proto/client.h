@@ -1,0 +1,72 @@
+/* The net side of the identity channel.
+ *
+ * Connects to a proc-supervisor's endpoint, says Hello, installs the
+ * HelloAck certificate in the verifier (refusing the channel when the
+ * verifier does), and then turns proto_client_request() into a verified
+ * identity or a reason — always through the callback, exactly once, never
+ * synchronously from inside proto_client_request():
+ *
+ *   verified context ............................ REASON_OK, res->ctx set
+ *   the verifier refused it ...................... its reason word
+ *   the proc side answered an error .............. the proc side's reason word
+ *   no answer within request_timeout_ms .......... REASON_IDENTITY_TIMEOUT
+ *   channel down / dropped while in flight /
+ *   not connected / too many in flight ........... REASON_IDENTITY_UNAVAILABLE
+ *
+ * A dropped or refused channel is reconnected with exponential backoff
+ * (backoff_min_ms doubling to backoff_max_ms, 25% jitter). Requests made
+ * while connecting or handshaking wait (their timeout running); requests
+ * made while backing off fail at once. Fail closed: nothing hangs. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/reason.h"
+#include "proto/context.h"
+#include "proto/signed.h"
+#include "proto/verifier.h"
+
+struct proto_client;
+
+struct identity_result {
+	uint64_t request_id;
+	enum reason reason;                          /* REASON_OK: ctx verified */
+	const struct identity_context *ctx;          /* valid during the callback */
+	const struct signed_context *signed_context; /* as received, for the audit log; may be NULL */
+	const struct signed_cert *anchor_cert;       /* the channel's certificate; may be NULL */
+	const char *message;                         /* detail for logs; never NULL */
+};
+
+typedef void (*proto_identity_cb)(const struct identity_result *res, void *userdata);
+
+struct proto_client_opts {
+	const char *endpoint;
+	struct verifier *verifier; /* required, borrowed; must outlive the client */
+	const char *role;          /* Hello role; NULL: "net-supervisor" */
+	uint64_t request_timeout_ms; /* 0: 2000 */
+	uint64_t connect_timeout_ms; /* connect + handshake; 0: 2000 */
+	uint64_t backoff_min_ms;     /* 0: 100 */
+	uint64_t backoff_max_ms;     /* 0: 5000 */
+	size_t max_frame;            /* 0: PROTO_MAX_FRAME */
+	uint64_t read_deadline_ms;   /* 0: 5000 */
+	size_t max_inflight;         /* 0: 4096 */
+	/* A certificate was installed (emit anchor_established/anchor_changed). */
+	void (*on_anchor)(struct proto_client *c, const struct anchor_event *ev, void *userdata);
+	/* The channel became ready (why REASON_OK) or went down (why says so). */
+	void (*on_state)(struct proto_client *c, bool ready, enum reason why, void *userdata);
+	void *userdata;
+};
+
+int proto_client_start(uv_loop_t *loop, const struct proto_client_opts *opts,
+		       struct proto_client **out);
+/* 0 (cb will be called) or -EINVAL / -ENOMEM (cb will not be called). */
+int proto_client_request(struct proto_client *c, const struct flow_tuple *tuple,
+			 uint64_t socket_cookie, proto_identity_cb cb, void *userdata,
+			 uint64_t *request_id_out);
+/* The callback of that request will not be called. Unknown ids are ignored. */
+void proto_client_cancel(struct proto_client *c, uint64_t request_id);
+bool proto_client_ready(const struct proto_client *c);
+/* Fail every request (REASON_IDENTITY_UNAVAILABLE), close, then done(). */
+void proto_client_stop(struct proto_client *c, void (*done)(void *userdata), void *userdata);

@@ -1,0 +1,108 @@
+/* Typed control messages and their Frame encoding.
+ *
+ * ctl_encode() wraps a message in a versioned Frame and adds the length
+ * prefix. ctl_decode() is the edge for a received payload: it rejects an
+ * unknown major version (-EPROTONOSUPPORT), unknown fields within a known
+ * minor version, a frame with no message, and any field outside its limits
+ * (-EBADMSG); what it returns is typed and bounded, with strings
+ * NUL-terminated and free of embedded NULs.
+ *
+ * A decoded message owns its memory: ctl_msg_clear() it. A message built
+ * for encoding only borrows (don't clear it). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/reason.h"
+#include "proto/context.h"
+#include "proto/signed.h"
+
+#define CTL_MAX_ARGV 4096
+#define CTL_MAX_ENV 1024
+#define CTL_MAX_ROLE 64
+#define CTL_MAX_ERROR_MESSAGE 512
+
+enum ctl_kind {
+	CTL_HELLO = 1,
+	CTL_HELLO_ACK,
+	CTL_IDENTITY_REQUEST,
+	CTL_IDENTITY_RESPONSE,
+	CTL_EXEC_REQUEST,
+	CTL_EXEC_STARTED,
+	CTL_EXEC_EXITED,
+	CTL_EXEC_RESIZE,
+	CTL_EXEC_SIGNAL,
+	CTL_EXEC_DATA,
+};
+
+struct ctl_env_var {
+	char *name; /* [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes */
+	char *value;
+};
+
+struct ctl_msg {
+	enum ctl_kind kind;
+	uint32_t version_minor; /* the sender's minor version (decoded messages) */
+	union {
+		struct {
+			char role[CTL_MAX_ROLE];
+			char software[CTL_MAX_ROLE];
+		} hello;
+		struct {
+			struct signed_cert cert;
+		} hello_ack;
+		struct {
+			uint64_t request_id;
+			uint8_t nonce[PROTO_NONCE_LEN];
+			struct flow_tuple tuple;
+			uint64_t socket_cookie;
+		} identity_request;
+		struct {
+			uint64_t request_id;
+			bool ok;                      /* context set, else reason/message */
+			struct signed_context context;
+			enum reason reason;           /* an unknown word decodes as protocol_error */
+			char message[CTL_MAX_ERROR_MESSAGE];
+		} identity_response;
+		struct {
+			char **argv; /* argc entries, argc >= 1 */
+			size_t argc;
+			char *cwd;   /* NULL: the gateway's default */
+			struct ctl_env_var *env;
+			size_t n_env;
+			bool pty;
+			uint16_t rows, cols;
+		} exec_request;
+		struct {
+			int32_t pid;
+			char process_key[PROCREF_KEY_MAX];
+		} exec_started;
+		struct {
+			int32_t exit_code;
+			int32_t signal; /* 0, or the signal that killed it */
+		} exec_exited;
+		struct {
+			uint16_t rows, cols;
+		} exec_resize;
+		struct {
+			int32_t signo; /* 1..64 */
+		} exec_signal;
+		struct {
+			uint32_t stream; /* 0 stdin, 1 stdout, 2 stderr */
+			uint8_t *data;
+			size_t len;
+			bool eof;
+		} exec_data;
+	} u;
+};
+
+/* Frame with its length prefix into a malloc'd *out. -EINVAL for a
+ * message that would not decode (e.g. empty argv), -EMSGSIZE above
+ * PROTO_MAX_FRAME. */
+int ctl_encode(const struct ctl_msg *m, uint8_t **out, size_t *len);
+/* One payload (without prefix). */
+int ctl_decode(const uint8_t *payload, size_t len, struct ctl_msg *out);
+void ctl_msg_clear(struct ctl_msg *m);
+const char *ctl_kind_name(enum ctl_kind k);

@@ -1,0 +1,272 @@
+#include "proto/server.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "proto/conn.h"
+
+struct server_conn {
+	struct proto_server *server; /* NULL once the conn is closed */
+	struct proto_conn *conn;
+	struct server_conn *next, *prev;
+	int refs; /* 1 while the conn lives + 1 per outstanding request */
+	size_t inflight;
+	bool hello_done;
+};
+
+struct proto_server {
+	uv_loop_t *loop;
+	uv_pipe_t listener;
+	struct proto_server_opts opts;
+	struct signed_cert cert;
+	struct server_conn *conns;
+	size_t n_conns;
+	bool stopping;
+	bool listener_closed;
+	void (*done)(void *);
+	void *done_ud;
+};
+
+static void sconn_unref(struct server_conn *sc)
+{
+	if (--sc->refs == 0)
+		free(sc);
+}
+
+static void maybe_finish(struct proto_server *s)
+{
+	if (!s->stopping || !s->listener_closed || s->n_conns > 0)
+		return;
+	void (*done)(void *) = s->done;
+	void *ud = s->done_ud;
+	signed_cert_clear(&s->cert);
+	free(s);
+	if (done)
+		done(ud);
+}
+
+static void on_conn_close(struct proto_conn *c, int err, void *ud)
+{
+	struct server_conn *sc = ud;
+	struct proto_server *s = sc->server;
+	if (err && err != -ECANCELED)
+		log_info("control connection closed: %s", strerror(-err > 0 && -err < 4096 ? -err : EIO));
+	if (sc->prev)
+		sc->prev->next = sc->next;
+	else
+		s->conns = sc->next;
+	if (sc->next)
+		sc->next->prev = sc->prev;
+	s->n_conns--;
+	sc->server = NULL;
+	sc->conn = NULL;
+	sconn_unref(sc);
+	maybe_finish(s);
+}
+
+static void on_conn_msg(struct proto_conn *c, struct ctl_msg *m, void *ud)
+{
+	struct server_conn *sc = ud;
+	struct proto_server *s = sc->server;
+	if (!sc->hello_done) {
+		if (m->kind != CTL_HELLO) {
+			log_warn("control peer sent %s before Hello: closing", ctl_kind_name(m->kind));
+			proto_conn_close(c, -EPROTO);
+			return;
+		}
+		sc->hello_done = true;
+		struct ctl_msg ack = { .kind = CTL_HELLO_ACK };
+		ack.u.hello_ack.cert = s->cert;
+		proto_conn_send(c, &ack);
+		return;
+	}
+	if (m->kind != CTL_IDENTITY_REQUEST) {
+		log_warn("control peer sent unexpected %s: closing", ctl_kind_name(m->kind));
+		proto_conn_close(c, -EPROTO);
+		return;
+	}
+	if (sc->inflight >= s->opts.max_inflight) {
+		log_warn("control peer exceeded %zu outstanding requests: closing", s->opts.max_inflight);
+		proto_conn_close(c, -ENOBUFS);
+		return;
+	}
+	struct proto_request *req = calloc(1, sizeof(*req));
+	if (!req) {
+		proto_conn_close(c, -ENOMEM);
+		return;
+	}
+	req->request_id = m->u.identity_request.request_id;
+	memcpy(req->nonce, m->u.identity_request.nonce, PROTO_NONCE_LEN);
+	req->tuple = m->u.identity_request.tuple;
+	req->socket_cookie = m->u.identity_request.socket_cookie;
+	req->conn = sc;
+	sc->refs++;
+	sc->inflight++;
+	if (s->opts.on_identity)
+		s->opts.on_identity(s, req, s->opts.userdata);
+	else
+		proto_request_fail(req, REASON_IDENTITY_UNAVAILABLE, "no identity service");
+}
+
+static bool peer_allowed(struct proto_server *s, int fd)
+{
+	struct proto_peer p;
+	int r = proto_peer_get(fd, s->opts.caps, &p);
+	if (r < 0) {
+		log_warn("control peer credentials unavailable: %s", strerror(-r));
+		return false;
+	}
+	bool ok = true;
+	if (p.is_unix) {
+		if (s->opts.check_uid && p.uid != s->opts.peer_uid) {
+			log_warn("control peer pid %d uid %u refused (want uid %u)", (int)p.pid,
+				 (unsigned)p.uid, (unsigned)s->opts.peer_uid);
+			ok = false;
+		} else if (s->opts.check_gid && p.gid != s->opts.peer_gid) {
+			log_warn("control peer pid %d gid %u refused (want gid %u)", (int)p.pid,
+				 (unsigned)p.gid, (unsigned)s->opts.peer_gid);
+			ok = false;
+		}
+	}
+	if (ok && s->opts.peer_check && !s->opts.peer_check(&p, s->opts.userdata)) {
+		log_warn("control peer pid %d refused by peer check", (int)p.pid);
+		ok = false;
+	}
+	if (p.pidfd >= 0)
+		close(p.pidfd);
+	return ok;
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+	struct proto_server *s = listener->data;
+	if (status < 0 || s->stopping)
+		return;
+	struct server_conn *sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return;
+	struct proto_conn_opts co = { .max_frame = s->opts.max_frame,
+				      .read_deadline_ms = s->opts.read_deadline_ms };
+	struct proto_conn_cbs cbs = { .on_msg = on_conn_msg, .on_close = on_conn_close };
+	struct proto_conn *c;
+	if (proto_conn_accept(listener, &co, &cbs, sc, &c) < 0) {
+		free(sc);
+		return;
+	}
+	sc->server = s;
+	sc->conn = c;
+	sc->refs = 1;
+	sc->next = s->conns;
+	if (s->conns)
+		s->conns->prev = sc;
+	s->conns = sc;
+	s->n_conns++;
+	if (s->n_conns > s->opts.max_conns) {
+		log_warn("control connections above %zu: refusing one", s->opts.max_conns);
+		proto_conn_close(c, -EMFILE);
+		return;
+	}
+	if (!peer_allowed(s, proto_conn_fd(c))) {
+		proto_conn_close(c, -EPERM);
+		return;
+	}
+	proto_conn_expect(c); /* Hello within the deadline */
+}
+
+int proto_server_start(uv_loop_t *loop, const struct proto_server_opts *opts,
+		       struct proto_server **out)
+{
+	if (!opts || !opts->endpoint || !opts->cert || !opts->cert->cert)
+		return -EINVAL;
+	struct endpoint ep;
+	int r = endpoint_parse(opts->endpoint, &ep);
+	if (r < 0)
+		return r;
+	struct proto_server *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->loop = loop;
+	s->opts = *opts;
+	if (!s->opts.max_conns)
+		s->opts.max_conns = 64;
+	if (!s->opts.max_inflight)
+		s->opts.max_inflight = 4096;
+	if (signed_cert_copy(&s->cert, opts->cert) < 0) {
+		free(s);
+		return -ENOMEM;
+	}
+	int fd = endpoint_listen(&ep, 64, opts->socket_mode ? opts->socket_mode : 0600);
+	if (fd < 0) {
+		signed_cert_clear(&s->cert);
+		free(s);
+		return fd;
+	}
+	uv_pipe_init(loop, &s->listener, 0);
+	s->listener.data = s;
+	r = uv_pipe_open(&s->listener, fd);
+	if (r < 0)
+		close(fd); /* not owned by the handle */
+	else
+		r = uv_listen((uv_stream_t *)&s->listener, 64, on_connection);
+	if (r < 0) {
+		proto_server_stop(s, NULL, NULL); /* freed from the loop */
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+	struct proto_server *s = h->data;
+	s->listener_closed = true;
+	maybe_finish(s);
+}
+
+void proto_server_stop(struct proto_server *s, void (*done)(void *), void *ud)
+{
+	s->stopping = true;
+	s->done = done;
+	s->done_ud = ud;
+	for (struct server_conn *sc = s->conns; sc; sc = sc->next)
+		proto_conn_close(sc->conn, -ECANCELED);
+	if (!uv_is_closing((uv_handle_t *)&s->listener))
+		uv_close((uv_handle_t *)&s->listener, listener_closed);
+}
+
+size_t proto_server_conn_count(const struct proto_server *s) { return s->n_conns; }
+
+static int answer(struct proto_request *req, const struct ctl_msg *m)
+{
+	struct server_conn *sc = req->conn;
+	int r = -ENOTCONN;
+	if (sc->conn && !proto_conn_is_closing(sc->conn))
+		r = proto_conn_send(sc->conn, m);
+	sc->inflight--;
+	sconn_unref(sc);
+	free(req);
+	return r;
+}
+
+int proto_request_reply(struct proto_request *req, const struct signed_context *sc)
+{
+	struct ctl_msg m = { .kind = CTL_IDENTITY_RESPONSE };
+	m.u.identity_response.request_id = req->request_id;
+	m.u.identity_response.ok = true;
+	m.u.identity_response.context = *sc;
+	return answer(req, &m);
+}
+
+int proto_request_fail(struct proto_request *req, enum reason reason, const char *message)
+{
+	struct ctl_msg m = { .kind = CTL_IDENTITY_RESPONSE };
+	m.u.identity_response.request_id = req->request_id;
+	m.u.identity_response.reason = reason == REASON_OK ? REASON_INTERNAL_ERROR : reason;
+	if (message)
+		strscpy(m.u.identity_response.message, message, sizeof(m.u.identity_response.message));
+	return answer(req, &m);
+}

@@ -1,0 +1,72 @@
+/* The proc side of the identity channel.
+ *
+ * Listens on an endpoint; each connection must start with Hello (within
+ * read_deadline_ms), is answered with HelloAck carrying the signed anchor
+ * certificate, and may then send IdentityRequests. Each request is handed to
+ * on_identity, which answers asynchronously — exactly once — with
+ * proto_request_reply() (a SignedContext) or proto_request_fail() (a reason
+ * word). Any protocol error (bad frame, unknown major version, a message out
+ * of order or of the wrong kind, a deadline missed) closes the connection.
+ *
+ * Unix peers are checked with SO_PEERCRED (and SO_PEERPIDFD where
+ * caps->peer_pidfd) against peer_uid/peer_gid and the optional peer_check
+ * callback before a byte is read. tcp/vsock peers are not authenticated by
+ * the server (the channel only answers questions; what the answers are
+ * worth is proven by the signatures the client verifies). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "common/kernel.h"
+#include "common/reason.h"
+#include "proto/context.h"
+#include "proto/endpoint.h"
+#include "proto/signed.h"
+
+struct proto_server;
+struct server_conn;
+
+/* Read-only for the callee, except through the two answer functions. */
+struct proto_request {
+	uint64_t request_id;
+	uint8_t nonce[PROTO_NONCE_LEN];
+	struct flow_tuple tuple;
+	uint64_t socket_cookie;
+	struct server_conn *conn; /* private */
+};
+
+struct proto_server_opts {
+	const char *endpoint;             /* unix:PATH, tcp:HOST:PORT, vsock:CID:PORT */
+	unsigned socket_mode;             /* unix path sockets; 0: 0600 */
+	const struct kernel_caps *caps;   /* for SO_PEERPIDFD; may be NULL */
+	bool check_uid;
+	uid_t peer_uid;
+	bool check_gid;
+	gid_t peer_gid;
+	/* Extra peer check (e.g. the peer's exe hash through peer->pidfd);
+	 * return false to refuse. May be NULL. */
+	bool (*peer_check)(const struct proto_peer *peer, void *userdata);
+	size_t max_frame;                 /* 0: PROTO_MAX_FRAME */
+	uint64_t read_deadline_ms;        /* 0: 5000 */
+	size_t max_conns;                 /* 0: 64 */
+	size_t max_inflight;              /* per connection; 0: 4096 */
+	const struct signed_cert *cert;   /* sent in every HelloAck (copied) */
+	void (*on_identity)(struct proto_server *s, struct proto_request *req, void *userdata);
+	void *userdata;
+};
+
+/* -EINVAL bad options/endpoint, -errno from bind/listen. */
+int proto_server_start(uv_loop_t *loop, const struct proto_server_opts *opts,
+		       struct proto_server **out);
+/* Close the listener and every connection; done(userdata) once all handles
+ * are closed and the server is freed. Requests still outstanding must be
+ * answered or failed as usual (their answers are then dropped). */
+void proto_server_stop(struct proto_server *s, void (*done)(void *userdata), void *userdata);
+size_t proto_server_conn_count(const struct proto_server *s);
+
+/* Answer and free req. -ENOTCONN when the connection is gone meanwhile. */
+int proto_request_reply(struct proto_request *req, const struct signed_context *sc);
+int proto_request_fail(struct proto_request *req, enum reason reason, const char *message);

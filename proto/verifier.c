@@ -1,0 +1,322 @@
+#include "proto/verifier.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define NSEC 1000000000ull
+
+struct anchor_entry {
+	bool used;
+	struct anchor_cert cert;
+	struct signed_cert signed_cert;
+	uint64_t channel;
+	bool channel_alive;
+};
+
+/* One generation of remembered nonces: open addressing, no deletion; a
+ * generation is dropped whole when it ages out. */
+struct nonce_set {
+	uint8_t (*slots)[PROTO_NONCE_LEN];
+	uint8_t *used;
+	size_t cap, count;
+};
+
+struct verifier {
+	struct pub_key *pinned;
+	size_t n_pinned;
+	struct verifier_opts opts;
+	struct anchor_entry *anchors;
+	uint64_t next_channel;
+	struct nonce_set gen[2]; /* [0] current, [1] previous */
+	uint64_t gen_start_ns;
+	uint8_t hash_key[crypto_shorthash_KEYBYTES];
+};
+
+static void nonce_set_free(struct nonce_set *s)
+{
+	free(s->slots);
+	free(s->used);
+	memset(s, 0, sizeof(*s));
+}
+
+static size_t nonce_hash(const struct verifier *v, const uint8_t *nonce)
+{
+	uint8_t h[crypto_shorthash_BYTES];
+	crypto_shorthash(h, nonce, PROTO_NONCE_LEN, v->hash_key);
+	uint64_t x;
+	memcpy(&x, h, sizeof(x));
+	return (size_t)x;
+}
+
+static bool nonce_set_has(const struct verifier *v, const struct nonce_set *s, const uint8_t *nonce)
+{
+	if (s->cap == 0)
+		return false;
+	for (size_t i = nonce_hash(v, nonce) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+		if (!s->used[i])
+			return false;
+		if (memcmp(s->slots[i], nonce, PROTO_NONCE_LEN) == 0)
+			return true;
+	}
+}
+
+static void nonce_set_put_raw(const struct verifier *v, struct nonce_set *s, const uint8_t *nonce)
+{
+	size_t i = nonce_hash(v, nonce) & (s->cap - 1);
+	while (s->used[i])
+		i = (i + 1) & (s->cap - 1);
+	memcpy(s->slots[i], nonce, PROTO_NONCE_LEN);
+	s->used[i] = 1;
+	s->count++;
+}
+
+static int nonce_set_add(const struct verifier *v, struct nonce_set *s, const uint8_t *nonce)
+{
+	if (s->count + 1 > s->cap / 2) {
+		size_t ncap = s->cap ? s->cap * 2 : 1024;
+		if (s->count + 1 > v->opts.max_replay)
+			return -ENOSPC;
+		struct nonce_set n = { .cap = ncap };
+		n.slots = calloc(ncap, sizeof(*n.slots));
+		n.used = calloc(ncap, 1);
+		if (!n.slots || !n.used) {
+			nonce_set_free(&n);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->used[i])
+				nonce_set_put_raw(v, &n, s->slots[i]);
+		nonce_set_free(s);
+		*s = n;
+	}
+	nonce_set_put_raw(v, s, nonce);
+	return 0;
+}
+
+static uint64_t replay_window_ns(const struct verifier *v)
+{
+	return v->opts.max_lifetime_ns + 2 * v->opts.clock_skew_ns;
+}
+
+static void replay_rotate(struct verifier *v, uint64_t now)
+{
+	if (now < v->gen_start_ns) {
+		v->gen_start_ns = now; /* clock stepped back: keep both generations */
+		return;
+	}
+	uint64_t w = replay_window_ns(v);
+	if (now - v->gen_start_ns < w)
+		return;
+	nonce_set_free(&v->gen[1]);
+	if (now - v->gen_start_ns < 2 * w) {
+		v->gen[1] = v->gen[0];
+		memset(&v->gen[0], 0, sizeof(v->gen[0]));
+	} else {
+		nonce_set_free(&v->gen[0]); /* both aged out */
+	}
+	v->gen_start_ns = now;
+}
+
+int verifier_new(const struct pub_key *pinned, size_t n_pinned, const struct verifier_opts *opts,
+		 struct verifier **out)
+{
+	if (proto_crypto_init() < 0)
+		return -EIO;
+	if (n_pinned == 0)
+		return -EINVAL;
+	struct verifier *v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	if (opts)
+		v->opts = *opts;
+	if (!v->opts.clock_skew_ns)
+		v->opts.clock_skew_ns = 1 * NSEC;
+	if (!v->opts.max_lifetime_ns)
+		v->opts.max_lifetime_ns = 30 * NSEC;
+	if (!v->opts.max_anchors)
+		v->opts.max_anchors = 64;
+	if (!v->opts.max_replay)
+		v->opts.max_replay = 1u << 20;
+	v->pinned = calloc(n_pinned, sizeof(*v->pinned));
+	v->anchors = calloc(v->opts.max_anchors, sizeof(*v->anchors));
+	if (!v->pinned || !v->anchors) {
+		verifier_free(v);
+		return -ENOMEM;
+	}
+	memcpy(v->pinned, pinned, n_pinned * sizeof(*pinned));
+	v->n_pinned = n_pinned;
+	v->next_channel = 1;
+	randombytes_buf(v->hash_key, sizeof(v->hash_key));
+	*out = v;
+	return 0;
+}
+
+void verifier_free(struct verifier *v)
+{
+	if (!v)
+		return;
+	if (v->anchors)
+		for (size_t i = 0; i < v->opts.max_anchors; i++)
+			signed_cert_clear(&v->anchors[i].signed_cert);
+	free(v->anchors);
+	free(v->pinned);
+	nonce_set_free(&v->gen[0]);
+	nonce_set_free(&v->gen[1]);
+	free(v);
+}
+
+uint64_t verifier_channel_open(struct verifier *v) { return v->next_channel++; }
+
+void verifier_channel_closed(struct verifier *v, uint64_t channel)
+{
+	for (size_t i = 0; i < v->opts.max_anchors; i++)
+		if (v->anchors[i].used && v->anchors[i].channel == channel)
+			v->anchors[i].channel_alive = false;
+}
+
+enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
+				  uint64_t now_ns, struct anchor_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	if (!now_ns)
+		now_ns = now_real_ns();
+	struct anchor_cert c;
+	enum reason r = cert_verify(v->pinned, v->n_pinned, sc, &c);
+	if (r != REASON_OK)
+		return r;
+	r = cert_time_check(&c, now_ns, v->opts.clock_skew_ns);
+	if (r != REASON_OK)
+		return r;
+
+	struct anchor_entry *e = NULL, *free_slot = NULL;
+	for (size_t i = 0; i < v->opts.max_anchors; i++) {
+		struct anchor_entry *a = &v->anchors[i];
+		if (!a->used) {
+			if (!free_slot)
+				free_slot = a;
+			continue;
+		}
+		if (strcmp(a->cert.boot_id, c.boot_id) == 0 && a->cert.pidns.dev == c.pidns.dev &&
+		    a->cert.pidns.ino == c.pidns.ino) {
+			e = a;
+			break;
+		}
+	}
+
+	struct signed_cert copy;
+	if (signed_cert_copy(&copy, sc) < 0)
+		return REASON_INTERNAL_ERROR;
+
+	if (!e) {
+		if (!free_slot) {
+			signed_cert_clear(&copy);
+			return REASON_ANCHOR_CERTIFICATE_INVALID;
+		}
+		e = free_slot;
+		ev->kind = ANCHOR_ESTABLISHED;
+	} else if (sodium_memcmp(e->cert.instance.pk, c.instance.pk, PROTO_PUBKEY_LEN) == 0) {
+		/* The same instance on a new channel (reconnect). Keep whichever
+		 * certificate is newer. */
+		if (e->channel_alive && e->channel != channel) {
+			signed_cert_clear(&copy);
+			return REASON_ANCHOR_CERTIFICATE_INVALID;
+		}
+		if (c.issued_at_ns < e->cert.issued_at_ns) {
+			signed_cert_clear(&copy);
+			e->channel = channel;
+			e->channel_alive = true;
+			ev->kind = ANCHOR_RECONNECTED;
+			ev->cert = &e->cert;
+			return REASON_OK;
+		}
+		ev->kind = ANCHOR_RECONNECTED;
+	} else {
+		/* A different instance for the same PID namespace: only as the
+		 * replacement of one whose channel is gone, and only newer. */
+		if (e->channel_alive || c.issued_at_ns <= e->cert.issued_at_ns) {
+			signed_cert_clear(&copy);
+			return REASON_ANCHOR_CERTIFICATE_INVALID;
+		}
+		ev->kind = ANCHOR_CHANGED;
+		ev->old_instance = e->cert.instance;
+		ev->old_issued_at_ns = e->cert.issued_at_ns;
+	}
+	signed_cert_clear(&e->signed_cert);
+	e->used = true;
+	e->cert = c;
+	e->signed_cert = copy;
+	e->channel = channel;
+	e->channel_alive = true;
+	ev->cert = &e->cert;
+	return REASON_OK;
+}
+
+static struct anchor_entry *entry_for_key(const struct verifier *v, const uint8_t *id)
+{
+	for (size_t i = 0; i < v->opts.max_anchors; i++)
+		if (v->anchors[i].used && memcmp(v->anchors[i].cert.instance.id, id, PROTO_KEY_ID_LEN) == 0)
+			return &v->anchors[i];
+	return NULL;
+}
+
+const struct signed_cert *verifier_cert_for_key(const struct verifier *v,
+						const uint8_t key_id[PROTO_KEY_ID_LEN])
+{
+	struct anchor_entry *e = entry_for_key(v, key_id);
+	return e ? &e->signed_cert : NULL;
+}
+
+enum reason verifier_check_context(struct verifier *v, const struct signed_context *sc,
+				   const struct verify_expect *ex, struct identity_context **out)
+{
+	*out = NULL;
+	if (!sc->context || sc->context_len == 0 || sc->context_len > PROTO_MAX_SIGNED_LEN)
+		return REASON_PROTOCOL_ERROR;
+	if (ex->instance_key_id && memcmp(ex->instance_key_id, sc->key_id, PROTO_KEY_ID_LEN) != 0)
+		return REASON_ANCHOR_UNKNOWN;
+	struct anchor_entry *e = entry_for_key(v, sc->key_id);
+	if (!e)
+		return REASON_ANCHOR_UNKNOWN;
+	/* Nothing of the context is parsed before its signature is known good. */
+	if (!verify_detached(&e->cert.instance, SIGN_DOMAIN_CONTEXT, sc->context, sc->context_len,
+			     sc->signature))
+		return REASON_CONTEXT_SIGNATURE_INVALID;
+
+	struct identity_context *c = NULL;
+	if (context_decode(sc->context, sc->context_len, &c) < 0)
+		return REASON_PROTOCOL_ERROR;
+	enum reason r = REASON_OK;
+	uint64_t skew = v->opts.clock_skew_ns;
+	uint64_t now = ex->offline ? c->issued_at_ns : (ex->now_ns ? ex->now_ns : now_real_ns());
+
+	if (strcmp(c->anchor.key, e->cert.anchor.key) != 0 ||
+	    strcmp(c->anchor.boot_id, e->cert.boot_id) != 0)
+		r = REASON_ANCHOR_UNKNOWN;
+	else if (ex->nonce && memcmp(ex->nonce, c->nonce, PROTO_NONCE_LEN) != 0)
+		r = REASON_CONTEXT_REPLAYED;
+	else if (ex->tuple && !flow_tuple_equal(ex->tuple, &c->tuple))
+		r = REASON_CONTEXT_TUPLE_MISMATCH;
+	else if (c->expires_at_ns - c->issued_at_ns > v->opts.max_lifetime_ns ||
+		 c->issued_at_ns > now + skew || now > c->expires_at_ns + skew)
+		r = REASON_CONTEXT_EXPIRED;
+	else if (cert_time_check(&e->cert, now, skew) != REASON_OK ||
+		 c->issued_at_ns + skew < e->cert.issued_at_ns)
+		r = REASON_ANCHOR_CERTIFICATE_INVALID;
+	else if (!ex->offline) {
+		replay_rotate(v, now);
+		if (nonce_set_has(v, &v->gen[0], c->nonce) || nonce_set_has(v, &v->gen[1], c->nonce))
+			r = REASON_CONTEXT_REPLAYED;
+		else if (nonce_set_add(v, &v->gen[0], c->nonce) < 0)
+			r = REASON_INTERNAL_ERROR; /* window full: fail closed */
+	}
+	if (r != REASON_OK) {
+		context_free(c);
+		return r;
+	}
+	*out = c;
+	return REASON_OK;
+}

@@ -1,0 +1,93 @@
+/* The net side's verifier of delegated identity.
+ *
+ * It pins the provisioning public key(s), holds at most one current anchor
+ * certificate per (boot_id, PID namespace) and a replay window, and turns a
+ * SignedContext into a validated struct identity_context or a reason word:
+ *
+ *   signature not by the current certificate's instance key ... context_signature_invalid
+ *   instance key id not a current certificate's / not the
+ *     channel's, or the context's anchor is not the certificate's ... anchor_unknown
+ *   nonce differs from the request's, or was already accepted ..... context_replayed
+ *   tuple differs from the flow ................................... context_tuple_mismatch
+ *   expired / not yet valid / lifetime too long .................... context_expired
+ *   certificate expired meanwhile .................................. anchor_certificate_invalid
+ *   signed but malformed, unknown major version .................... protocol_error
+ *
+ * One authoritative anchor per PID namespace: a second certificate for the
+ * same (boot_id, pidns) is refused while the channel that presented the
+ * first is alive; once that channel is gone, a certificate with a newer
+ * issued_at replaces it (ANCHOR_CHANGED, so the caller emits the audit event
+ * `anchor_changed`), and contexts by the old instance key are refused from
+ * then on. The same instance presenting its certificate again on a new
+ * channel is ANCHOR_RECONNECTED.
+ *
+ * Times are CLOCK_REALTIME ns (the two sides may be different machines);
+ * now_ns 0 means "read the clock". Not thread-safe: one loop owns it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/reason.h"
+#include "proto/cert.h"
+#include "proto/context.h"
+#include "proto/keys.h"
+#include "proto/signed.h"
+
+struct verifier;
+
+struct verifier_opts {
+	uint64_t clock_skew_ns;   /* 0: 1 s */
+	uint64_t max_lifetime_ns; /* 0: 30 s; a context valid for longer is refused */
+	size_t max_anchors;       /* 0: 64 */
+	size_t max_replay;        /* 0: 1 << 20 remembered nonces per generation */
+};
+
+int verifier_new(const struct pub_key *pinned, size_t n_pinned, const struct verifier_opts *opts,
+		 struct verifier **out);
+void verifier_free(struct verifier *v);
+
+/* Channels: a connection to one proc-supervisor. Ids are never reused. */
+uint64_t verifier_channel_open(struct verifier *v);
+void verifier_channel_closed(struct verifier *v, uint64_t channel);
+
+enum anchor_event_kind {
+	ANCHOR_ESTABLISHED = 1, /* first certificate for this (boot_id, pidns) */
+	ANCHOR_RECONNECTED,     /* same instance key, new channel */
+	ANCHOR_CHANGED,         /* replaced the previous instance (audit anchor_changed) */
+};
+
+struct anchor_event {
+	enum anchor_event_kind kind;
+	const struct anchor_cert *cert; /* the current one; valid until the next install */
+	struct pub_key old_instance;    /* ANCHOR_CHANGED: the replaced instance key */
+	uint64_t old_issued_at_ns;
+};
+
+/* Verify and install a certificate presented on `channel`. REASON_OK and
+ * *ev filled, or REASON_ANCHOR_CERTIFICATE_INVALID (bad signature, unknown
+ * provisioning key, expired, older than the current one, a second anchor
+ * while the first one's channel lives, table full). */
+enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
+				  uint64_t now_ns, struct anchor_event *ev);
+
+/* The current signed certificate for an instance key id (for the audit
+ * field `anchor_certificate`), or NULL. */
+const struct signed_cert *verifier_cert_for_key(const struct verifier *v,
+						const uint8_t key_id[PROTO_KEY_ID_LEN]);
+
+struct verify_expect {
+	const uint8_t *nonce;             /* the request's nonce; NULL = offline, not checked */
+	const struct flow_tuple *tuple;   /* the flow; NULL = not checked */
+	const uint8_t *instance_key_id;   /* the channel's certificate; NULL = any current */
+	uint64_t now_ns;                  /* 0 = clock */
+	/* Offline re-verification of a recorded context (tether verify-context):
+	 * time checks are made at the context's own issued_at and nothing is
+	 * recorded in the replay window. */
+	bool offline;
+};
+
+/* REASON_OK and *out (context_free()) or a reason; *out NULL then. */
+enum reason verifier_check_context(struct verifier *v, const struct signed_context *sc,
+				   const struct verify_expect *ex, struct identity_context **out);

@@ -1,0 +1,719 @@
+/* The libuv channel end to end over a Unix socket: a proc-side server in a
+ * thread (its own loop), the net-side client in the test's loop, and raw
+ * sockets playing hostile peers. Every wait is bounded. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/util.h"
+#include "proto/client.h"
+#include "proto/frame.h"
+#include "proto/message.h"
+#include "proto/server.h"
+#include "tests/proto/fixture.h"
+
+enum srv_mode { ANSWER, ANSWER_LATER, NEVER, ERROR, WRONG_TUPLE };
+
+struct srv {
+	pthread_t th;
+	uv_loop_t loop;
+	uv_async_t stop;
+	uv_timer_t later;
+	struct proto_server *s;
+	struct proto_server_opts o;
+	struct fixture *f;
+	struct sign_key *inst;
+	struct signed_cert cert;
+	enum srv_mode mode;
+	int rc;
+	sem_t ready;
+	char ep[200];
+	struct proto_request *held[256];
+	int n_held;
+	int requests;
+};
+
+static char sockdir[64];
+
+static void answer(struct srv *s, struct proto_request *req)
+{
+	struct flow_tuple t = req->tuple;
+	if (s->mode == WRONG_TUPLE)
+		t.dport++;
+	struct context_input in = {
+		.topology = PROTO_TOPOLOGY_SPLIT, .source = IDENTITY_SOURCE_DELEGATED,
+		.subject = &s->f->subject, .ancestors = &s->f->parent, .n_ancestors = 1,
+		.anchor = &s->f->anchor, .tuple = &t, .socket_cookie = req->socket_cookie,
+		.nonce = req->nonce, .request_id = req->request_id,
+	};
+	struct signed_context sc;
+	if (context_sign(s->inst, &in, &sc) < 0) {
+		proto_request_fail(req, REASON_INTERNAL_ERROR, "sign failed");
+		return;
+	}
+	proto_request_reply(req, &sc);
+	signed_context_clear(&sc);
+}
+
+static void later_cb(uv_timer_t *t)
+{
+	struct srv *s = t->data;
+	for (int i = 0; i < s->n_held; i++)
+		answer(s, s->held[i]);
+	s->n_held = 0;
+}
+
+static void on_identity(struct proto_server *ps, struct proto_request *req, void *ud)
+{
+	struct srv *s = ud;
+	s->requests++;
+	switch (s->mode) {
+	case ANSWER:
+	case WRONG_TUPLE:
+		answer(s, req);
+		return;
+	case ERROR:
+		proto_request_fail(req, REASON_ANCESTRY_NOT_ANCHORED, "walk reached pid 1");
+		return;
+	case ANSWER_LATER:
+	case NEVER:
+		if (s->n_held == (int)ARRAY_SIZE(s->held)) {
+			proto_request_fail(req, REASON_INTERNAL_ERROR, "full");
+			return;
+		}
+		s->held[s->n_held++] = req;
+		if (s->mode == ANSWER_LATER)
+			uv_timer_start(&s->later, later_cb, 20, 0);
+		return;
+	}
+}
+
+static void stop_cb(uv_async_t *a)
+{
+	struct srv *s = a->data;
+	for (int i = 0; i < s->n_held; i++)
+		proto_request_fail(s->held[i], REASON_IDENTITY_UNAVAILABLE, "stopping");
+	s->n_held = 0;
+	proto_server_stop(s->s, NULL, NULL);
+	uv_close((uv_handle_t *)&s->stop, NULL);
+	uv_close((uv_handle_t *)&s->later, NULL);
+}
+
+static void *srv_main(void *arg)
+{
+	struct srv *s = arg;
+	uv_loop_init(&s->loop);
+	uv_async_init(&s->loop, &s->stop, stop_cb);
+	uv_timer_init(&s->loop, &s->later);
+	s->stop.data = s->later.data = s;
+	s->o.endpoint = s->ep;
+	s->o.cert = &s->cert;
+	s->o.on_identity = on_identity;
+	s->o.userdata = s;
+	if (!s->o.read_deadline_ms)
+		s->o.read_deadline_ms = 300;
+	s->rc = proto_server_start(&s->loop, &s->o, &s->s);
+	sem_post(&s->ready);
+	if (s->rc < 0) {
+		uv_close((uv_handle_t *)&s->stop, NULL);
+		uv_close((uv_handle_t *)&s->later, NULL);
+	}
+	uv_run(&s->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&s->loop);
+	return NULL;
+}
+
+/* Start a server whose instance key is seeded with `seed`, for pidns `ns`. */
+static struct srv *srv_start(struct fixture *f, const char *name, uint8_t seed, uint64_t ns,
+			     enum srv_mode mode, const struct sign_key *prov)
+{
+	struct srv *s = calloc(1, sizeof(*s));
+	s->f = f;
+	s->mode = mode;
+	snprintf(s->ep, sizeof(s->ep), "unix:%s/%s", sockdir, name);
+	assert_int_equal(fix_seeded_key(seed, &s->inst), 0);
+	assert_int_equal(fix_cert(f, prov ? prov : f->prov, s->inst, now_real_ns(), ns, &s->cert), 0);
+	sem_init(&s->ready, 0, 0);
+	return s;
+}
+
+static void srv_run(struct srv *s)
+{
+	pthread_create(&s->th, NULL, srv_main, s);
+	sem_wait(&s->ready);
+	assert_int_equal(s->rc, 0);
+}
+
+static void srv_stop(struct srv *s)
+{
+	uv_async_send(&s->stop);
+	pthread_join(s->th, NULL);
+	sign_key_free(s->inst);
+	signed_cert_clear(&s->cert);
+	sem_destroy(&s->ready);
+	free(s);
+}
+
+/* ---- net side ---- */
+
+struct waiter {
+	int done;
+	enum reason reason;
+	char path[PATH_MAX];
+	bool had_signed;
+	bool had_cert;
+};
+
+static void got(const struct identity_result *res, void *ud)
+{
+	struct waiter *w = ud;
+	w->done++;
+	w->reason = res->reason;
+	if (res->ctx)
+		strcpy(w->path, res->ctx->subject.exe.path);
+	w->had_signed = res->signed_context != NULL;
+	w->had_cert = res->anchor_cert != NULL;
+}
+
+static bool guard_fired;
+static void guard_cb(uv_timer_t *t) { guard_fired = true; }
+
+/* Run the loop until *flag becomes true or ms elapse. */
+static bool run_until(uv_loop_t *loop, volatile int *flag, int want, uint64_t ms)
+{
+	uv_timer_t guard;
+	uv_timer_init(loop, &guard);
+	guard_fired = false;
+	uv_timer_start(&guard, guard_cb, ms, 0);
+	while (*flag < want && !guard_fired)
+		uv_run(loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&guard, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+	return *flag >= want;
+}
+
+struct net {
+	uv_loop_t loop;
+	struct verifier *v;
+	struct proto_client *c;
+	int ready;
+	int anchors_changed;
+	int anchor_events;
+	int stopped;
+};
+
+static void on_anchor(struct proto_client *c, const struct anchor_event *ev, void *ud)
+{
+	struct net *n = ud;
+	n->anchor_events++;
+	if (ev->kind == ANCHOR_CHANGED)
+		n->anchors_changed++;
+}
+
+static void on_state(struct proto_client *c, bool ready, enum reason why, void *ud)
+{
+	struct net *n = ud;
+	if (ready)
+		n->ready++;
+}
+
+static void client_start(struct net *n, const char *ep, uint64_t timeout_ms)
+{
+	struct proto_client_opts o = {
+		.endpoint = ep, .verifier = n->v, .request_timeout_ms = timeout_ms,
+		.backoff_min_ms = 20, .backoff_max_ms = 100, .on_anchor = on_anchor,
+		.on_state = on_state, .userdata = n,
+	};
+	assert_int_equal(proto_client_start(&n->loop, &o, &n->c), 0);
+}
+
+static void stopped_cb(void *ud) { ((struct net *)ud)->stopped = 1; }
+
+static void net_init(struct net *n, struct fixture *f)
+{
+	memset(n, 0, sizeof(*n));
+	uv_loop_init(&n->loop);
+	assert_int_equal(verifier_new(&f->prov_pub, 1, NULL, &n->v), 0);
+}
+
+static void client_stop(struct net *n)
+{
+	n->stopped = 0;
+	proto_client_stop(n->c, stopped_cb, n);
+	assert_true(run_until(&n->loop, &n->stopped, 1, 2000));
+}
+
+static void net_fini(struct net *n)
+{
+	uv_run(&n->loop, UV_RUN_NOWAIT);
+	assert_int_equal(uv_loop_close(&n->loop), 0);
+	verifier_free(n->v);
+}
+
+static struct flow_tuple flow(uint16_t sport)
+{
+	struct flow_tuple t;
+	flow_tuple_from_strings(&t, 6, "192.0.2.10", sport, "198.51.100.7", 443);
+	return t;
+}
+
+static void test_roundtrip(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "rt.sock", 0x70, 0x1001, ANSWER, NULL);
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, s->ep, 2000);
+	/* issued before the channel is ready: waits for it */
+	struct waiter w[50] = { 0 };
+	struct flow_tuple t = flow(40001);
+	assert_int_equal(proto_client_request(n.c, &t, 9, got, &w[0], NULL), 0);
+	assert_int_equal(w[0].done, 0); /* never synchronous */
+	assert_true(run_until(&n.loop, &w[0].done, 1, 3000));
+	assert_int_equal(w[0].reason, REASON_OK);
+	assert_string_equal(w[0].path, "/usr/bin/curl");
+	assert_true(w[0].had_signed);
+	assert_true(w[0].had_cert);
+	assert_int_equal(n.anchor_events, 1);
+	/* many in flight at once */
+	static int all;
+	all = 0;
+	for (int i = 1; i < 50; i++) {
+		t = flow((uint16_t)(40001 + i));
+		assert_int_equal(proto_client_request(n.c, &t, 9, got, &w[i], NULL), 0);
+	}
+	for (int i = 1; i < 50; i++) {
+		assert_true(run_until(&n.loop, &w[i].done, 1, 3000));
+		assert_int_equal(w[i].reason, REASON_OK);
+	}
+	(void)all;
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	fix_free(&f);
+}
+
+static void test_errors_and_timeouts(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "err.sock", 0x71, 0x1002, ERROR, NULL);
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, s->ep, 200);
+	struct waiter w = { 0 };
+	struct flow_tuple t = flow(40100);
+	/* the proc side's reason word is passed through */
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_ANCESTRY_NOT_ANCHORED);
+	/* no answer: identity_timeout within the request timeout */
+	s->mode = NEVER;
+	memset(&w, 0, sizeof(w));
+	uint64_t t0 = uv_now(&n.loop);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_IDENTITY_TIMEOUT);
+	assert_true(uv_now(&n.loop) - t0 < 1000);
+	/* a context for another tuple */
+	s->mode = WRONG_TUPLE;
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_CONTEXT_TUPLE_MISMATCH);
+	/* a cancelled request's callback never runs */
+	s->mode = ANSWER_LATER;
+	struct waiter wc = { 0 }, w2 = { 0 };
+	uint64_t id;
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &wc, &id), 0);
+	proto_client_cancel(n.c, id);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w2, NULL), 0);
+	assert_true(run_until(&n.loop, &w2.done, 1, 3000));
+	assert_int_equal(w2.reason, REASON_OK);
+	assert_int_equal(wc.done, 0);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	fix_free(&f);
+}
+
+static void test_drop_and_reconnect(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "drop.sock", 0x72, 0x1003, NEVER, NULL);
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, s->ep, 5000);
+	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	struct waiter w = { 0 };
+	struct flow_tuple t = flow(40200);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	uv_run(&n.loop, UV_RUN_NOWAIT);
+	/* the proc side goes away with the request in flight: fail closed, fast */
+	srv_stop(s);
+	uint64_t t0 = uv_now(&n.loop);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_IDENTITY_UNAVAILABLE);
+	assert_true(uv_now(&n.loop) - t0 < 2000);
+	/* while it is down, requests fail at once (not after the timeout) */
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 1000));
+	assert_int_equal(w.reason, REASON_IDENTITY_UNAVAILABLE);
+	/* the same instance comes back (same key, same certificate): the client
+	 * reconnects by itself and it is a reconnection, not a change */
+	struct srv *s2 = srv_start(&f, "drop.sock", 0x72, 0x1003, ANSWER, NULL);
+	srv_run(s2);
+	assert_true(run_until(&n.loop, &n.ready, 2, 3000));
+	assert_int_equal(n.anchors_changed, 0);
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_OK);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s2);
+	fix_free(&f);
+}
+
+static void test_anchor_replaced(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *a = srv_start(&f, "a.sock", 0x73, 0x1004, ANSWER, NULL);
+	srv_run(a);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, a->ep, 2000);
+	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	/* a second proc-supervisor for the same PID namespace while the first
+	 * one's channel lives: its certificate is refused, requests fail */
+	struct srv *b = srv_start(&f, "b.sock", 0x74, 0x1004, ANSWER, NULL);
+	srv_run(b);
+	struct proto_client *cb_client;
+	struct proto_client_opts o = { .endpoint = b->ep, .verifier = n.v, .backoff_min_ms = 20,
+				       .backoff_max_ms = 50, .on_anchor = on_anchor, .userdata = &n };
+	assert_int_equal(proto_client_start(&n.loop, &o, &cb_client), 0);
+	struct waiter w = { 0 };
+	struct flow_tuple t = flow(40300);
+	assert_int_equal(proto_client_request(cb_client, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_IDENTITY_UNAVAILABLE);
+	assert_false(proto_client_ready(cb_client));
+	/* the first one goes away: the second is accepted as its replacement */
+	client_stop(&n);
+	srv_stop(a);
+	static int ready_b;
+	ready_b = 0;
+	for (int i = 0; i < 100 && !proto_client_ready(cb_client); i++) {
+		uv_timer_t tm;
+		uv_timer_init(&n.loop, &tm);
+		uv_timer_start(&tm, guard_cb, 20, 0);
+		uv_run(&n.loop, UV_RUN_ONCE);
+		uv_close((uv_handle_t *)&tm, NULL);
+		uv_run(&n.loop, UV_RUN_NOWAIT);
+	}
+	(void)ready_b;
+	assert_true(proto_client_ready(cb_client));
+	assert_int_equal(n.anchors_changed, 1);
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(proto_client_request(cb_client, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_OK);
+	n.c = cb_client;
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(b);
+	fix_free(&f);
+}
+
+static void test_impostor_certificate(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct sign_key *rogue;
+	assert_int_equal(fix_seeded_key(0x99, &rogue), 0);
+	struct srv *s = srv_start(&f, "imp.sock", 0x75, 0x1005, ANSWER, rogue);
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, s->ep, 2000);
+	struct waiter w = { 0 };
+	struct flow_tuple t = flow(40400);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_IDENTITY_UNAVAILABLE);
+	assert_int_equal(n.ready, 0);
+	assert_int_equal(s->requests, 0);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	sign_key_free(rogue);
+	fix_free(&f);
+}
+
+/* ---- hostile raw peers against the server ---- */
+
+static int raw_connect(const struct srv *s)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	strcpy(un.sun_path, s->ep + 5);
+	assert_int_equal(connect(fd, (struct sockaddr *)&un, sizeof(un)), 0);
+	return fd;
+}
+
+/* Wait (bounded) for the server to close: read returns 0 or an error. */
+static bool closed_within(int fd, int ms)
+{
+	uint64_t end = now_mono_ns() + (uint64_t)ms * 1000000ull;
+	char buf[4096];
+	while (now_mono_ns() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		ssize_t k = read(fd, buf, sizeof(buf));
+		if (k <= 0)
+			return true;
+	}
+	return false;
+}
+
+static void send_frame(int fd, const struct ctl_msg *m)
+{
+	uint8_t *b;
+	size_t n;
+	assert_int_equal(ctl_encode(m, &b, &n), 0);
+	assert_int_equal(write(fd, b, n), (ssize_t)n);
+	free(b);
+}
+
+static int count_frame(const uint8_t *pl, size_t len, void *ud)
+{
+	struct ctl_msg m;
+	int r = ctl_decode(pl, len, &m);
+	if (r == 0) {
+		(*(int *)ud)++;
+		ctl_msg_clear(&m);
+	}
+	return r;
+}
+
+static void test_hostile_peers(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "hostile.sock", 0x76, 0x1006, ANSWER, NULL);
+	srv_run(s);
+	struct ctl_msg hello = { .kind = CTL_HELLO };
+	strcpy(hello.u.hello.role, "test");
+
+	/* garbage */
+	int fd = raw_connect(s);
+	assert_int_equal(write(fd, "\x00\x00\x00\x05garbage!", 12), 12);
+	assert_true(closed_within(fd, 2000));
+	close(fd);
+	/* length prefix above the limit */
+	fd = raw_connect(s);
+	uint8_t big[4];
+	frame_put_prefix(big, PROTO_MAX_FRAME + 1);
+	assert_int_equal(write(fd, big, 4), 4);
+	assert_true(closed_within(fd, 2000));
+	close(fd);
+	/* zero length */
+	fd = raw_connect(s);
+	assert_int_equal(write(fd, "\0\0\0\0", 4), 4);
+	assert_true(closed_within(fd, 2000));
+	close(fd);
+	/* IdentityRequest before Hello */
+	fd = raw_connect(s);
+	struct ctl_msg q = { .kind = CTL_IDENTITY_REQUEST };
+	q.u.identity_request.tuple = flow(1);
+	send_frame(fd, &q);
+	assert_true(closed_within(fd, 2000));
+	close(fd);
+	/* a message of the wrong kind after Hello (an exec message) */
+	fd = raw_connect(s);
+	send_frame(fd, &hello);
+	struct ctl_msg sig = { .kind = CTL_EXEC_SIGNAL };
+	sig.u.exec_signal.signo = 9;
+	send_frame(fd, &sig);
+	assert_true(closed_within(fd, 2000));
+	close(fd);
+	/* silence after connect: dropped at the handshake deadline */
+	fd = raw_connect(s);
+	assert_true(closed_within(fd, 2000));
+	close(fd);
+	/* slowloris: one byte a second of a valid frame; deadline 300 ms */
+	fd = raw_connect(s);
+	uint8_t *hb;
+	size_t hn;
+	assert_int_equal(ctl_encode(&hello, &hb, &hn), 0);
+	bool dropped = false;
+	for (size_t i = 0; i < hn && !dropped; i++) {
+		if (write(fd, hb + i, 1) != 1) {
+			dropped = true;
+			break;
+		}
+		dropped = closed_within(fd, 1000);
+	}
+	free(hb);
+	assert_true(dropped);
+	close(fd);
+	/* and a well-behaved peer still gets its HelloAck and answers */
+	fd = raw_connect(s);
+	send_frame(fd, &hello);
+	q.u.identity_request.request_id = 4;
+	send_frame(fd, &q);
+	struct frame_decoder d;
+	frame_decoder_init(&d, 0);
+	int frames = 0;
+	uint8_t buf[8192];
+	uint64_t end = now_mono_ns() + 2000000000ull;
+	while (frames < 2 && now_mono_ns() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		ssize_t k = read(fd, buf, sizeof(buf));
+		assert_true(k > 0);
+		assert_int_equal(frame_decoder_feed(&d, buf, (size_t)k, count_frame, &frames), 0);
+	}
+	assert_int_equal(frames, 2);
+	frame_decoder_free(&d);
+	close(fd);
+	srv_stop(s);
+	fix_free(&f);
+}
+
+static void test_peer_uid_refused(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "uid.sock", 0x77, 0x1007, ANSWER, NULL);
+	struct kernel_caps caps;
+	assert_int_equal(kernel_caps_probe(&caps), 0);
+	s->o.caps = &caps;
+	s->o.check_uid = true;
+	s->o.peer_uid = getuid() + 4242;
+	srv_run(s);
+	int fd = raw_connect(s);
+	struct ctl_msg hello = { .kind = CTL_HELLO };
+	send_frame(fd, &hello);
+	assert_true(closed_within(fd, 2000));
+	close(fd);
+	srv_stop(s);
+	/* the right uid is accepted (SO_PEERPIDFD used where available) */
+	s = srv_start(&f, "uid.sock", 0x77, 0x1007, ANSWER, NULL);
+	s->o.caps = &caps;
+	s->o.check_uid = true;
+	s->o.peer_uid = getuid();
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, s->ep, 2000);
+	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	fix_free(&f);
+}
+
+static void test_endpoints(void **state)
+{
+	struct endpoint e;
+	assert_int_equal(endpoint_parse("unix:/run/tether/proc.sock", &e), 0);
+	assert_int_equal(e.kind, ENDPOINT_UNIX);
+	assert_int_equal(endpoint_parse("unix:@tether-abstract", &e), 0);
+	assert_int_equal(endpoint_parse("tcp:127.0.0.1:7000", &e), 0);
+	assert_int_equal(e.kind, ENDPOINT_TCP);
+	assert_int_equal(endpoint_parse("tcp:[::1]:7000", &e), 0);
+	assert_int_equal(endpoint_parse("tcp:localhost:7000", &e), 0);
+	assert_int_equal(endpoint_parse("vsock:2:5000", &e), 0);
+	assert_int_equal(e.kind, ENDPOINT_VSOCK);
+	assert_int_equal(endpoint_parse("vsock:any:5000", &e), 0);
+	assert_int_equal(endpoint_parse("vsock:host:1", &e), 0);
+	const char *bad[] = { "", "unix:", "unix:@", "tcp:", "tcp:1.2.3.4", "tcp:1.2.3.4:0",
+			      "tcp:1.2.3.4:65536", "tcp:example.com:80", "tcp:[::1:80", "tcp::80",
+			      "vsock:", "vsock:2", "vsock:x:1", "vsock:2:", "vsock:2:99999999999",
+			      "udp:1.2.3.4:5", "tcp:1.2.3.4:80x" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_int_not_equal(endpoint_parse(bad[i], &e), 0);
+	char longp[200];
+	memset(longp, 'a', sizeof(longp));
+	memcpy(longp, "unix:", 5);
+	longp[150] = '\0';
+	assert_int_equal(endpoint_parse(longp, &e), -ENAMETOOLONG);
+}
+
+static void test_tcp_loopback(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "unused", 0x78, 0x1008, ANSWER, NULL);
+	snprintf(s->ep, sizeof(s->ep), "tcp:127.0.0.1:%d", 20000 + (getpid() % 20000));
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, s->ep, 2000);
+	struct waiter w = { 0 };
+	struct flow_tuple t = flow(40500);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_OK);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	fix_free(&f);
+}
+
+static int group_setup(void **state)
+{
+	strcpy(sockdir, "/tmp/tether-proto-XXXXXX");
+	return mkdtemp(sockdir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	const char *names[] = { "rt.sock", "err.sock", "drop.sock", "a.sock", "b.sock", "imp.sock",
+				"hostile.sock", "uid.sock" };
+	char p[128];
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		snprintf(p, sizeof(p), "%s/%s", sockdir, names[i]);
+		unlink(p);
+	}
+	rmdir(sockdir);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_endpoints),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_errors_and_timeouts),
+		cmocka_unit_test(test_drop_and_reconnect),
+		cmocka_unit_test(test_anchor_replaced),
+		cmocka_unit_test(test_impostor_certificate),
+		cmocka_unit_test(test_hostile_peers),
+		cmocka_unit_test(test_peer_uid_refused),
+		cmocka_unit_test(test_tcp_loopback),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

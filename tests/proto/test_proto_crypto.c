@@ -1,0 +1,364 @@
+/* Keys, certificates and the context verifier: every rejection path gets
+ * its reason word, and nothing bad is ever accepted. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "identity.pb-c.h"
+#include "proto/verifier.h"
+#include "tests/proto/fixture.h"
+
+#define SEC 1000000000ull
+
+static void test_key_files(void **state)
+{
+	char dir[] = "/tmp/tether-keys-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char kd[300], kf[320], pf[320];
+	snprintf(kd, sizeof(kd), "%s/k", dir);
+	snprintf(kf, sizeof(kf), "%s/provisioning.key", kd);
+	snprintf(pf, sizeof(pf), "%s/provisioning.pub", kd);
+	uint8_t id[PROTO_KEY_ID_LEN];
+	assert_int_equal(provkey_write_files(kd, id), 0);
+	struct stat st;
+	assert_int_equal(stat(kf, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	/* never overwrites */
+	assert_int_equal(provkey_write_files(kd, NULL), -EEXIST);
+
+	struct sign_key *k = NULL;
+	struct pub_key pub;
+	assert_int_equal(provkey_load_secret(kf, &k), 0);
+	assert_int_equal(provkey_load_public(pf, &pub), 0);
+	assert_memory_equal(k->pk, pub.pk, 32);
+	assert_memory_equal(pub.id, id, PROTO_KEY_ID_LEN);
+	/* key id = first 16 bytes of BLAKE2b of the public key */
+	uint8_t id2[PROTO_KEY_ID_LEN];
+	key_id_compute(pub.pk, id2);
+	assert_memory_equal(id2, id, PROTO_KEY_ID_LEN);
+	uint8_t sig[64];
+	sign_detached(k, SIGN_DOMAIN_CONTEXT, (const uint8_t *)"abc", 3, sig);
+	assert_true(verify_detached(&pub, SIGN_DOMAIN_CONTEXT, (const uint8_t *)"abc", 3, sig));
+	/* domain separation: a context signature is not a certificate signature */
+	assert_false(verify_detached(&pub, SIGN_DOMAIN_CERTIFICATE, (const uint8_t *)"abc", 3, sig));
+	sign_key_free(k);
+
+	/* a group/world readable secret key is refused */
+	chmod(kf, 0640);
+	assert_int_equal(provkey_load_secret(kf, &k), -EPERM);
+	chmod(kf, 0604);
+	assert_int_equal(provkey_load_secret(kf, &k), -EPERM);
+	chmod(kf, 0600);
+	/* a public key file is not a secret key file (and vice versa) */
+	assert_int_equal(provkey_load_secret(pf, &k), -EPERM); /* 0644 */
+	chmod(pf, 0600);
+	assert_int_equal(provkey_load_secret(pf, &k), -EBADMSG);
+	assert_int_equal(provkey_load_public(kf, &pub), -EBADMSG);
+	/* a corrupted file */
+	int fd = open(kf, O_WRONLY | O_TRUNC);
+	assert_true(write(fd, "tether-provisioning-secret-v1\nzz\n", 33) == 33);
+	close(fd);
+	assert_int_equal(provkey_load_secret(kf, &k), -EBADMSG);
+	unlink(kf);
+	unlink(pf);
+	rmdir(kd);
+	rmdir(dir);
+}
+
+struct vfix {
+	struct fixture f;
+	struct verifier *v;
+	uint64_t ch;
+};
+
+static int setup(void **state)
+{
+	struct vfix *x = calloc(1, sizeof(*x));
+	if (fix_init(&x->f) < 0 || verifier_new(&x->f.prov_pub, 1, NULL, &x->v) < 0)
+		return -1;
+	x->ch = verifier_channel_open(x->v);
+	struct anchor_event ev;
+	if (verifier_install_cert(x->v, &x->f.cert, x->ch, FIX_T0 + SEC, &ev) != REASON_OK ||
+	    ev.kind != ANCHOR_ESTABLISHED)
+		return -1;
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct vfix *x = *state;
+	verifier_free(x->v);
+	fix_free(&x->f);
+	free(x);
+	return 0;
+}
+
+static enum reason check(struct vfix *x, const struct signed_context *sc, const uint8_t *nonce,
+			 const struct flow_tuple *t, uint64_t now)
+{
+	struct verify_expect ex = { .nonce = nonce ? nonce : x->f.nonce,
+				    .tuple = t ? t : &x->f.tuple,
+				    .instance_key_id = x->f.inst_pub.id,
+				    .now_ns = now ? now : FIX_T0 + 2 * SEC };
+	struct identity_context *c = NULL;
+	enum reason r = verifier_check_context(x->v, sc, &ex, &c);
+	if (r == REASON_OK) {
+		assert_non_null(c);
+		context_free(c);
+	} else {
+		assert_null(c);
+	}
+	return r;
+}
+
+static void test_valid_then_replayed(void **state)
+{
+	struct vfix *x = *state;
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&x->f, NULL, NULL, NULL, 0, &sc), 0);
+	struct verify_expect ex = { .nonce = x->f.nonce, .tuple = &x->f.tuple, .now_ns = FIX_T0 + 2 * SEC };
+	struct identity_context *c = NULL;
+	assert_int_equal(verifier_check_context(x->v, &sc, &ex, &c), REASON_OK);
+	assert_string_equal(c->subject.exe.path, "/usr/bin/curl");
+	assert_int_equal(c->n_ancestors, 1);
+	assert_string_equal(c->ancestors[0].exe.path, "/bin/sh");
+	assert_string_equal(c->anchor.key, x->f.anchor.key);
+	assert_int_equal(c->source, IDENTITY_SOURCE_DELEGATED);
+	assert_int_equal(c->socket_cookie, 77);
+	assert_int_equal(c->expires_at_ns - c->issued_at_ns, PROTO_DEFAULT_LIFETIME_NS);
+	context_free(c);
+	/* the same context again: replayed */
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_CONTEXT_REPLAYED);
+	/* and for another request (another nonce): replayed too */
+	uint8_t other[32];
+	memset(other, 0x01, sizeof(other));
+	assert_int_equal(check(x, &sc, other, NULL, 0), REASON_CONTEXT_REPLAYED);
+	signed_context_clear(&sc);
+}
+
+static void test_tuple_and_expiry(void **state)
+{
+	struct vfix *x = *state;
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&x->f, NULL, NULL, NULL, 0, &sc), 0);
+	struct flow_tuple t = x->f.tuple;
+	t.sport++;
+	assert_int_equal(check(x, &sc, NULL, &t, 0), REASON_CONTEXT_TUPLE_MISMATCH);
+	/* expired: lifetime 5 s + skew 1 s */
+	assert_int_equal(check(x, &sc, NULL, NULL, FIX_T0 + 1000 + 7 * SEC), REASON_CONTEXT_EXPIRED);
+	/* from the future beyond the skew */
+	assert_int_equal(check(x, &sc, NULL, NULL, FIX_T0 - 2 * SEC), REASON_CONTEXT_EXPIRED);
+	/* within skew after expiry: still fine (and now consumed) */
+	assert_int_equal(check(x, &sc, NULL, NULL, FIX_T0 + 1000 + 5 * SEC + SEC / 2), REASON_OK);
+	signed_context_clear(&sc);
+
+	/* a lifetime above the verifier's maximum */
+	struct context_input in = { .topology = PROTO_TOPOLOGY_SPLIT, .source = IDENTITY_SOURCE_DELEGATED,
+		.subject = &x->f.subject, .anchor = &x->f.anchor, .tuple = &x->f.tuple,
+		.nonce = x->f.nonce, .issued_at_ns = FIX_T0 + SEC, .lifetime_ns = 3600 * SEC };
+	assert_int_equal(context_sign(x->f.inst, &in, &sc), 0);
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_CONTEXT_EXPIRED);
+	signed_context_clear(&sc);
+}
+
+static void test_bad_signatures(void **state)
+{
+	struct vfix *x = *state;
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&x->f, NULL, NULL, NULL, 0, &sc), 0);
+	/* a flipped bit in the signature */
+	sc.signature[10] ^= 1;
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_CONTEXT_SIGNATURE_INVALID);
+	sc.signature[10] ^= 1;
+	/* a flipped bit in the signed bytes */
+	sc.context[sc.context_len / 2] ^= 0x40;
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_CONTEXT_SIGNATURE_INVALID);
+	signed_context_clear(&sc);
+
+	/* signed by another key that claims the instance key id */
+	struct sign_key *other;
+	assert_int_equal(fix_seeded_key(0x33, &other), 0);
+	assert_int_equal(fix_sign(&x->f, other, NULL, NULL, 0, &sc), 0);
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_ANCHOR_UNKNOWN); /* its own id */
+	memcpy(sc.key_id, x->f.inst_pub.id, PROTO_KEY_ID_LEN);
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_CONTEXT_SIGNATURE_INVALID);
+	signed_context_clear(&sc);
+	sign_key_free(other);
+
+	/* a certificate's bytes (with its valid provisioning signature) offered
+	 * as a context: wrong key and wrong domain */
+	struct signed_context fake = { .context = x->f.cert.cert, .context_len = x->f.cert.cert_len };
+	memcpy(fake.signature, x->f.cert.signature, 64);
+	memcpy(fake.key_id, x->f.inst_pub.id, PROTO_KEY_ID_LEN);
+	assert_int_equal(check(x, &fake, NULL, NULL, 0), REASON_CONTEXT_SIGNATURE_INVALID);
+}
+
+static void test_context_anchor_mismatch(void **state)
+{
+	struct vfix *x = *state;
+	/* correctly signed, but naming another anchor than the certificate's */
+	struct fixture g = x->f;
+	fix_ref(&g.anchor, 101, 8888, "/tmp/fake-supervisor");
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&g, x->f.inst, NULL, NULL, 0, &sc), 0);
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_ANCHOR_UNKNOWN);
+	signed_context_clear(&sc);
+}
+
+static void test_certificates(void **state)
+{
+	struct vfix *x = *state;
+	struct anchor_event ev;
+	struct signed_cert c;
+	/* signed by an unknown provisioning key */
+	struct sign_key *rogue, *inst2;
+	assert_int_equal(fix_seeded_key(0x44, &rogue), 0);
+	assert_int_equal(fix_seeded_key(0x55, &inst2), 0);
+	assert_int_equal(fix_cert(&x->f, rogue, inst2, FIX_T0 + 10 * SEC, 0x1234, &c), 0);
+	uint64_t ch2 = verifier_channel_open(x->v);
+	assert_int_equal(verifier_install_cert(x->v, &c, ch2, FIX_T0 + 11 * SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	signed_cert_clear(&c);
+	/* an expired certificate (validity 1 h) */
+	assert_int_equal(fix_cert(&x->f, x->f.prov, inst2, FIX_T0, 0x1234, &c), 0);
+	assert_int_equal(verifier_install_cert(x->v, &c, ch2, FIX_T0 + 2 * 3600 * SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	/* a tampered certificate */
+	c.cert[c.cert_len - 3] ^= 1;
+	assert_int_equal(verifier_install_cert(x->v, &c, ch2, FIX_T0 + SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	signed_cert_clear(&c);
+	/* garbage bytes with a valid provisioning signature over them are
+	 * still refused: they do not decode */
+	uint8_t junk[40];
+	memset(junk, 0x5a, sizeof(junk));
+	struct signed_cert j = { .cert = junk, .cert_len = sizeof(junk) };
+	sign_detached(x->f.prov, SIGN_DOMAIN_CERTIFICATE, junk, sizeof(junk), j.signature);
+	assert_int_equal(verifier_install_cert(x->v, &j, ch2, FIX_T0 + SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	/* a context of an instance whose certificate was refused: anchor_unknown */
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&x->f, rogue, NULL, NULL, 0, &sc), 0);
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_ANCHOR_UNKNOWN);
+	signed_context_clear(&sc);
+	sign_key_free(rogue);
+	sign_key_free(inst2);
+}
+
+static void test_anchor_replacement(void **state)
+{
+	struct vfix *x = *state;
+	struct anchor_event ev;
+	struct sign_key *inst2;
+	assert_int_equal(fix_seeded_key(0x66, &inst2), 0);
+	struct signed_cert c2;
+	assert_int_equal(fix_cert(&x->f, x->f.prov, inst2, FIX_T0 + 10 * SEC, 0xeffff, &c2), 0);
+	uint64_t ch2 = verifier_channel_open(x->v);
+	/* the first anchor's channel is alive: a second one is refused */
+	assert_int_equal(verifier_install_cert(x->v, &c2, ch2, FIX_T0 + 11 * SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	/* a different PID namespace is a separate anchor */
+	struct signed_cert c3;
+	assert_int_equal(fix_cert(&x->f, x->f.prov, inst2, FIX_T0 + 10 * SEC, 0xabcd, &c3), 0);
+	uint64_t ch3 = verifier_channel_open(x->v);
+	assert_int_equal(verifier_install_cert(x->v, &c3, ch3, FIX_T0 + 11 * SEC, &ev), REASON_OK);
+	assert_int_equal(ev.kind, ANCHOR_ESTABLISHED);
+	verifier_channel_closed(x->v, ch3);
+	/* the first channel goes away: now accepted, and reported as a change */
+	verifier_channel_closed(x->v, x->ch);
+	assert_int_equal(verifier_install_cert(x->v, &c2, ch2, FIX_T0 + 11 * SEC, &ev), REASON_OK);
+	assert_int_equal(ev.kind, ANCHOR_CHANGED);
+	assert_memory_equal(ev.old_instance.id, x->f.inst_pub.id, PROTO_KEY_ID_LEN);
+	assert_memory_equal(ev.cert->instance.pk, inst2->pk, 32);
+	assert_non_null(verifier_cert_for_key(x->v, ev.cert->instance.id));
+	/* contexts of the old instance are refused from now on */
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&x->f, NULL, NULL, NULL, FIX_T0 + 12 * SEC, &sc), 0);
+	struct verify_expect ex = { .nonce = x->f.nonce, .tuple = &x->f.tuple, .now_ns = FIX_T0 + 12 * SEC };
+	struct identity_context *ctx;
+	assert_int_equal(verifier_check_context(x->v, &sc, &ex, &ctx), REASON_ANCHOR_UNKNOWN);
+	signed_context_clear(&sc);
+	/* the new instance's contexts are accepted */
+	assert_int_equal(fix_sign(&x->f, inst2, NULL, NULL, FIX_T0 + 12 * SEC, &sc), 0);
+	assert_int_equal(verifier_check_context(x->v, &sc, &ex, &ctx), REASON_OK);
+	context_free(ctx);
+	signed_context_clear(&sc);
+	/* the old certificate cannot come back (older), even with its channel gone */
+	verifier_channel_closed(x->v, ch2);
+	uint64_t ch4 = verifier_channel_open(x->v);
+	assert_int_equal(verifier_install_cert(x->v, &x->f.cert, ch4, FIX_T0 + 13 * SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	/* the same new instance reconnecting is fine */
+	assert_int_equal(verifier_install_cert(x->v, &c2, ch4, FIX_T0 + 13 * SEC, &ev), REASON_OK);
+	assert_int_equal(ev.kind, ANCHOR_RECONNECTED);
+	signed_cert_clear(&c2);
+	signed_cert_clear(&c3);
+	sign_key_free(inst2);
+}
+
+static void test_malformed_signed_context(void **state)
+{
+	struct vfix *x = *state;
+	/* correctly signed garbage: protocol_error, never accepted */
+	uint8_t junk[64];
+	memset(junk, 0x07, sizeof(junk));
+	struct signed_context sc = { .context = junk, .context_len = sizeof(junk) };
+	sign_detached(x->f.inst, SIGN_DOMAIN_CONTEXT, junk, sizeof(junk), sc.signature);
+	memcpy(sc.key_id, x->f.inst_pub.id, PROTO_KEY_ID_LEN);
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_PROTOCOL_ERROR);
+	/* a context of an unknown major version, correctly signed */
+	Tether__ProcessIdentityContext m = TETHER__PROCESS_IDENTITY_CONTEXT__INIT;
+	m.version_major = 2;
+	uint8_t buf[64];
+	sc.context = buf;
+	sc.context_len = tether__process_identity_context__pack(&m, buf);
+	sign_detached(x->f.inst, SIGN_DOMAIN_CONTEXT, buf, sc.context_len, sc.signature);
+	assert_int_equal(check(x, &sc, NULL, NULL, 0), REASON_PROTOCOL_ERROR);
+	/* wrapper round trip and a malformed wrapper */
+	struct signed_context good, back;
+	assert_int_equal(fix_sign(&x->f, NULL, NULL, NULL, 0, &good), 0);
+	uint8_t *packed;
+	size_t plen;
+	assert_int_equal(signed_context_pack(&good, &packed, &plen), 0);
+	assert_int_equal(signed_context_unpack(packed, plen, &back), 0);
+	assert_memory_equal(back.context, good.context, good.context_len);
+	signed_context_clear(&back);
+	assert_int_equal(signed_context_unpack(packed, plen - 5, &back), -EBADMSG);
+	char *b64;
+	uint8_t *raw;
+	size_t rlen;
+	assert_int_equal(signed_base64_encode(packed, plen, &b64), 0);
+	assert_int_equal(signed_base64_decode(b64, &raw, &rlen), 0);
+	assert_int_equal(rlen, plen);
+	assert_memory_equal(raw, packed, plen);
+	free(raw);
+	assert_int_equal(signed_base64_decode("!!notbase64", &raw, &rlen) < 0, 1);
+	free(b64);
+	free(packed);
+	signed_context_clear(&good);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_key_files),
+		cmocka_unit_test_setup_teardown(test_valid_then_replayed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tuple_and_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_signatures, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_context_anchor_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_certificates, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anchor_replacement, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_signed_context, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
