@@ -213,11 +213,14 @@ static int live_parent(struct walk *w, struct cursor *cur, const struct procref 
 	}
 }
 
-/* Is ppid the pid of a live hop at index >= from? */
+/* Is ppid the pid of a hop at index >= from? A dead recorded hop counts:
+ * the ppid may have been read just before that hop exited (reparenting is
+ * immediate, our read was not), and a live child's ppid never names a
+ * newcomer at a reused pid. */
 static bool ppid_in_chain(const struct ancestry_result *res, size_t from, pid_t ppid)
 {
 	for (size_t j = from; j < res->n; j++)
-		if (res->hops[j].live && res->hops[j].ref.pid == ppid)
+		if (res->hops[j].ref.pid == ppid)
 			return true;
 	return false;
 }
