@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +87,25 @@ static bool is_shmem(int fd)
 	       (unsigned long)sf.f_type == HUGETLBFS_MAGIC;
 }
 
+/* Is the file at `path`, resolved in the PROCESS's root (its mount ns), the
+ * same file as *st? Resolution stays inside that root (RESOLVE_IN_ROOT)
+ * and follows no magic links. */
+static bool literal_name_is(int procdirfd, const char *path, const struct stat *st)
+{
+	_cleanup_close_ int root = openat(procdirfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return false;
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	struct stat lst;
+	if (fd < 0 || fstat(fd, &lst) < 0)
+		return false;
+	return lst.st_dev == st->st_dev && lst.st_ino == st->st_ino;
+}
+
 int exe_tuple_from_fd(int procdirfd, int exefd, struct exe_tuple *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -116,9 +137,7 @@ int exe_tuple_from_fd(int procdirfd, int exefd, struct exe_tuple *t)
 	if (suffixed) {
 		/* " (deleted)" may also be a real file name: only strip it when
 		 * the file has no links left, or the literal name is not it. */
-		struct stat lst;
-		bool literal = st.st_nlink > 0 && stat(link, &lst) == 0 &&
-			       lst.st_dev == st.st_dev && lst.st_ino == st.st_ino;
+		bool literal = st.st_nlink > 0 && literal_name_is(procdirfd, link, &st);
 		if (!literal) {
 			link[n - (ssize_t)slen] = '\0';
 			t->deleted = !t->memfd;
