@@ -1,0 +1,152 @@
+/* The proxy request-head parser on raw bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net-supervisor/httpreq.h"
+
+struct tc {
+	const char *in;
+	int rc;          /* final httpreq_feed result */
+	const char *reason;
+	int status;
+	const char *host;
+	unsigned port;
+};
+
+static const struct tc cases[] = {
+	{ "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 1, "ok", 0, "example.com", 443 },
+	{ "CONNECT [2001:db8::1]:443 HTTP/1.1\r\n\r\n", 1, "ok", 0, "2001:db8::1", 443 },
+	{ "CONNECT 198.51.100.1:8080 HTTP/1.0\r\n\r\n", 1, "ok", 0, "198.51.100.1", 8080 },
+	{ "GET http://Example.COM/x?y=1 HTTP/1.1\r\nHost: example.com\r\n\r\n", 1, "ok", 0, "example.com", 80 },
+	{ "GET http://example.com:8080/ HTTP/1.1\r\nHost: example.com:8080\r\n\r\n", 1, "ok", 0, "example.com", 8080 },
+	{ "POST http://example.com/ HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", 1, "ok", 0, "example.com", 80 },
+	/* bad */
+	{ "CONNECT example.com HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT example.com:0 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT example.com:99999 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT 127.1:80 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT 2130706433:80 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET https://example.com/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://user:pw@example.com/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com/ HTTP/1.1\r\nHost: other.com\r\n\r\n", -1, "host_mismatch", 400, NULL, 0 },
+	{ "GET http://example.com/ HTTP/1.1\r\nHost: example.com:81\r\n\r\n", -1, "host_mismatch", 400, NULL, 0 },
+	{ "GET http://example.com/ HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com/ HTTP/1.1\nHost: example.com\n\n", -1, "bad_request", 400, NULL, 0 },
+	{ "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", -1, "bad_request", 400, NULL, 0 },
+	{ "GARBAGE\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "POST http://example.com/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com/ HTTP/2.0\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	/* incomplete: needs more */
+	{ "CONNECT example.com:443 HTTP/1.1\r\nHost: exa", 0, "ok", 0, NULL, 0 },
+};
+
+static int feed_all(struct httpreq *r, const char *in, size_t len, size_t step, size_t *used_total)
+{
+	int rc = 0;
+	*used_total = 0;
+	for (size_t off = 0; off < len;) {
+		size_t n = len - off < step ? len - off : step, used;
+		rc = httpreq_feed(r, in + off, n, &used);
+		*used_total += used;
+		if (rc != 0)
+			return rc;
+		off += n;
+	}
+	return rc;
+}
+
+static void test_cases(void **state)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct tc *t = &cases[i];
+		/* Whole, and byte by byte: the split must not matter. */
+		for (size_t step = 1; step <= 4096; step = step == 1 ? 4096 : 8192) {
+			struct httpreq r;
+			httpreq_init(&r, NULL);
+			size_t used;
+			int rc = feed_all(&r, t->in, strlen(t->in), step, &used);
+			if (rc != t->rc || strcmp(reason_word(r.error), t->reason) != 0 || r.status != t->status)
+				fail_msg("case %zu step %zu: rc %d reason %s status %d", i, step, rc,
+					 reason_word(r.error), r.status);
+			if (t->host) {
+				assert_string_equal(r.host, t->host);
+				assert_int_equal(r.port, t->port);
+			}
+			httpreq_done(&r);
+		}
+	}
+}
+
+static void test_body_left_over(void **state)
+{
+	const char *in = "POST http://example.com/p HTTP/1.1\r\nContent-Length: 3\r\nProxy-Connection: keep-alive\r\n"
+			 "Connection: keep-alive, X-Drop\r\nX-Drop: 1\r\nX-Keep: 2\r\n\r\nabc";
+	struct httpreq r;
+	httpreq_init(&r, NULL);
+	size_t used;
+	assert_int_equal(httpreq_feed(&r, in, strlen(in), &used), 1);
+	assert_string_equal(in + used, "abc");
+	size_t hl;
+	char *head = httpreq_upstream_head(&r, &hl);
+	assert_non_null(head);
+	assert_non_null(strstr(head, "POST /p HTTP/1.1\r\n"));
+	assert_non_null(strstr(head, "Host: example.com\r\n"));
+	assert_non_null(strstr(head, "X-Keep: 2\r\n"));
+	assert_null(strstr(head, "X-Drop"));
+	assert_null(strstr(head, "Proxy-Connection"));
+	assert_non_null(strstr(head, "Connection: close\r\n\r\n"));
+	free(head);
+	httpreq_done(&r);
+}
+
+static void test_limits(void **state)
+{
+	struct httpreq_limits lim = { .max_header_bytes = 1024, .max_headers = 5 };
+	struct httpreq r;
+	char big[4096];
+	strcpy(big, "CONNECT example.com:443 HTTP/1.1\r\nX-A: ");
+	size_t l = strlen(big);
+	memset(big + l, 'a', 2000);
+	big[l + 2000] = '\0';
+	strcat(big, "\r\n\r\n");
+	httpreq_init(&r, &lim);
+	size_t used;
+	assert_int_equal(httpreq_feed(&r, big, strlen(big), &used), -1);
+	assert_string_equal(reason_word(r.error), "header_too_large");
+	assert_int_equal(r.status, 431);
+	httpreq_done(&r);
+
+	/* Never terminated: also too large once the limit is reached. */
+	httpreq_init(&r, &lim);
+	int rc = 0;
+	for (int i = 0; i < 2000 && rc == 0; i++)
+		rc = httpreq_feed(&r, "a", 1, &used);
+	assert_int_equal(rc, -1);
+	httpreq_done(&r);
+
+	char many[1024] = "CONNECT example.com:443 HTTP/1.1\r\n";
+	for (int i = 0; i < 6; i++)
+		strcat(many, "X-H: 1\r\n");
+	strcat(many, "\r\n");
+	httpreq_init(&r, &lim);
+	assert_int_equal(httpreq_feed(&r, many, strlen(many), &used), -1);
+	assert_string_equal(reason_word(r.error), "too_many_headers");
+	assert_int_equal(r.status, 431);
+	httpreq_done(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_body_left_over),
+		cmocka_unit_test(test_limits),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,866 @@
+/* net-supervisor end to end on loopback: real proxy processes (static test
+ * identity), upstream servers run by this test on 127.0.0.1. Every wait is
+ * bounded; every proxy started is stopped by pid. */
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---------- upstream servers ---------- */
+
+enum up_mode { UP_HTTP, UP_ECHO_AFTER_EOF };
+
+struct upstream {
+	int fd;
+	int port;
+	enum up_mode mode;
+	atomic_int accepts;
+	char last_head[4096];
+	pthread_mutex_t lock;
+	pthread_t thread;
+};
+
+static void *up_conn(void *arg);
+
+struct up_job {
+	struct upstream *u;
+	int fd;
+};
+
+static void *up_loop(void *arg)
+{
+	struct upstream *u = arg;
+	for (;;) {
+		int fd = accept(u->fd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			return NULL;
+		}
+		atomic_fetch_add(&u->accepts, 1);
+		struct up_job *j = malloc(sizeof(*j));
+		j->u = u;
+		j->fd = fd;
+		pthread_t t;
+		pthread_create(&t, NULL, up_conn, j);
+		pthread_detach(t);
+	}
+}
+
+static void *up_conn(void *arg)
+{
+	struct up_job *j = arg;
+	struct upstream *u = j->u;
+	int fd = j->fd;
+	free(j);
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (u->mode == UP_HTTP) {
+		char buf[4096];
+		size_t len = 0;
+		while (len < sizeof(buf) - 1) {
+			ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+			if (n <= 0)
+				break;
+			len += (size_t)n;
+			buf[len] = '\0';
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		buf[len] = '\0';
+		pthread_mutex_lock(&u->lock);
+		memcpy(u->last_head, buf, len + 1);
+		pthread_mutex_unlock(&u->lock);
+		static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+		(void)!write(fd, resp, sizeof(resp) - 1);
+	} else {
+		/* Read until the client half-closes, then send it all back. */
+		size_t cap = 1 << 20, len = 0;
+		char *buf = malloc(cap);
+		for (;;) {
+			if (len == cap)
+				buf = realloc(buf, cap *= 2);
+			ssize_t n = read(fd, buf + len, cap - len);
+			if (n <= 0)
+				break;
+			len += (size_t)n;
+		}
+		for (size_t off = 0; off < len;) {
+			ssize_t n = write(fd, buf + off, len - off);
+			if (n <= 0)
+				break;
+			off += (size_t)n;
+		}
+		free(buf);
+	}
+	close(fd);
+	return NULL;
+}
+
+static void upstream_start(struct upstream *u, enum up_mode mode)
+{
+	memset(u, 0, sizeof(*u));
+	u->mode = mode;
+	pthread_mutex_init(&u->lock, NULL);
+	u->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	socklen_t sl = sizeof(sa);
+	assert_int_equal(bind(u->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(u->fd, 128), 0);
+	getsockname(u->fd, (struct sockaddr *)&sa, &sl);
+	u->port = ntohs(sa.sin_port);
+	pthread_create(&u->thread, NULL, up_loop, u);
+	pthread_detach(u->thread);
+}
+
+/* ---------- the proxy under test ---------- */
+
+static char tmpdir[256];
+static struct upstream up_http, up_echo, trap;
+
+struct proxy {
+	pid_t pid;
+	int port, admin;
+	char policy[300], audit[300];
+};
+
+/* Every proxy still running, so a failed test's process is still stopped. */
+static pid_t running[32];
+
+static void track(pid_t pid, bool add)
+{
+	for (size_t i = 0; i < 32; i++)
+		if (add ? running[i] == 0 : running[i] == pid) {
+			running[i] = add ? pid : 0;
+			return;
+		}
+}
+
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	socklen_t sl = sizeof(sa);
+	bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	getsockname(fd, (struct sockaddr *)&sa, &sl);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	char tmp[400];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
+/* The default policy: /usr/bin/curl may reach the two loopback upstreams. */
+static void default_policy(char *out, size_t size, const char *mode)
+{
+	snprintf(out, size,
+		 "version: 1\nnetwork:\n  mode: %s\n  policies:\n    - name: loop\n"
+		 "      binaries:\n        - path: /usr/bin/curl\n"
+		 "      endpoints:\n        - cidr: 127.0.0.1/32\n          ports: [%d, %d]\n"
+		 "        - host: allowed.test\n          ports: [443]\n",
+		 mode, up_http.port, up_echo.port);
+}
+
+static int http_get(int port, const char *path, char *out, size_t size);
+
+static void proxy_start(struct proxy *p, const char *policy_text, const char *const *extra)
+{
+	static int seq;
+	memset(p, 0, sizeof(*p));
+	p->port = free_port();
+	p->admin = free_port();
+	snprintf(p->policy, sizeof(p->policy), "%s/policy%d.yaml", tmpdir, seq);
+	snprintf(p->audit, sizeof(p->audit), "%s/audit%d.jsonl", tmpdir, seq++);
+	char def[1024];
+	if (!policy_text) {
+		default_policy(def, sizeof(def), "enforce");
+		policy_text = def;
+	}
+	write_file(p->policy, policy_text);
+	char bin[512], listen_arg[64], admin_arg[64];
+	const char *tb = getenv("TETHER_BIN");
+	snprintf(bin, sizeof(bin), "%s/net-supervisor", tb ? tb : "build/bin");
+	snprintf(listen_arg, sizeof(listen_arg), "127.0.0.1:%d", p->port);
+	snprintf(admin_arg, sizeof(admin_arg), "127.0.0.1:%d", p->admin);
+	const char *argv[64] = { bin, "--listen", listen_arg, "--admin", admin_arg, "--policy", p->policy,
+				 "--audit", p->audit, "--topology", "combined" };
+	int n = 11;
+	bool custom_identity = false;
+	for (int i = 0; extra && extra[i]; i++) {
+		if (strcmp(extra[i], "--no-identity") == 0) {
+			custom_identity = true;
+			continue;
+		}
+		if (strncmp(extra[i], "--identity-static", 17) == 0 && strlen(extra[i]) == 17)
+			custom_identity = true;
+		argv[n++] = extra[i];
+	}
+	if (!custom_identity) {
+		argv[n++] = "--identity-static";
+		argv[n++] = "/usr/bin/curl";
+		argv[n++] = "--identity-static-sha256";
+		argv[n++] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	}
+	argv[n] = NULL;
+	p->pid = fork();
+	assert_true(p->pid >= 0);
+	if (p->pid == 0) {
+		char log[400];
+		snprintf(log, sizeof(log), "%s.stderr", p->audit);
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 2);
+		execv(bin, (char **)argv);
+		_exit(127);
+	}
+	track(p->pid, true);
+	/* Up when /healthz answers (bounded). */
+	char buf[512];
+	for (int i = 0; i < 100; i++) {
+		if (http_get(p->admin, "/healthz", buf, sizeof(buf)) == 200)
+			return;
+		usleep(50000);
+	}
+	fail_msg("net-supervisor did not come up (see %s.stderr)", p->audit);
+}
+
+static void proxy_stop(struct proxy *p)
+{
+	if (p->pid <= 0)
+		return;
+	track(p->pid, false);
+	kill(p->pid, SIGTERM);
+	for (int i = 0; i < 100; i++) {
+		int st;
+		if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+			p->pid = 0;
+			assert_true(WIFEXITED(st));
+			assert_int_equal(WEXITSTATUS(st), 0);
+			return;
+		}
+		usleep(50000);
+	}
+	kill(p->pid, SIGKILL);
+	waitpid(p->pid, NULL, 0);
+	p->pid = 0;
+	fail_msg("net-supervisor did not stop on SIGTERM within 5 s");
+}
+
+/* ---------- client helpers ---------- */
+
+static int tcp_connect(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Read until EOF (or timeout); returns bytes. */
+static size_t read_all(int fd, char *out, size_t size)
+{
+	size_t len = 0;
+	while (len < size - 1) {
+		ssize_t n = read(fd, out + len, size - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	out[len] = '\0';
+	return len;
+}
+
+static int status_of(const char *resp)
+{
+	int st = 0;
+	if (sscanf(resp, "HTTP/1.%*d %d", &st) != 1)
+		return -1;
+	return st;
+}
+
+/* One raw exchange: send req, read the whole answer. Returns the status. */
+static int exchange(int port, const char *req, size_t len, char *out, size_t size)
+{
+	int fd = tcp_connect(port);
+	assert_true(fd >= 0);
+	if (len && write(fd, req, len) != (ssize_t)len) {
+		/* The proxy may answer and close early (header limits). */
+	}
+	read_all(fd, out, size);
+	close(fd);
+	return status_of(out);
+}
+
+static int http_get(int port, const char *path, char *out, size_t size)
+{
+	int fd = tcp_connect(port);
+	if (fd < 0)
+		return -1;
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+	(void)!write(fd, req, (size_t)n);
+	read_all(fd, out, size);
+	close(fd);
+	return status_of(out);
+}
+
+static json_t *body_json(const char *resp)
+{
+	const char *b = strstr(resp, "\r\n\r\n");
+	if (!b)
+		return NULL;
+	return json_loads(b + 4, JSON_DISABLE_EOF_CHECK, NULL);
+}
+
+static void expect_reason(const char *resp, int status, const char *reason)
+{
+	int st = status_of(resp);
+	if (st != status)
+		fail_msg("want %d %s, got: %.300s", status, reason, resp);
+	json_t *j = body_json(resp);
+	if (!j)
+		fail_msg("no JSON body in: %.300s", resp);
+	const char *r = json_string_value(json_object_get(j, "reason"));
+	if (!r || strcmp(r, reason) != 0)
+		fail_msg("want reason %s, got: %.300s", reason, resp);
+	assert_non_null(json_object_get(j, "error"));
+	assert_non_null(json_object_get(j, "binary"));
+	assert_non_null(json_object_get(j, "dest"));
+	json_decref(j);
+}
+
+/* Wait (bounded) until the audit file has a line containing all needles. */
+static bool audit_wait(const struct proxy *p, const char *n1, const char *n2, int ms)
+{
+	for (int t = 0; t < ms; t += 20) {
+		FILE *f = fopen(p->audit, "r");
+		if (f) {
+			char line[8192];
+			while (fgets(line, sizeof(line), f))
+				if (strstr(line, n1) && (!n2 || strstr(line, n2))) {
+					fclose(f);
+					return true;
+				}
+			fclose(f);
+		}
+		usleep(20000);
+	}
+	return false;
+}
+
+static const char *CONNECT_FMT = "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n";
+
+static int connect_req(int port, const char *dest, char *out, size_t size)
+{
+	char req[512];
+	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
+	return exchange(port, req, (size_t)n, out, size);
+}
+
+/* ---------- tests ---------- */
+
+static void test_connect_allowed(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	int fd = tcp_connect(p.port);
+	char req[256], buf[4096];
+	int n = snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+			 up_http.port, up_http.port);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	assert_true(r > 0);
+	buf[r] = '\0';
+	assert_non_null(strstr(buf, "HTTP/1.1 200 Connection established\r\n\r\n"));
+	static const char inner[] = "GET /inner HTTP/1.1\r\nHost: x\r\n\r\n";
+	assert_int_equal(write(fd, inner, sizeof(inner) - 1), (ssize_t)sizeof(inner) - 1);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_non_null(strstr(buf, "hello"));
+	assert_true(audit_wait(&p, "\"decision\":\"allow\"", "\"method\":\"CONNECT\"", 2000));
+	/* Every field INTERFACES.md lists. */
+	FILE *f = fopen(p.audit, "r");
+	char line[8192];
+	bool checked = false;
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		assert_non_null(j);
+		if (strcmp(json_string_value(json_object_get(j, "event")), "egress_decision") == 0) {
+			static const char *const keys[] = { "ts", "event", "topology", "decision", "reason",
+							    "identity_source", "binary", "pid", "process_key",
+							    "ancestors", "dest", "policy", "policy_generation" };
+			for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+				if (!json_object_get(j, keys[k]))
+					fail_msg("audit line lacks %s: %s", keys[k], line);
+			assert_string_equal(json_string_value(json_object_get(j, "identity_source")), "static_test");
+			assert_string_equal(json_string_value(json_object_get(j, "topology")), "combined");
+			assert_string_equal(json_string_value(json_object_get(json_object_get(j, "binary"), "path")), "/usr/bin/curl");
+			json_t *d = json_object_get(j, "dest");
+			assert_string_equal(json_string_value(json_object_get(d, "ip")), "127.0.0.1");
+			assert_int_equal(json_integer_value(json_object_get(d, "port")), up_http.port);
+			assert_string_equal(json_string_value(json_object_get(j, "policy")), "loop");
+			assert_int_equal(json_integer_value(json_object_get(j, "policy_generation")), 1);
+			checked = true;
+		}
+		json_decref(j);
+	}
+	fclose(f);
+	assert_true(checked);
+	proxy_stop(&p);
+}
+
+static void test_forward_allowed(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char req[512], buf[4096];
+	int n = snprintf(req, sizeof(req),
+			 "GET http://127.0.0.1:%d/path?q=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			 "Proxy-Connection: keep-alive\r\nX-Test: yes\r\n\r\n", up_http.port, up_http.port);
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
+	assert_non_null(strstr(buf, "hello"));
+	pthread_mutex_lock(&up_http.lock);
+	assert_non_null(strstr(up_http.last_head, "GET /path?q=1 HTTP/1.1\r\n"));
+	assert_non_null(strstr(up_http.last_head, "X-Test: yes\r\n"));
+	assert_non_null(strstr(up_http.last_head, "Connection: close\r\n"));
+	assert_null(strstr(up_http.last_head, "Proxy-Connection"));
+	pthread_mutex_unlock(&up_http.lock);
+	/* Host header that disagrees with the URI. */
+	n = snprintf(req, sizeof(req), "GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+		     up_http.port);
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 400, "host_mismatch");
+	proxy_stop(&p);
+}
+
+static void test_denied(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char buf[4096];
+	/* TEST-NET, not in a blocked range, but no rule: denied before any
+	 * connection is attempted. */
+	connect_req(p.port, "198.51.100.1:443", buf, sizeof(buf));
+	expect_reason(buf, 403, "no_matching_policy");
+	json_t *j = body_json(buf);
+	assert_string_equal(json_string_value(json_object_get(j, "binary")), "/usr/bin/curl");
+	assert_string_equal(json_string_value(json_object_get(j, "dest")), "198.51.100.1:443");
+	assert_string_equal(json_string_value(json_object_get(j, "error")), "Forbidden");
+	json_decref(j);
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET http://198.51.100.1:8080/ HTTP/1.1\r\nHost: 198.51.100.1:8080\r\n\r\n");
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "no_matching_policy");
+	/* Right host, wrong port. */
+	char dest[64];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", trap.port);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	assert_true(audit_wait(&p, "\"decision\":\"deny\"", "\"reason\":\"no_matching_policy\"", 2000));
+	proxy_stop(&p);
+}
+
+static void test_blocked_ranges(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char buf[4096], dest[128];
+	const char *fmts[] = { "127.0.0.1:%d", "127.0.0.2:%d", "[::1]:%d", "[::ffff:127.0.0.1]:%d",
+			       "localhost:%d", "0.0.0.0:%d", "169.254.169.254:80", "10.0.0.1:80",
+			       "192.168.1.1:80", "172.16.0.1:80", "100.64.0.1:80", "[fe80::1]:80",
+			       "[fd00::1]:80", "224.0.0.1:80" };
+	int before = atomic_load(&trap.accepts);
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		snprintf(dest, sizeof(dest), fmts[i], trap.port);
+		connect_req(p.port, dest, buf, sizeof(buf));
+		if (status_of(buf) != 403 || !strstr(buf, "blocked_destination"))
+			fail_msg("CONNECT %s: %.300s", dest, buf);
+	}
+	/* The same as absolute-form. */
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET http://127.0.0.1:%d/ HTTP/1.1\r\n\r\n", trap.port);
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	/* Numeric spellings the resolver would take for 127.0.0.1. */
+	snprintf(dest, sizeof(dest), "2130706433:%d", trap.port);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 400, "bad_request");
+	snprintf(dest, sizeof(dest), "127.1:%d", trap.port);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 400, "bad_request");
+	usleep(100000);
+	assert_int_equal(atomic_load(&trap.accepts), before); /* nothing ever reached it */
+	proxy_stop(&p);
+}
+
+static void test_bad_input(void **state)
+{
+	const char *extra[] = { "--header-timeout-ms", "400", "--max-headers", "50", NULL };
+	struct proxy p;
+	proxy_start(&p, NULL, extra);
+	char buf[8192];
+	static const char garbage[] = "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03garbage\r\n\r\n";
+	exchange(p.port, garbage, sizeof(garbage) - 1, buf, sizeof(buf));
+	expect_reason(buf, 400, "bad_request");
+	static const char lf[] = "CONNECT allowed.test:443 HTTP/1.1\nHost: allowed.test\n\n";
+	exchange(p.port, lf, sizeof(lf) - 1, buf, sizeof(buf));
+	expect_reason(buf, 400, "bad_request");
+	static const char origin[] = "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+	exchange(p.port, origin, sizeof(origin) - 1, buf, sizeof(buf));
+	expect_reason(buf, 400, "bad_request");
+	/* 20 KiB of headers > 16 KiB */
+	char *big = malloc(32768);
+	strcpy(big, "CONNECT allowed.test:443 HTTP/1.1\r\nX-Big: ");
+	size_t l = strlen(big);
+	memset(big + l, 'b', 20000);
+	strcpy(big + l + 20000, "\r\n\r\n");
+	exchange(p.port, big, strlen(big), buf, sizeof(buf));
+	expect_reason(buf, 431, "header_too_large");
+	/* never-ending request line, no CRLF at all */
+	memset(big, 'A', 20000);
+	exchange(p.port, big, 20000, buf, sizeof(buf));
+	if (status_of(buf) != 431 && status_of(buf) != 400)
+		fail_msg("no-CRLF flood: %.200s", buf);
+	strcpy(big, "CONNECT allowed.test:443 HTTP/1.1\r\n");
+	for (int i = 0; i < 60; i++)
+		strcat(big, "X-H: 1\r\n");
+	strcat(big, "\r\n");
+	exchange(p.port, big, strlen(big), buf, sizeof(buf));
+	expect_reason(buf, 431, "too_many_headers");
+	free(big);
+	/* slowloris: a partial head, then silence */
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	exchange(p.port, "CONNECT allowed.test:443 HTTP/1.1\r\nX-Slow: ", 44, buf, sizeof(buf));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	expect_reason(buf, 408, "idle_timeout");
+	double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	assert_true(dt >= 0.3 && dt < 3.0);
+	/* the proxy survived all of it */
+	char dest[64];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	int fd = tcp_connect(p.port);
+	char req[256];
+	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	assert_true(r > 0);
+	assert_int_equal(status_of(buf), 200);
+	close(fd);
+	assert_true(audit_wait(&p, "\"reason\":\"header_too_large\"", "\"status\":431", 2000));
+	proxy_stop(&p);
+}
+
+static void test_not_ready(void **state)
+{
+	char buf[4096];
+	/* No identity strategy at all: never ready. */
+	const char *none[] = { "--no-identity", NULL };
+	struct proxy p;
+	proxy_start(&p, NULL, none);
+	assert_int_equal(http_get(p.admin, "/readyz", buf, sizeof(buf)), 503);
+	char dest[64];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	int before = atomic_load(&up_http.accepts);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 503, "not_ready");
+	assert_int_equal(atomic_load(&up_http.accepts), before);
+	proxy_stop(&p);
+	/* Anchor established later: 503 until then, 200 after. */
+	const char *late[] = { "--identity-static", "/usr/bin/curl", "--identity-static-anchor-delay-ms", "1500", NULL };
+	proxy_start(&p, NULL, late);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 503, "not_ready");
+	assert_int_equal(http_get(p.admin, "/readyz", buf, sizeof(buf)), 503);
+	int st = 0;
+	for (int i = 0; i < 100 && st != 200; i++) {
+		usleep(50000);
+		st = http_get(p.admin, "/readyz", buf, sizeof(buf));
+	}
+	assert_int_equal(st, 200);
+	int fd = tcp_connect(p.port);
+	char req[256];
+	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	assert_true(r > 0);
+	buf[r] = 0;
+	assert_int_equal(status_of(buf), 200);
+	close(fd);
+	assert_true(audit_wait(&p, "\"event\":\"anchor_established\"", NULL, 2000));
+	proxy_stop(&p);
+}
+
+static void test_identity_timeout(void **state)
+{
+	const char *slow[] = { "--identity-static", "/usr/bin/curl", "--identity-static-delay-ms", "3000",
+			       "--identity-timeout-ms", "150", NULL };
+	struct proxy p;
+	proxy_start(&p, NULL, slow);
+	char buf[4096], dest[64];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	int before = atomic_load(&up_http.accepts);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 403, "identity_timeout");
+	assert_int_equal(atomic_load(&up_http.accepts), before);
+	char m[16384];
+	assert_int_equal(http_get(p.admin, "/metrics", m, sizeof(m)), 200);
+	assert_non_null(strstr(m, "tether_egress_decisions_total{decision=\"deny\",reason=\"identity_timeout\",source=\"none\"} 1"));
+	assert_non_null(strstr(m, "tether_identity_resolution_seconds_count 1"));
+	proxy_stop(&p);
+}
+
+static void test_connection_limit(void **state)
+{
+	const char *extra[] = { "--max-connections", "2", NULL };
+	struct proxy p;
+	proxy_start(&p, NULL, extra);
+	int a = tcp_connect(p.port), b = tcp_connect(p.port);
+	assert_true(a >= 0 && b >= 0);
+	usleep(100000);
+	char buf[4096];
+	exchange(p.port, "", 0, buf, sizeof(buf));
+	expect_reason(buf, 503, "too_many_connections");
+	close(a);
+	close(b);
+	/* Capacity comes back. */
+	char dest[64];
+	snprintf(dest, sizeof(dest), "198.51.100.1:443");
+	int st = 0;
+	for (int i = 0; i < 50 && st != 403; i++) {
+		usleep(20000);
+		st = connect_req(p.port, dest, buf, sizeof(buf));
+	}
+	assert_int_equal(st, 403);
+	proxy_stop(&p);
+}
+
+static void test_half_close_and_bulk(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	int fd = tcp_connect(p.port);
+	char req[256], buf[4096];
+	int n = snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", up_echo.port);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	/* Exactly the 200 head, nothing more yet. */
+	size_t got = 0;
+	while (got < 4 || memcmp(buf + got - 4, "\r\n\r\n", 4) != 0) {
+		ssize_t r = read(fd, buf + got, 1);
+		assert_true(r == 1);
+		got++;
+	}
+	assert_int_equal(status_of(buf), 200);
+	size_t total = 8u << 20;
+	unsigned char *data = malloc(total), *back = malloc(total);
+	for (size_t i = 0; i < total; i++)
+		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	/* Write everything, then half-close: the echo server answers only
+	 * after our FIN, so this needs the proxy to pass the FIN on and keep
+	 * the other direction open. */
+	for (size_t off = 0; off < total;) {
+		ssize_t w = write(fd, data + off, total - off);
+		assert_true(w > 0);
+		off += (size_t)w;
+	}
+	shutdown(fd, SHUT_WR);
+	size_t len = 0;
+	for (;;) {
+		ssize_t r = read(fd, back + len, total - len > 0 ? total - len : 1);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		if (len == total)
+			break;
+	}
+	assert_int_equal(len, total);
+	assert_memory_equal(data, back, total);
+	close(fd);
+	free(data);
+	free(back);
+	char m[16384];
+	assert_int_equal(http_get(p.admin, "/metrics", m, sizeof(m)), 200);
+	unsigned long long upb = 0;
+	const char *s = strstr(m, "tether_bytes_relayed_total{direction=\"upstream\"} ");
+	assert_non_null(s);
+	sscanf(s + strlen("tether_bytes_relayed_total{direction=\"upstream\"} "), "%llu", &upb);
+	assert_true(upb >= total);
+	proxy_stop(&p);
+}
+
+static void test_audit_mode(void **state)
+{
+	char pol[1024];
+	/* audit mode, and the loopback upstream is not named: it would be denied. */
+	snprintf(pol, sizeof(pol),
+		 "version: 1\nnetwork:\n  mode: audit\n  policies:\n    - name: other\n"
+		 "      binaries: [{path: /usr/bin/wget}]\n      endpoints: [{host: x.example, ports: [1]}]\n");
+	struct proxy p;
+	proxy_start(&p, pol, NULL);
+	char buf[4096], dest[64];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	int fd = tcp_connect(p.port);
+	char req[256];
+	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	assert_true(r > 0);
+	buf[r] = 0;
+	assert_int_equal(status_of(buf), 200);
+	close(fd);
+	assert_true(audit_wait(&p, "\"decision\":\"allow\",\"reason\":\"blocked_destination\",\"mode\":\"audit\"", NULL, 2000));
+	proxy_stop(&p);
+}
+
+struct traffic {
+	int port;
+	atomic_bool stop;
+	atomic_int ok, denied, other;
+};
+
+static void *traffic_loop(void *arg)
+{
+	struct traffic *t = arg;
+	char dest[64], buf[4096];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	while (!atomic_load(&t->stop)) {
+		char req[256];
+		int n = snprintf(req, sizeof(req), "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest);
+		int st = exchange(t->port, req, (size_t)n, buf, sizeof(buf));
+		if (st == 200)
+			atomic_fetch_add(&t->ok, 1);
+		else if (st == 403)
+			atomic_fetch_add(&t->denied, 1);
+		else
+			atomic_fetch_add(&t->other, 1);
+	}
+	return NULL;
+}
+
+static void test_reload(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char buf[4096], dest[64], allow[1024];
+	default_policy(allow, sizeof(allow), "enforce");
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest);
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
+	/* Valid new policy without the rule (file change is noticed by itself). */
+	write_file(p.policy, "version: 1\nnetwork:\n  policies: []\n");
+	assert_true(audit_wait(&p, "\"event\":\"policy_loaded\"", "\"policy_generation\":2", 3000));
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	/* Invalid: the old one (generation 2, deny) stays. */
+	write_file(p.policy, "version: 1\nnetwork:\n  policies:\n    - name: x\n      bogus: 1\n");
+	assert_true(audit_wait(&p, "\"ok\":false", "policy", 3000));
+	assert_true(audit_wait(&p, "\"ok\":false", ":5:7: unknown key 'bogus'", 100));
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	/* SIGHUP with the allowing policy back: generation 3. */
+	write_file(p.policy, allow);
+	kill(p.pid, SIGHUP);
+	assert_true(audit_wait(&p, "\"ok\":true", "\"policy_generation\":3", 3000));
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
+	/* Reloads while traffic flows: every answer is 200 or 403, never broken. */
+	struct traffic t = { .port = p.port };
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, traffic_loop, &t);
+	for (int i = 0; i < 10; i++) {
+		write_file(p.policy, i % 2 ? allow : "version: 1\nnetwork:\n  policies: []\n");
+		kill(p.pid, SIGHUP);
+		usleep(80000);
+	}
+	atomic_store(&t.stop, true);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&t.other), 0);
+	assert_true(atomic_load(&t.ok) + atomic_load(&t.denied) > 10);
+	char m[16384];
+	assert_int_equal(http_get(p.admin, "/metrics", m, sizeof(m)), 200);
+	assert_non_null(strstr(m, "tether_policy_reloads_total{result=\"error\"} 1"));
+	proxy_stop(&p);
+}
+
+static int setup(void **state)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tether-netsup-test-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	upstream_start(&up_http, UP_HTTP);
+	upstream_start(&up_echo, UP_ECHO_AFTER_EOF);
+	upstream_start(&trap, UP_HTTP);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	for (size_t i = 0; i < 32; i++)
+		if (running[i] > 0) {
+			kill(running[i], SIGKILL);
+			waitpid(running[i], NULL, 0);
+		}
+	char cmd[300];
+	if (!getenv("TETHER_KEEP_TMP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		(void)!system(cmd);
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_connect_allowed),
+		cmocka_unit_test(test_forward_allowed),
+		cmocka_unit_test(test_denied),
+		cmocka_unit_test(test_blocked_ranges),
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_not_ready),
+		cmocka_unit_test(test_identity_timeout),
+		cmocka_unit_test(test_connection_limit),
+		cmocka_unit_test(test_half_close_and_bulk),
+		cmocka_unit_test(test_audit_mode),
+		cmocka_unit_test(test_reload),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
