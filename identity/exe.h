@@ -92,6 +92,7 @@ void exe_hash_job_init(struct exe_hash_job *job, int exe_fd, const struct exe_tu
  * exe_hash_job_work, exe_hash_job_after). */
 void exe_hash_job_work(uv_work_t *req);
 void exe_hash_job_after(uv_work_t *req, int status);
-/* uv_queue_work with the above; -errno (from libuv) when it cannot queue,
- * in which case done is not called and the caller still owns nothing. */
+/* uv_queue_work with the above; a libuv error (negative errno) when it
+ * cannot queue, in which case done is not called and exe_fd is already
+ * closed (set to -1). Call on the loop thread. */
 int exe_hash_job_queue(uv_loop_t *loop, struct exe_hash_job *job);

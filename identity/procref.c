@@ -285,6 +285,8 @@ static int ref_fill(const struct kernel_caps *caps, int pidfd, pid_t caller_pid,
 			memset(&out->exe, 0, sizeof(out->exe));
 			out->exe_err = r;
 		}
+	} else {
+		out->exe_err = -ENODATA;
 	}
 
 	/* Everything above came from /proc/<pid>; it was this process's only if
@@ -321,7 +323,18 @@ int procref_open(const struct kernel_caps *caps, pid_t pid, struct procref *out)
 	return open_internal(caps, pid, FILL_EXE, out);
 }
 
+int procref_open_ex(const struct kernel_caps *caps, pid_t pid, unsigned flags, struct procref *out)
+{
+	return open_internal(caps, pid, (flags & PROCREF_NO_EXE) ? 0 : FILL_EXE, out);
+}
+
 int procref_from_pidfd(const struct kernel_caps *caps, int pidfd, struct procref *out)
+{
+	return procref_from_pidfd_ex(caps, pidfd, 0, out);
+}
+
+int procref_from_pidfd_ex(const struct kernel_caps *caps, int pidfd, unsigned flags,
+			  struct procref *out)
 {
 	_cleanup_close_ int fd = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0) {
@@ -329,7 +342,7 @@ int procref_from_pidfd(const struct kernel_caps *caps, int pidfd, struct procref
 		out->pidfd = -1;
 		return -errno;
 	}
-	int r = ref_fill(caps, fd, 0, FILL_EXE, out);
+	int r = ref_fill(caps, fd, 0, (flags & PROCREF_NO_EXE) ? 0 : FILL_EXE, out);
 	if (r < 0)
 		return r;
 	out->pidfd = fd_steal(&fd);

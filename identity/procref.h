@@ -71,6 +71,13 @@ struct exe_hash_cache;
  * Blocking procfs reads (tens of µs): fine on a loop thread, hashing is not.
  * On any error *out is safe to procref_close (pidfd -1). */
 int procref_open(const struct kernel_caps *caps, pid_t pid, struct procref *out);
+/* procref_open without the exe tuple when flags has PROCREF_NO_EXE (for
+ * scans that only need identity: saves the exe open and maps scan; the ref
+ * then has exe_err = -ENODATA). */
+#define PROCREF_NO_EXE 1u
+int procref_open_ex(const struct kernel_caps *caps, pid_t pid, unsigned flags, struct procref *out);
+int procref_from_pidfd_ex(const struct kernel_caps *caps, int pidfd, unsigned flags,
+			  struct procref *out);
 /* Same, from a pidfd the caller owns; the ref takes a dup of it (the
  * caller's fd stays theirs). pid is PIDFD_GET_INFO's, or NSpid-translated. */
 int procref_from_pidfd(const struct kernel_caps *caps, int pidfd, struct procref *out);

@@ -416,6 +416,29 @@ static void cgroup_child(void **state)
 	procref_close(&b);
 }
 
+/* PROCREF_NO_EXE: same identity, no exe tuple, and it says so. */
+static void no_exe(void **state)
+{
+	struct fixture *f = *state;
+	struct kernel_caps *cs[2] = { &f->fast, &f->slow };
+	for (int i = 0; i < 2; i++) {
+		struct procref full, lean, lean2;
+		assert_int_equal(procref_open(cs[i], getpid(), &full), 0);
+		assert_int_equal(procref_open_ex(cs[i], getpid(), PROCREF_NO_EXE, &lean), 0);
+		assert_true(procref_same(&full, &lean));
+		assert_int_equal(lean.exe_err, -ENODATA);
+		assert_int_equal(lean.exe.ino, 0);
+		assert_int_equal(procref_hash_exe(&lean, NULL), -ENODATA);
+		assert_int_equal(procref_from_pidfd_ex(cs[i], lean.pidfd, PROCREF_NO_EXE, &lean2), 0);
+		assert_true(procref_same(&lean2, &full));
+		assert_int_equal(lean2.exe_err, -ENODATA);
+		assert_int_equal(full.exe_err, 0);
+		procref_close(&full);
+		procref_close(&lean);
+		procref_close(&lean2);
+	}
+}
+
 /* TETHER_FORCE_FALLBACK reaches procref through kernel_caps_probe. */
 static void env_forced(void **state)
 {
@@ -467,6 +490,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(bad_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(kernel_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(cgroup_child, setup, teardown),
+		cmocka_unit_test_setup_teardown(no_exe, setup, teardown),
 		cmocka_unit_test_setup_teardown(env_forced, setup, teardown),
 		cmocka_unit_test_setup_teardown(hash_self, setup, teardown),
 	};
