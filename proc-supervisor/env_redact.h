@@ -1,0 +1,29 @@
+/* Best-effort secret redaction for argv and log lines (`--dry-run`, audit
+ * JSONL, `tether env`). Recognised shapes become "[REDACTED]":
+ *   flags      --api-key=V  --token V  --password V  (any flag whose name has
+ *              a component key/token/secret/password/passwd/pass/pwd/auth/
+ *              credential/cookie/session), -pV for mysql-family tools and
+ *              sshpass, curl/wget -u/--user user:V
+ *   key=value  NAME=V and NAME: V when NAME is secret-ish (env assignments,
+ *              query strings, JSON "token": "V")
+ *   headers    Authorization:, Proxy-Authorization:, Cookie:, X-Api-Key:
+ *   URLs       scheme://user:V@host
+ *   tokens     sk-…, ghp_/gho_/ghs_/ghu_/ghr_/github_pat_…, glpat-…, xox?-…,
+ *              AKIA/ASIA + 16, AIza + 35, JWTs (eyJ….….)
+ *   PEM        the body between -----BEGIN X----- and -----END X-----
+ * It cannot know every secret format; it never promises that a line is
+ * clean, and it does not change what the child itself sees in
+ * /proc/<pid>/cmdline. Secrets belong in the credential broker, not argv. */
+#pragma once
+
+#define REDACTED "[REDACTED]"
+
+/* A redacted copy of s (malloc), NULL on ENOMEM. */
+char *redact_line(const char *s);
+/* A redacted copy of a NULL-terminated argv (argv[0] picks tool rules). */
+char **redact_argv(char *const *argv);
+void redact_argv_free(char **v);
+/* Is this key/flag name secret-ish? ("--api-key", "AWS_SECRET_ACCESS_KEY") */
+#include <stdbool.h>
+#include <stddef.h>
+bool redact_key_secretish(const char *id, size_t len);
