@@ -1,0 +1,143 @@
+/* proc-supervisor: the process-side trust anchor, usable on its own as a
+ * container init (no control channel yet). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "proc-supervisor/supervisor.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: proc-supervisor [OPTIONS] -- CMD [ARG...]\n"
+		"\n"
+		"Run CMD as the supervised entrypoint: subreaper (or PID 1) of its tree, with\n"
+		"the workload seccomp profile, Landlock signal scoping, no_new_privs,\n"
+		"RLIMIT_CORE=0, a per-sandbox cgroup and connect-time socket attribution.\n"
+		"Exits with CMD's status (128+N when killed by signal N); 126 CMD not\n"
+		"executable, 127 not found, 125 supervisor setup failed, 2 usage error.\n"
+		"\n"
+		"Options:\n"
+		"  --audit FILE           append JSONL audit events (process_spawn, process_exit)\n"
+		"  --topology NAME        topology name for audit lines (default: standalone)\n"
+		"  --signal-group         forward signals to CMD's process group, not CMD alone\n"
+		"  --grace SECONDS        shutdown grace before SIGKILL (default 10)\n"
+		"  --cgroup auto|none|PATH  per-sandbox cgroup v2 (default auto: under our own\n"
+		"                         cgroup when writable, else membership by lineage)\n"
+		"  --no-seccomp           DEBUG ONLY: no seccomp profile, no connect attribution\n"
+		"  --no-landlock          do not use Landlock scoping (test the seccomp fallback)\n"
+		"  --debug-registry FILE  at exit, write the connect attributions as JSON\n"
+		"  --list-seccomp         print the workload seccomp rules and exit\n"
+		"  -v, --verbose          debug logging\n"
+		"  -h, --help             this help\n");
+}
+
+static void list_seccomp(void)
+{
+	const struct workload_rule_doc *d;
+	for (size_t i = 0; (d = workload_filter_rule_doc(i)); i++)
+		printf("%-20s %-40s %-12s %s\n", d->syscall, d->when, d->action, d->why);
+}
+
+int main(int argc, char **argv)
+{
+	log_set_program("proc-supervisor");
+	struct procsup_config cfg = { .grace_s = 10, .cgroup_mode = CGROUP_MODE_AUTO };
+	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
+	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP };
+	static const struct option opts[] = {
+		{ "audit", required_argument, NULL, OPT_AUDIT },
+		{ "topology", required_argument, NULL, OPT_TOPOLOGY },
+		{ "signal-group", no_argument, NULL, OPT_SIGNAL_GROUP },
+		{ "grace", required_argument, NULL, OPT_GRACE },
+		{ "cgroup", required_argument, NULL, OPT_CGROUP },
+		{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
+		{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
+		{ "debug-registry", required_argument, NULL, OPT_DEBUG_REGISTRY },
+		{ "list-seccomp", no_argument, NULL, OPT_LIST_SECCOMP },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c;
+	/* "+": stop at the first non-option so CMD's own options stay its own. */
+	while ((c = getopt_long(argc, argv, "+hv", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_AUDIT:
+			cfg.audit_path = optarg;
+			break;
+		case OPT_TOPOLOGY:
+			cfg.topology = optarg;
+			break;
+		case OPT_SIGNAL_GROUP:
+			cfg.signal_group = true;
+			break;
+		case OPT_GRACE: {
+			char *end;
+			errno = 0;
+			long v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 0 || v > 86400) {
+				fprintf(stderr, "proc-supervisor: --grace: not a number of seconds (0..86400): %s\n",
+					optarg);
+				return 2;
+			}
+			cfg.grace_s = (unsigned)v;
+			break;
+		}
+		case OPT_CGROUP:
+			if (cgroup_mode_parse(optarg, &cfg.cgroup_mode, &cfg.cgroup_path) < 0) {
+				fprintf(stderr, "proc-supervisor: --cgroup: expected auto, none or an absolute path: %s\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_NO_SECCOMP:
+			cfg.no_seccomp = true;
+			break;
+		case OPT_NO_LANDLOCK:
+			cfg.no_landlock = true;
+			break;
+		case OPT_DEBUG_REGISTRY:
+			cfg.debug_registry = optarg;
+			break;
+		case OPT_LIST_SECCOMP:
+			list_seccomp();
+			return 0;
+		case 'v':
+			log_set_level(LOG_LVL_DEBUG);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "proc-supervisor: missing command (proc-supervisor [OPTIONS] -- CMD [ARG...])\n");
+		return 2;
+	}
+
+	struct procsup ps;
+	int r = procsup_init(&ps, &cfg);
+	if (r < 0) {
+		fprintf(stderr, "proc-supervisor: setup failed: %s\n", strerror(-r));
+		procsup_destroy(&ps);
+		return 125;
+	}
+	struct spawn_error err;
+	r = procsup_spawn_entrypoint(&ps, argv + optind, &err);
+	if (r < 0) {
+		fprintf(stderr, "proc-supervisor: %s\n", err.message);
+		procsup_destroy(&ps);
+		return err.exit_code ? err.exit_code : 125;
+	}
+	int code = procsup_run(&ps);
+	procsup_destroy(&ps);
+	return code;
+}

@@ -1,0 +1,289 @@
+#include "proc-supervisor/notify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+#ifndef SO_COOKIE
+#define SO_COOKIE 57
+#endif
+
+struct listener {
+	uv_poll_t poll;
+	int fd;
+	struct notifier *n;
+	struct listener *next, **pprev;
+};
+
+struct notifier {
+	uv_loop_t *loop;
+	const struct kernel_caps *caps;
+	struct notifier_ops ops;
+	struct notifier_stats stats;
+	struct seccomp_notif *req; /* sized for the running kernel */
+	struct seccomp_notif_resp *resp;
+	size_t req_size, resp_size;
+	struct listener *listeners;
+	bool closing;
+	unsigned pending_close; /* uv_close issued, callback not yet run */
+};
+
+int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct notifier_ops *ops,
+		 struct notifier **out)
+{
+	struct seccomp_notif_sizes sz = { 0 };
+	if (syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) < 0)
+		return -errno;
+	struct notifier *n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	/* The kernel may know a larger struct than our headers do. */
+	n->req_size = sz.seccomp_notif > sizeof(*n->req) ? sz.seccomp_notif : sizeof(*n->req);
+	n->resp_size = sz.seccomp_notif_resp > sizeof(*n->resp) ? sz.seccomp_notif_resp : sizeof(*n->resp);
+	n->req = calloc(1, n->req_size);
+	n->resp = calloc(1, n->resp_size);
+	if (!n->req || !n->resp) {
+		free(n->req);
+		free(n->resp);
+		free(n);
+		return -ENOMEM;
+	}
+	n->loop = loop;
+	n->caps = caps;
+	n->ops = *ops;
+	*out = n;
+	return 0;
+}
+
+const struct notifier_stats *notifier_stats(const struct notifier *n)
+{
+	return &n->stats;
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+	struct listener *l = h->data;
+	struct notifier *n = l->n;
+	close(l->fd);
+	free(l);
+	n->stats.listeners--;
+	if (--n->pending_close == 0 && n->closing && !n->listeners) {
+		free(n->req);
+		free(n->resp);
+		free(n);
+	}
+}
+
+static void listener_stop(struct listener *l)
+{
+	*l->pprev = l->next;
+	if (l->next)
+		l->next->pprev = l->pprev;
+	uv_poll_stop(&l->poll);
+	l->n->pending_close++;
+	uv_close((uv_handle_t *)&l->poll, listener_closed);
+}
+
+/* The thread group of a notifying thread: notif.pid is a thread id. While
+ * that thread is blocked in the notification its group leader's pid stays
+ * reserved, so the tgid read here names the same process. */
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	if (read_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
+		return -1;
+	const char *p = strstr(buf, "\nTgid:");
+	if (!p)
+		return -1;
+	long v = strtol(p + 6, NULL, 10);
+	return v > 0 && v <= INT32_MAX ? (pid_t)v : -1;
+}
+
+static void attribute(struct notifier *n, int fd, const struct seccomp_notif *req)
+{
+	pid_t tid = (pid_t)req->pid;
+	if (tid <= 0) { /* caller outside our pid namespace: cannot be a member */
+		n->stats.failures++;
+		return;
+	}
+	_cleanup_close_ int pidfd = sys_pidfd_open(tid, 0);
+	_cleanup_close_ int tpidfd = -1;
+	if (pidfd == -EINVAL || pidfd == -ENOENT) { /* not a group leader (6.9+: ENOENT) */
+		pid_t tgid = tgid_of(tid);
+		pidfd = tgid > 0 ? sys_pidfd_open(tgid, 0) : -ESRCH;
+		/* The socket lives in the calling thread's fd table, which can
+		 * differ from the leader's after unshare(CLONE_FILES). */
+		tpidfd = sys_pidfd_open(tid, PIDFD_THREAD);
+	}
+	if (pidfd < 0) {
+		if (pidfd == -ESRCH)
+			n->stats.stale++;
+		else
+			n->stats.failures++;
+		return;
+	}
+	_cleanup_close_ int dup = -1;
+	struct procref ref;
+	memset(&ref, 0, sizeof(ref));
+	ref.pidfd = -1;
+	int r = n->ops.identify ? n->ops.identify(n->ops.user, n->caps, pidfd, &ref) : -ENOSYS;
+	if (r < 0) {
+		n->stats.failures++;
+		return;
+	}
+	/* Only now is it certain the pidfd (and so ref) is the caller. */
+	uint64_t id = req->id;
+	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) {
+		n->stats.stale++;
+		goto out;
+	}
+	int sockfd = (int)(uint32_t)req->data.args[0];
+	dup = sys_pidfd_getfd(tpidfd >= 0 ? tpidfd : pidfd, sockfd, 0);
+	if (dup < 0) {
+		/* EBADF: not an fd at all; connect will fail on its own. */
+		if (dup == -EBADF)
+			n->stats.not_inet++;
+		else
+			n->stats.failures++;
+		goto out;
+	}
+	struct stat st;
+	int domain = 0;
+	socklen_t len = sizeof(domain);
+	if (fstat(dup, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+	    getsockopt(dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 || (domain != AF_INET && domain != AF_INET6)) {
+		n->stats.not_inet++;
+		goto out;
+	}
+	uint64_t cookie = 0;
+	len = sizeof(cookie);
+	if (getsockopt(dup, SOL_SOCKET, SO_COOKIE, &cookie, &len) < 0 || cookie == 0) {
+		n->stats.failures++;
+		goto out;
+	}
+	r = n->ops.record ? n->ops.record(n->ops.user, cookie, &ref) : -ENOSYS;
+	if (r < 0)
+		n->stats.failures++;
+	else
+		n->stats.recorded++;
+out:
+	if (n->ops.release)
+		n->ops.release(n->ops.user, &ref);
+}
+
+int notifier_handle(struct notifier *n, int fd)
+{
+	memset(n->req, 0, n->req_size);
+	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, n->req) < 0)
+		return -errno; /* ENOENT: the caller was killed before we got it */
+	n->stats.notifications++;
+	attribute(n, fd, n->req);
+	/* Whatever happened above, the connect proceeds: attribution is
+	 * observation, never a decision (policy is enforced by the proxy). */
+	memset(n->resp, 0, n->resp_size);
+	n->resp->id = n->req->id;
+	n->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, n->resp) < 0) {
+		int r = -errno;
+		if (r == -ENOENT)
+			n->stats.stale++;
+		else
+			n->stats.respond_errors++;
+		return r;
+	}
+	return 0;
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct listener *l = h->data;
+	if (status < 0 || (events & UV_DISCONNECT)) {
+		listener_stop(l);
+		return;
+	}
+	/* libuv folds POLLHUP (the tree is gone) into "readable", and RECV
+	 * with nothing pending would block: ask the kernel which it is. */
+	struct pollfd p = { .fd = l->fd, .events = POLLIN };
+	if (poll(&p, 1, 0) != 1)
+		return;
+	if (p.revents & POLLIN) {
+		int r = notifier_handle(l->n, l->fd);
+		if (r < 0 && r != -ENOENT && r != -EINTR) {
+			log_warn("notify: listener %d: %s; closing it", l->fd, strerror(-r));
+			listener_stop(l);
+		}
+		return;
+	}
+	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+		listener_stop(l);
+}
+
+int notifier_add_listener(struct notifier *n, int fd)
+{
+	if (n->closing) {
+		close(fd);
+		return -ESHUTDOWN;
+	}
+	__u64 flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
+	/* >= 6.6: wake the handler on the caller's CPU; a measurable win. */
+	n->stats.sync_wakeup = ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) == 0;
+	struct listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		close(fd);
+		return -ENOMEM;
+	}
+	l->fd = fd;
+	l->n = n;
+	int r = uv_poll_init(n->loop, &l->poll, fd);
+	if (r < 0) {
+		close(fd);
+		free(l);
+		return r;
+	}
+	l->poll.data = l;
+	r = uv_poll_start(&l->poll, UV_READABLE | UV_DISCONNECT, on_poll);
+	l->next = n->listeners;
+	if (l->next)
+		l->next->pprev = &l->next;
+	l->pprev = &n->listeners;
+	n->listeners = l;
+	n->stats.listeners++;
+	if (r < 0) {
+		listener_stop(l);
+		return r;
+	}
+	return 0;
+}
+
+void notifier_close(struct notifier *n)
+{
+	if (!n)
+		return;
+	n->closing = true;
+	while (n->listeners)
+		listener_stop(n->listeners);
+	if (n->pending_close == 0) {
+		free(n->req);
+		free(n->resp);
+		free(n);
+	}
+}

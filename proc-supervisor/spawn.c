@@ -1,0 +1,498 @@
+#include "proc-supervisor/spawn.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+#include <unistd.h>
+
+#include "common/kernel.h"
+#include "common/util.h"
+#include "proc-supervisor/landlock.h"
+
+#ifndef __NR_close_range
+#define __NR_close_range 436
+#endif
+
+static const char *const default_env[] = { "PATH=/usr/bin:/bin", NULL };
+
+char *const *spawn_build_env(void)
+{
+	/* TODO(env boundary): envb_build() replaces this. */
+	return (char *const *)default_env;
+}
+
+void spawn_opts_init(struct spawn_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->stdio[0] = o->stdio[1] = o->stdio[2] = -1;
+	o->tty_fd = -1;
+	o->landlock_fd = -1;
+	o->cgroup_fd = -1;
+}
+
+static int check_exec(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EACCES;
+	if (access(path, X_OK) < 0)
+		return -errno == -ENOENT ? -ENOENT : -EACCES;
+	return 0;
+}
+
+int spawn_resolve(const char *prog, const char *path_list, char *out, size_t size)
+{
+	if (!prog || !*prog)
+		return -ENOENT;
+	if (strchr(prog, '/')) {
+		if (strscpy(out, prog, size) < 0)
+			return -ENAMETOOLONG;
+		return check_exec(prog);
+	}
+	if (!path_list)
+		path_list = "/usr/bin:/bin";
+	int best = -ENOENT;
+	for (const char *p = path_list;;) {
+		const char *colon = strchr(p, ':');
+		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		/* An empty element means the current directory (POSIX). */
+		int n = len ? snprintf(out, size, "%.*s/%s", (int)len, p, prog) : snprintf(out, size, "%s", prog);
+		if (n > 0 && (size_t)n < size) {
+			int r = check_exec(out);
+			if (r == 0)
+				return 0;
+			if (r == -EACCES)
+				best = -EACCES; /* keep looking; remember it existed */
+		}
+		if (!colon)
+			break;
+		p = colon + 1;
+	}
+	return best;
+}
+
+static const char *env_path(char *const *envp)
+{
+	for (char *const *e = envp; e && *e; e++)
+		if (strncmp(*e, "PATH=", 5) == 0)
+			return *e + 5;
+	return NULL;
+}
+
+/* ---- the child side: async-signal-safe only ---- */
+
+enum child_step {
+	STEP_SIGNALS = 1,
+	STEP_SESSION,
+	STEP_TTY,
+	STEP_STDIO,
+	STEP_CLOSE_FDS,
+	STEP_CHDIR,
+	STEP_PDEATHSIG,
+	STEP_NO_NEW_PRIVS,
+	STEP_RLIMIT_CORE,
+	STEP_CAPS,
+	STEP_LANDLOCK,
+	STEP_SECCOMP,
+	STEP_SEND_LISTENER,
+	STEP_WAIT_ACK,
+	STEP_EXECVE,
+};
+
+static const char *step_name(int step)
+{
+	switch (step) {
+	case STEP_SIGNALS: return "reset signals";
+	case STEP_SESSION: return "setsid/setpgid";
+	case STEP_TTY: return "controlling terminal";
+	case STEP_STDIO: return "stdio";
+	case STEP_CLOSE_FDS: return "close fds";
+	case STEP_CHDIR: return "chdir";
+	case STEP_PDEATHSIG: return "PR_SET_PDEATHSIG";
+	case STEP_NO_NEW_PRIVS: return "PR_SET_NO_NEW_PRIVS";
+	case STEP_RLIMIT_CORE: return "RLIMIT_CORE";
+	case STEP_CAPS: return "drop CAP_SYS_PTRACE";
+	case STEP_LANDLOCK: return "landlock";
+	case STEP_SECCOMP: return "seccomp";
+	case STEP_SEND_LISTENER: return "send listener";
+	case STEP_WAIT_ACK: return "wait for ack";
+	case STEP_EXECVE: return "execve";
+	}
+	return "?";
+}
+
+struct child_msg {
+	int32_t kind; /* MSG_ERROR or MSG_LISTENER */
+	int32_t step;
+	int32_t err;
+};
+#define MSG_ERROR 1
+#define MSG_LISTENER 2
+
+static _Noreturn void child_fail(int sock, int step, int err)
+{
+	struct child_msg m = { .kind = MSG_ERROR, .step = step, .err = err };
+	(void)!write(sock, &m, sizeof(m));
+	_exit(127);
+}
+
+static int close_gaps(const int *keep, size_t n)
+{
+	/* keep[] sorted ascending, unique. */
+	unsigned lo = 0;
+	for (size_t i = 0; i <= n; i++) {
+		unsigned hi = i < n ? (unsigned)keep[i] : ~0U;
+		if (hi > lo) {
+			if (syscall(__NR_close_range, lo, hi - 1, 0) < 0) {
+				if (errno != ENOSYS)
+					return -errno;
+				struct rlimit rl;
+				unsigned max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 1048576 ?
+						       (unsigned)rl.rlim_cur : 65536;
+				for (unsigned fd = lo; fd < hi && fd < max; fd++)
+					close((int)fd);
+			}
+		}
+		if (i < n)
+			lo = (unsigned)keep[i] + 1;
+	}
+	return 0;
+}
+
+static int drop_ptrace_cap(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -errno;
+	const unsigned bit = CAP_SYS_PTRACE; /* < 32: in d[0] */
+	if (!(d[0].permitted & (1U << bit)) && !(d[0].inheritable & (1U << bit)))
+		return 0; /* nothing to drop (an unprivileged supervisor) */
+	/* The bounding set too, so no later exec of a file with caps regains it
+	 * (no_new_privs already forbids that; this is belt and braces). */
+	if (prctl(PR_CAPBSET_DROP, bit, 0, 0, 0) < 0 && errno != EPERM)
+		return -errno;
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, bit, 0, 0);
+	d[0].effective &= ~(1U << bit);
+	d[0].permitted &= ~(1U << bit);
+	d[0].inheritable &= ~(1U << bit);
+	if (syscall(SYS_capset, &h, d) < 0)
+		return -errno;
+	return 0;
+}
+
+static _Noreturn void child_run(const struct spawn_opts *o, const char *path, char *const *envp, int sock,
+				pid_t parent)
+{
+	/* 1. Signals: default dispositions (ignored ones too); the mask stays
+	 * full (inherited from the blocked parent) until just before execve. */
+	for (int s = 1; s < _NSIG; s++) {
+		if (s == SIGKILL || s == SIGSTOP)
+			continue;
+		struct sigaction sa = { .sa_handler = SIG_DFL };
+		(void)sigaction(s, &sa, NULL); /* EINVAL for libc-reserved ones */
+	}
+
+	/* 2. Session. */
+	if (o->session == SPAWN_FOREGROUND) {
+		if (setpgid(0, 0) < 0)
+			child_fail(sock, STEP_SESSION, errno);
+		/* SIGTTOU is blocked here, so a background caller may do this. */
+		if (o->tty_fd >= 0 && tcsetpgrp(o->tty_fd, getpid()) < 0 && errno != ENOTTY)
+			child_fail(sock, STEP_TTY, errno);
+	} else if (setsid() < 0)
+		child_fail(sock, STEP_SESSION, errno);
+
+	/* 3. stdio: lift every source above the target range first, so
+	 * overlapping assignments (stdout -> 0) cannot clobber one another. */
+	int hi[3] = { -1, -1, -1 };
+	for (int i = 0; i < 3; i++)
+		if (o->stdio[i] >= 0 && (hi[i] = fcntl(o->stdio[i], F_DUPFD_CLOEXEC, 3)) < 0)
+			child_fail(sock, STEP_STDIO, errno);
+	for (int i = 0; i < 3; i++)
+		if (hi[i] >= 0 && dup2(hi[i], i) < 0)
+			child_fail(sock, STEP_STDIO, errno);
+	if (o->session == SPAWN_PTY && ioctl(0, TIOCSCTTY, 0) < 0)
+		child_fail(sock, STEP_TTY, errno);
+
+	/* 4. Close every fd but 0-2, keep_fds, and our own CLOEXEC plumbing. */
+	int keep[SPAWN_MAX_KEEP + 5];
+	size_t nk = 0;
+	keep[nk++] = 0, keep[nk++] = 1, keep[nk++] = 2;
+	keep[nk++] = sock;
+	if (o->landlock_fd >= 0)
+		keep[nk++] = o->landlock_fd;
+	for (size_t i = 0; i < o->n_keep && i < SPAWN_MAX_KEEP; i++) {
+		keep[nk++] = o->keep_fds[i];
+		if (fcntl(o->keep_fds[i], F_SETFD, 0) < 0)
+			child_fail(sock, STEP_CLOSE_FDS, errno);
+	}
+	for (size_t i = 1; i < nk; i++) /* insertion sort, then unique */
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	size_t u = 0;
+	for (size_t i = 0; i < nk; i++)
+		if (keep[i] >= 0 && (u == 0 || keep[u - 1] != keep[i]))
+			keep[u++] = keep[i];
+	int r = close_gaps(keep, u);
+	if (r < 0)
+		child_fail(sock, STEP_CLOSE_FDS, -r);
+
+	if (o->cwd && chdir(o->cwd) < 0)
+		child_fail(sock, STEP_CHDIR, errno);
+
+	/* The workload must not outlive a dead supervisor unsupervised. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		child_fail(sock, STEP_PDEATHSIG, errno);
+	if (getppid() != parent)
+		child_fail(sock, STEP_PDEATHSIG, ESRCH);
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail(sock, STEP_NO_NEW_PRIVS, errno);
+	struct rlimit core = { 0, 0 };
+	if (setrlimit(RLIMIT_CORE, &core) < 0)
+		child_fail(sock, STEP_RLIMIT_CORE, errno);
+
+	/* CAP_SYS_PTRACE would let a root workload open the (non-dumpable)
+	 * supervisor's /proc/<pid>/mem and environ; ptrace is denied anyway. */
+	if ((r = drop_ptrace_cap()) < 0)
+		child_fail(sock, STEP_CAPS, -r);
+
+	if (o->landlock_fd >= 0 && (r = landlock_scope_enter(o->landlock_fd)) < 0)
+		child_fail(sock, STEP_LANDLOCK, -r);
+
+	/* Last before exec: from here on the workload filter applies to us. */
+	if (o->filter) {
+		if (o->filter->notify_connect) {
+			int lfd = workload_filter_install_listener(o->filter);
+			if (lfd < 0)
+				child_fail(sock, STEP_SECCOMP, -lfd);
+			struct child_msg m = { .kind = MSG_LISTENER };
+			union {
+				struct cmsghdr h;
+				char buf[CMSG_SPACE(sizeof(int))];
+			} cm;
+			memset(&cm, 0, sizeof(cm));
+			struct iovec iov = { &m, sizeof(m) };
+			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+					     .msg_controllen = sizeof(cm.buf) };
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &lfd, sizeof(int));
+			if (sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+				child_fail(sock, STEP_SEND_LISTENER, errno);
+			close(lfd);
+			char ack;
+			ssize_t n;
+			do
+				n = read(sock, &ack, 1);
+			while (n < 0 && errno == EINTR);
+			if (n != 1)
+				child_fail(sock, STEP_WAIT_ACK, n < 0 ? errno : EPIPE);
+		} else if ((r = workload_filter_install(o->filter)) < 0)
+			child_fail(sock, STEP_SECCOMP, -r);
+	}
+
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(path, o->argv, envp);
+	child_fail(sock, STEP_EXECVE, errno);
+}
+
+/* ---- the parent side ---- */
+
+static void set_error(struct spawn_error *e, int code, const char *step, int err, const char *prog)
+{
+	e->exit_code = code;
+	e->step = step;
+	e->err = err;
+	if (code == 127 && err == ENOENT && (!strcmp(step, "resolve") || !strcmp(step, "execve")))
+		snprintf(e->message, sizeof(e->message), "%s: command not found", prog);
+	else if (code == 126)
+		snprintf(e->message, sizeof(e->message), "%s: cannot execute: %s", prog, strerror(err));
+	else
+		snprintf(e->message, sizeof(e->message), "%s: spawn failed at %s: %s", prog, step, strerror(err));
+}
+
+static int recv_msg(int sock, struct child_msg *m, int *fd, int timeout_ms)
+{
+	*fd = -1;
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	int r;
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return -ETIMEDOUT;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	ssize_t n;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(fd, CMSG_DATA(c), sizeof(int));
+	if (n == 0)
+		return 0;
+	if (n != sizeof(*m) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		if (*fd >= 0)
+			close(*fd), *fd = -1;
+		return -EPROTO;
+	}
+	return 1;
+}
+
+int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct spawn_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	memset(err, 0, sizeof(*err));
+	res->pidfd = res->listener_fd = -1;
+	if (!o->argv || !o->argv[0]) {
+		set_error(err, 127, "argv", EINVAL, "(none)");
+		return -EINVAL;
+	}
+	const char *prog = o->argv[0];
+	char *const *envp = o->envp ? o->envp : spawn_build_env();
+	int r = spawn_resolve(prog, env_path(envp), res->path, sizeof(res->path));
+	if (r < 0) {
+		set_error(err, r == -EACCES ? 126 : 127, "resolve", -r, prog);
+		return r;
+	}
+
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = -errno;
+		set_error(err, 127, "socketpair", -r, prog);
+		return r;
+	}
+	_cleanup_close_ int sock = sv[0];
+	int child_sock = sv[1];
+
+	int pidfd = -1;
+	struct tether_clone_args ca = {
+		.flags = CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)&pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	if (o->cgroup_fd >= 0) {
+		ca.flags |= CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)o->cgroup_fd;
+	}
+	pid_t parent = getpid();
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = sys_clone3(&ca, sizeof(ca));
+	if (pid < 0 && o->cgroup_fd >= 0) {
+		/* e.g. EBUSY (controllers in a threaded subtree) or an old kernel:
+		 * fall back to lineage membership for this child. */
+		ca.flags &= ~CLONE_INTO_CGROUP;
+		ca.cgroup = 0;
+		pid = sys_clone3(&ca, sizeof(ca));
+	} else if (pid >= 0)
+		res->in_cgroup = o->cgroup_fd >= 0;
+	if (pid == 0) {
+		close(sv[0]);
+		child_run(o, res->path, envp, child_sock, parent);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(child_sock);
+	if (pid < 0) {
+		set_error(err, 127, "clone3", -pid, prog);
+		return pid;
+	}
+	res->pid = pid;
+	res->pidfd = pidfd;
+
+	int timeout = o->timeout_ms > 0 ? o->timeout_ms : 5000;
+	for (;;) {
+		struct child_msg m;
+		int fd;
+		r = recv_msg(sock, &m, &fd, timeout);
+		if (r == 0) { /* EOF: the CLOEXEC socket closed by a successful execve */
+			if (fd >= 0)
+				close(fd);
+			if (o->filter && o->filter->notify_connect && res->listener_fd < 0) {
+				r = -EPROTO;
+				set_error(err, 127, "listener", EPROTO, prog);
+				goto fail;
+			}
+			return 0;
+		}
+		if (r < 0) {
+			set_error(err, 127, "handshake", -r, prog);
+			goto fail;
+		}
+		if (m.kind == MSG_LISTENER && fd >= 0 && res->listener_fd < 0) {
+			res->listener_fd = fd;
+			char ack = 1;
+			if (write(sock, &ack, 1) != 1) {
+				r = -errno;
+				set_error(err, 127, "ack", -r, prog);
+				goto fail;
+			}
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (m.kind == MSG_ERROR) {
+			int e = m.err > 0 ? m.err : EIO;
+			int code = 127;
+			if (m.step == STEP_EXECVE && e != ENOENT)
+				code = 126;
+			set_error(err, code, step_name(m.step), e, prog);
+			r = -e;
+			goto fail;
+		}
+		r = -EPROTO;
+		set_error(err, 127, "handshake", EPROTO, prog);
+		goto fail;
+	}
+fail:
+	/* The child never reached its program: end and reap it here so the
+	 * supervisor's reaper never mistakes it for a workload exit. */
+	sys_pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+	siginfo_t si;
+	waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED);
+	close(pidfd);
+	if (res->listener_fd >= 0)
+		close(res->listener_fd);
+	res->pidfd = res->listener_fd = -1;
+	res->pid = 0;
+	return r;
+}

@@ -1,0 +1,72 @@
+/* The hardened spawner: every workload process starts here.
+ *
+ * spawn_process() resolves the program (PATH of the child's environment),
+ * then clone3(CLONE_PIDFD [| CLONE_INTO_CGROUP]) with all signals blocked.
+ * The child, in order: resets every signal disposition and the mask,
+ * starts a session or process group, moves stdio into place, closes every
+ * other fd except keep_fds, chdir, PR_SET_PDEATHSIG(SIGKILL),
+ * PR_SET_NO_NEW_PRIVS, RLIMIT_CORE=0, drops CAP_SYS_PTRACE, enters the Landlock scope domain,
+ * installs the seccomp program (with a listener that it hands to the parent
+ * over SCM_RIGHTS, then waits for the ack), and execs. Between clone3 and
+ * execve the child runs only async-signal-safe code (the supervisor may
+ * have threads). Any failure is reported back over a CLOEXEC socket as
+ * (step, errno) and the child exits 127; EOF on that socket means execve
+ * succeeded. The call blocks until then (bounded by a timeout). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "proc-supervisor/seccomp.h"
+
+enum spawn_session {
+	SPAWN_SETSID = 0,     /* new session, no controlling tty (daemon/container) */
+	SPAWN_FOREGROUND,     /* new process group made foreground on tty_fd (interactive) */
+	SPAWN_PTY,            /* new session with stdio[0] (a pty slave) as controlling tty */
+};
+
+#define SPAWN_MAX_KEEP 16
+
+struct spawn_opts {
+	char *const *argv;        /* argv[0] is the program; required */
+	char *const *envp;        /* the child's whole environment; NULL => spawn_build_env() */
+	const char *cwd;          /* NULL: inherit */
+	int stdio[3];             /* fd to become 0/1/2 in the child; -1 inherit */
+	const int *keep_fds;      /* kept open at the same number (CLOEXEC cleared) */
+	size_t n_keep;
+	enum spawn_session session;
+	int tty_fd;               /* SPAWN_FOREGROUND: the terminal (-1 none) */
+	const struct workload_filter *filter; /* NULL: no seccomp (--no-seccomp) */
+	int landlock_fd;          /* scope ruleset, -1 none */
+	int cgroup_fd;            /* CLONE_INTO_CGROUP target, -1 none */
+	int timeout_ms;           /* for the exec handshake; 0 => 5000 */
+};
+
+struct spawn_result {
+	pid_t pid;
+	int pidfd;       /* owned by the caller */
+	int listener_fd; /* seccomp listener, owned by the caller; -1 when no filter */
+	bool in_cgroup;  /* CLONE_INTO_CGROUP succeeded */
+	char path[4096]; /* the program that was executed */
+};
+
+struct spawn_error {
+	int exit_code;     /* 126 not executable, 127 not found / setup failed */
+	const char *step;  /* "execve", "seccomp", "resolve", ... */
+	int err;           /* errno */
+	char message[512]; /* one line for the user */
+};
+
+/* 0 with *res filled, or -errno with *err filled. */
+int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct spawn_error *err);
+void spawn_opts_init(struct spawn_opts *o);
+
+/* The environment every child gets until the env boundary builds one:
+ * empty but for a fixed PATH. Never the supervisor's own environment. This
+ * is the one place to wire the env boundary in. */
+char *const *spawn_build_env(void);
+
+/* PATH search the way execvp does, over `path_list` (":"-separated); -ENOENT
+ * not found, -EACCES found but not executable. */
+int spawn_resolve(const char *prog, const char *path_list, char *out, size_t size);

@@ -1,0 +1,588 @@
+#include "proc-supervisor/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "proc-supervisor/init.h"
+#include "proc-supervisor/landlock.h"
+
+static const int fwd_signals[PROCSUP_NSIG_FWD] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+
+void procsup_spawn_req_init(struct procsup_spawn_req *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->stdio[0] = r->stdio[1] = r->stdio[2] = -1;
+	r->tty_fd = -1;
+	r->kind = PROCSUP_EXEC_SESSION;
+}
+
+/* ---- attribution glue: notifier -> identity library ---- */
+
+static int glue_identify(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out)
+{
+	return procref_from_pidfd(caps, pidfd, out);
+}
+
+static void glue_release(void *user, struct procref *ref)
+{
+	if (ref->pidfd >= 0)
+		procref_close(ref);
+}
+
+static int glue_record(void *user, uint64_t cookie, const struct procref *ref)
+{
+	struct procsup *ps = user;
+	int r = cookie_registry_put(ps->cookies, cookie, ref);
+	if (r < 0)
+		return r;
+	if (ps->members) {
+		struct member_entry e;
+		if (members_lookup_key(ps->members, ref->key, &e) == -ENOENT) {
+			/* Born in the tree and never seen: learn it now, while it is
+			 * alive and blocked in connect. */
+			enum reason why = REASON_OK;
+			int lr = members_learn(ps->members, ref->pid, &why, NULL);
+			if (lr < 0)
+				log_debug("members: learning pid %d: %s (%s)", (int)ref->pid, strerror(-lr),
+					  reason_word(why));
+		}
+		(void)members_note_connect(ps->members, ref->key, &ref->exe);
+	}
+	if (ps->cfg.debug_registry) {
+		if (ps->debug_cookies_n == ps->debug_cookies_cap && ps->debug_cookies_cap < 65536) {
+			size_t cap = ps->debug_cookies_cap ? 2 * ps->debug_cookies_cap : 64;
+			uint64_t *v = realloc(ps->debug_cookies, cap * sizeof(*v));
+			if (v)
+				ps->debug_cookies = v, ps->debug_cookies_cap = cap;
+		}
+		if (ps->debug_cookies_n < ps->debug_cookies_cap)
+			ps->debug_cookies[ps->debug_cookies_n++] = cookie;
+	}
+	return 0;
+}
+
+/* ---- audit ---- */
+
+static const char *kind_word(enum procsup_child_kind k)
+{
+	return k == PROCSUP_ENTRYPOINT ? "entrypoint" : "exec_session";
+}
+
+static void audit_spawn(struct procsup *ps, const struct procsup_child *c, const struct spawn_result *res,
+			char *const *argv)
+{
+	if (!ps->audit)
+		return;
+	/* argv[0] only until the env boundary's redactor is wired in: the
+	 * rest of a command line may carry secrets. */
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "pid", json_integer(c->pid));
+	json_object_set_new(o, "process_key", json_string(c->key));
+	json_object_set_new(o, "kind", json_string(kind_word(c->kind)));
+	json_object_set_new(o, "argv0", json_string(argv[0]));
+	json_object_set_new(o, "exe", json_string(res->path));
+	json_object_set_new(o, "membership", json_string(res->in_cgroup ? "cgroup" : "lineage"));
+	if (res->in_cgroup)
+		json_object_set_new(o, "cgroup", json_string(ps->cgroup.workload));
+	json_object_set_new(o, "seccomp", json_boolean(ps->have_filter));
+	json_object_set_new(o, "connect_notify", json_boolean(res->listener_fd >= 0));
+	json_object_set_new(o, "landlock_scope", json_boolean(ps->landlock_fd >= 0));
+	if (o) {
+		audit_emit(ps->audit, "process_spawn", o);
+		json_decref(o);
+	}
+}
+
+static void audit_exit(struct procsup *ps, const struct procsup_child *c)
+{
+	if (!ps->audit)
+		return;
+	json_t *o = json_pack("{s:i, s:s, s:s, s:i}", "pid", (int)c->pid, "process_key", c->key, "kind",
+			      kind_word(c->kind), "exit_code", init_exit_code(c->wstatus));
+	if (o && WIFSIGNALED(c->wstatus))
+		json_object_set_new(o, "signal", json_integer(WTERMSIG(c->wstatus)));
+	if (o) {
+		audit_emit(ps->audit, "process_exit", o);
+		json_decref(o);
+	}
+}
+
+/* ---- shutdown ---- */
+
+static void handle_closed(uv_handle_t *h)
+{
+}
+
+static void finish(struct procsup *ps)
+{
+	if (ps->state == PROCSUP_DONE)
+		return;
+	ps->state = PROCSUP_DONE;
+	if (!ps->handles_ready)
+		return;
+	for (int i = 0; i < PROCSUP_NSIG_FWD; i++)
+		uv_close((uv_handle_t *)&ps->sig_fwd[i], handle_closed);
+	uv_close((uv_handle_t *)&ps->sig_chld, handle_closed);
+	uv_close((uv_handle_t *)&ps->grace_timer, handle_closed);
+	uv_close((uv_handle_t *)&ps->kill_timer, handle_closed);
+	if (ps->notifier)
+		ps->final_stats = *notifier_stats(ps->notifier);
+	notifier_close(ps->notifier);
+	ps->notifier = NULL;
+}
+
+struct notifier_stats procsup_notifier_stats(const struct procsup *ps)
+{
+	return ps->notifier ? *notifier_stats(ps->notifier) : ps->final_stats;
+}
+
+static void kill_tree(struct procsup *ps, int sig)
+{
+	if (sig == SIGKILL && ps->cgroup.active) {
+		int r = sandbox_cgroup_kill(&ps->cgroup);
+		if (r < 0 && ps->kill_rounds == 0)
+			log_warn("cgroup.kill: %s; killing by lineage", strerror(-r));
+	}
+	/* Always also by lineage: a root workload can leave the cgroup, and
+	 * orphans adopted from outside the tree are our children too. */
+	int n = init_signal_tree(sig);
+	if (n == -EXDEV) {
+		/* /proc is not our namespace's: signal the children we know. */
+		for (struct procsup_child *c = ps->children; c; c = c->next)
+			if (!c->exited)
+				sys_pidfd_send_signal(c->pidfd, sig, NULL, 0);
+	}
+}
+
+static void reap_and_check(struct procsup *ps);
+
+static void on_kill_timer(uv_timer_t *t)
+{
+	struct procsup *ps = t->data;
+	reap_and_check(ps);
+	if (ps->state != PROCSUP_KILLING)
+		return;
+	if (++ps->kill_rounds > 200) { /* 10 s: something is stuck in D state */
+		log_error("shutdown: processes survive SIGKILL; exiting anyway");
+		finish(ps);
+		return;
+	}
+	kill_tree(ps, SIGKILL);
+}
+
+static void start_killing(struct procsup *ps)
+{
+	if (ps->state == PROCSUP_KILLING || ps->state == PROCSUP_DONE)
+		return;
+	ps->state = PROCSUP_KILLING;
+	uv_timer_stop(&ps->grace_timer);
+	kill_tree(ps, SIGKILL);
+	uv_timer_start(&ps->kill_timer, on_kill_timer, 50, 50);
+}
+
+static void on_grace(uv_timer_t *t)
+{
+	struct procsup *ps = t->data;
+	log_info("grace period of %us over: killing the tree", ps->cfg.grace_s);
+	start_killing(ps);
+}
+
+static void start_grace(struct procsup *ps)
+{
+	if (!uv_is_active((uv_handle_t *)&ps->grace_timer) && ps->state < PROCSUP_KILLING)
+		uv_timer_start(&ps->grace_timer, on_grace, (uint64_t)ps->cfg.grace_s * 1000, 0);
+}
+
+static void start_draining(struct procsup *ps)
+{
+	if (ps->state >= PROCSUP_DRAINING)
+		return;
+	ps->state = PROCSUP_DRAINING;
+	bool none = false;
+	init_reap(NULL, NULL, &none);
+	if (none && (!ps->cgroup.active || sandbox_cgroup_nprocs(&ps->cgroup) <= 0)) {
+		finish(ps);
+		return;
+	}
+	if (ps->cfg.grace_s == 0) {
+		start_killing(ps);
+		return;
+	}
+	kill_tree(ps, SIGTERM);
+	start_grace(ps);
+}
+
+void procsup_shutdown(struct procsup *ps)
+{
+	ps->term_received = true;
+	if (ps->entrypoint && !ps->entrypoint->exited)
+		sys_pidfd_send_signal(ps->entrypoint->pidfd, SIGTERM, NULL, 0);
+	if (ps->cfg.grace_s == 0)
+		start_killing(ps);
+	else
+		start_grace(ps);
+}
+
+/* ---- reaping ---- */
+
+static void on_reaped(void *user, pid_t pid, int wstatus)
+{
+	struct procsup *ps = user;
+	for (struct procsup_child **pp = &ps->children; *pp; pp = &(*pp)->next) {
+		struct procsup_child *c = *pp;
+		if (c->pid != pid || c->exited)
+			continue;
+		c->exited = true;
+		c->wstatus = wstatus;
+		audit_exit(ps, c);
+		if (ps->members && c->key[0])
+			(void)members_mark_exited(ps->members, c->key);
+		if (c->on_exit)
+			c->on_exit(ps, c, wstatus, c->user);
+		if (c == ps->entrypoint) {
+			ps->exit_code = init_exit_code(wstatus);
+			log_debug("entrypoint %d exited: %d", (int)pid, ps->exit_code);
+		}
+		/* The entrypoint record stays for the exit code; others go. */
+		if (c != ps->entrypoint) {
+			*pp = c->next;
+			close(c->pidfd);
+			free(c);
+		}
+		return;
+	}
+	/* An orphan from the tree (or adopted from outside): reaped, no more. */
+}
+
+static void reap_and_check(struct procsup *ps)
+{
+	bool none = false;
+	int n = init_reap(on_reaped, ps, &none);
+	if (n > 0 && ps->members)
+		(void)members_reap(ps->members);
+	if (ps->entrypoint && ps->entrypoint->exited && ps->state == PROCSUP_RUNNING)
+		start_draining(ps);
+	if (ps->state == PROCSUP_DRAINING || ps->state == PROCSUP_KILLING) {
+		if (none && (!ps->cgroup.active || sandbox_cgroup_nprocs(&ps->cgroup) <= 0))
+			finish(ps);
+	}
+}
+
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+	reap_and_check(h->data);
+}
+
+static void on_fwd_signal(uv_signal_t *h, int signum)
+{
+	struct procsup *ps = h->data;
+	struct procsup_child *e = ps->entrypoint;
+	if (e && !e->exited) {
+		int r = ps->cfg.signal_group ? (kill(-e->pid, signum) < 0 ? -errno : 0)
+					     : sys_pidfd_send_signal(e->pidfd, signum, NULL, 0);
+		if (r < 0 && r != -ESRCH)
+			log_warn("forwarding signal %d: %s", signum, strerror(-r));
+	}
+	if (signum == SIGTERM && !ps->term_received) {
+		ps->term_received = true;
+		if (ps->cfg.grace_s == 0)
+			start_killing(ps);
+		else
+			start_grace(ps);
+	}
+}
+
+/* ---- setup ---- */
+
+int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->landlock_fd = -1;
+	ps->cgroup.workload_fd = -1;
+	ps->anchor.pidfd = -1;
+	ps->cfg = *cfg;
+	if (!ps->cfg.topology)
+		ps->cfg.topology = "standalone";
+	int r = kernel_caps_probe(&ps->caps);
+	if (r < 0) {
+		log_error("kernel probe: %s", strerror(-r));
+		return r;
+	}
+	/* Kernel features were probed (TETHER_FORCE_FALLBACK read); hide the
+	 * supervisor's own environment from /proc/<pid>/environ. */
+	if ((r = init_hide_environ()) < 0)
+		return r;
+	/* Before anything is spawned, so no orphan can escape to PID 1. */
+	r = init_become_anchor();
+	if (r < 0) {
+		log_error("PR_SET_CHILD_SUBREAPER/PR_SET_DUMPABLE: %s", strerror(-r));
+		return r;
+	}
+	/* A supervisor in the background must not be stopped by its tty, nor
+	 * die writing to a closed pipe. Children get defaults back. */
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGTTOU, SIG_IGN);
+	signal(SIGTTIN, SIG_IGN);
+
+	if (cfg->audit_path && (r = audit_open(cfg->audit_path, ps->cfg.topology, &ps->audit)) < 0) {
+		log_error("audit %s: %s", cfg->audit_path, strerror(-r));
+		return r;
+	}
+
+	r = sandbox_cgroup_setup(&ps->caps, cfg->cgroup_mode, cfg->cgroup_path, &ps->cgroup);
+	if (r < 0) {
+		if (cfg->cgroup_mode == CGROUP_MODE_PATH) {
+			log_error("cgroup %s: %s", cfg->cgroup_path, strerror(-r));
+			return r;
+		}
+		log_info("cgroup v2 not usable (%s): membership by lineage", strerror(-r));
+	}
+	ps->membership = ps->cgroup.active ? "cgroup" : "lineage";
+
+	if (!cfg->no_landlock) {
+		ps->landlock_fd = landlock_scope_ruleset();
+		if (ps->landlock_fd < 0)
+			log_warn("landlock signal scoping unavailable (%s): seccomp guards kill/ptrace of the "
+				 "supervisor instead (weaker: see docs/threat-model.md)",
+				 strerror(-ps->landlock_fd));
+	}
+	if (cfg->no_seccomp) {
+		log_warn("*** --no-seccomp: workloads run WITHOUT the seccomp profile and WITHOUT connect "
+			 "attribution; for debugging only ***");
+	} else {
+		struct workload_filter_opts fo = {
+			.notify_connect = true,
+			.protect_pid = ps->landlock_fd < 0 ? getpid() : 0,
+			.protect_pgid = ps->landlock_fd < 0 ? getpgrp() : 0,
+		};
+		r = workload_filter_build(&fo, &ps->filter);
+		if (r < 0) {
+			log_error("seccomp profile: %s", strerror(-r));
+			return r;
+		}
+		ps->have_filter = true;
+	}
+
+	size_t cap = cfg->registry_capacity ? cfg->registry_capacity : 65536;
+	ps->cookies = cookie_registry_new(cap);
+	if (!ps->cookies)
+		return -ENOMEM;
+
+	r = procref_open(&ps->caps, getpid(), &ps->anchor);
+	if (r < 0) {
+		log_error("anchor ref: %s", strerror(-r));
+		return r;
+	}
+	struct members_config mc = { .mode = MEMBERSHIP_LINEAGE };
+	const char *root = ps->caps.cgroup_root;
+	size_t rl = strlen(root);
+	if (ps->cgroup.active && rl && strncmp(ps->cgroup.workload, root, rl) == 0) {
+		mc.mode = MEMBERSHIP_CGROUP;
+		mc.cgroup_path = ps->cgroup.workload + rl;
+	}
+	r = members_create(&ps->caps, &ps->anchor, &mc, &ps->members);
+	if (r < 0) {
+		log_warn("process table: %s; lineage not recorded", strerror(-r));
+		ps->members = NULL;
+	}
+
+	if ((r = uv_loop_init(&ps->loop)) < 0)
+		return r;
+	ps->loop_ready = true;
+	struct notifier_ops ops = { .identify = glue_identify, .record = glue_record, .release = glue_release,
+				    .user = ps };
+	if ((r = notifier_new(&ps->loop, &ps->caps, &ops, &ps->notifier)) < 0) {
+		log_error("seccomp notifier: %s", strerror(-r));
+		return r;
+	}
+	for (int i = 0; i < PROCSUP_NSIG_FWD; i++) {
+		uv_signal_init(&ps->loop, &ps->sig_fwd[i]);
+		ps->sig_fwd[i].data = ps;
+	}
+	uv_signal_init(&ps->loop, &ps->sig_chld);
+	ps->sig_chld.data = ps;
+	uv_timer_init(&ps->loop, &ps->grace_timer);
+	uv_timer_init(&ps->loop, &ps->kill_timer);
+	ps->grace_timer.data = ps->kill_timer.data = ps;
+	ps->handles_ready = true;
+	for (int i = 0; i < PROCSUP_NSIG_FWD; i++)
+		if ((r = uv_signal_start(&ps->sig_fwd[i], on_fwd_signal, fwd_signals[i])) < 0)
+			return r;
+	if ((r = uv_signal_start(&ps->sig_chld, on_sigchld, SIGCHLD)) < 0)
+		return r;
+	return 0;
+}
+
+int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struct procsup_child **out,
+		  struct spawn_error *err)
+{
+	if (ps->state != PROCSUP_RUNNING) {
+		memset(err, 0, sizeof(*err));
+		err->exit_code = 125;
+		err->step = "state";
+		err->err = ESHUTDOWN;
+		snprintf(err->message, sizeof(err->message), "supervisor is shutting down");
+		return -ESHUTDOWN;
+	}
+	struct spawn_opts o;
+	spawn_opts_init(&o);
+	o.argv = req->argv;
+	o.envp = req->envp;
+	o.cwd = req->cwd;
+	memcpy(o.stdio, req->stdio, sizeof(o.stdio));
+	o.session = req->session;
+	o.tty_fd = req->tty_fd;
+	o.filter = ps->have_filter ? &ps->filter : NULL;
+	o.landlock_fd = ps->landlock_fd;
+	o.cgroup_fd = ps->cgroup.active ? ps->cgroup.workload_fd : -1;
+	struct spawn_result res;
+	int r = spawn_process(&o, &res, err);
+	if (r < 0)
+		return r;
+	struct procsup_child *c = calloc(1, sizeof(*c));
+	if (!c) {
+		sys_pidfd_send_signal(res.pidfd, SIGKILL, NULL, 0);
+		close(res.pidfd);
+		if (res.listener_fd >= 0)
+			close(res.listener_fd);
+		return -ENOMEM; /* the reaper collects it */
+	}
+	c->pid = res.pid;
+	c->pidfd = res.pidfd;
+	c->kind = req->kind;
+	c->on_exit = req->on_exit;
+	c->user = req->user;
+	c->next = ps->children;
+	ps->children = c;
+	if (res.listener_fd >= 0 && (r = notifier_add_listener(ps->notifier, res.listener_fd)) < 0)
+		log_error("watching the seccomp listener of %d: %s (its connects will fail)", (int)c->pid,
+			  strerror(-r));
+
+	struct procref ref;
+	r = procref_from_pidfd(&ps->caps, c->pidfd, &ref);
+	if (r == 0) {
+		strscpy(c->key, ref.key, sizeof(c->key));
+		if (ps->members) {
+			enum member_join how = req->kind == PROCSUP_ENTRYPOINT ? MEMBER_ENTRYPOINT : MEMBER_EXEC_SESSION;
+			int mr = members_add_spawned(ps->members, &ref, how);
+			if (mr < 0)
+				log_warn("process table: adding %d: %s", (int)c->pid, strerror(-mr));
+		}
+		procref_close(&ref);
+	} else
+		log_debug("ref of spawned %d: %s", (int)c->pid, strerror(-r)); /* it may have exited already */
+	audit_spawn(ps, c, &res, req->argv);
+	if (out)
+		*out = c;
+	return 0;
+}
+
+int procsup_spawn_entrypoint(struct procsup *ps, char *const argv[], struct spawn_error *err)
+{
+	struct procsup_spawn_req req;
+	procsup_spawn_req_init(&req);
+	req.argv = argv;
+	req.kind = PROCSUP_ENTRYPOINT;
+	/* Interactive use: keep the terminal, as the foreground group. */
+	if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) {
+		req.session = SPAWN_FOREGROUND;
+		req.tty_fd = STDIN_FILENO;
+	} else
+		req.session = SPAWN_SETSID;
+	return procsup_spawn(ps, &req, &ps->entrypoint, err);
+}
+
+static void write_debug_registry(struct procsup *ps, const struct notifier_stats *st)
+{
+	json_t *root = json_object(), *arr = json_array();
+	if (!root || !arr) {
+		json_decref(root);
+		json_decref(arr);
+		return;
+	}
+	for (uint64_t i = 0; i < ps->debug_cookies_n; i++) {
+		struct procref ref;
+		uint64_t ck = ps->debug_cookies[i];
+		char cks[32];
+		snprintf(cks, sizeof(cks), "%llu", (unsigned long long)ck);
+		/* Read back from the registry itself: this shows what attribution
+		 * would find, not what we meant to store. */
+		if (cookie_registry_get(ps->cookies, ck, &ref) == 0)
+			json_array_append_new(arr, json_pack("{s:s, s:b, s:i, s:s, s:s, s:s, s:I, s:I}", "cookie", cks,
+							     "found", 1, "pid", (int)ref.pid, "key", ref.key, "comm",
+							     ref.comm, "exe", ref.exe.path, "exe_dev",
+							     (json_int_t)ref.exe.dev, "exe_ino", (json_int_t)ref.exe.ino));
+		else
+			json_array_append_new(arr, json_pack("{s:s, s:b}", "cookie", cks, "found", 0));
+	}
+	json_object_set_new(root, "attributions", arr);
+	if (st)
+		json_object_set_new(root, "stats",
+				    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "notifications",
+					      (json_int_t)st->notifications, "recorded", (json_int_t)st->recorded,
+					      "not_inet", (json_int_t)st->not_inet, "stale", (json_int_t)st->stale,
+					      "failures", (json_int_t)st->failures, "respond_errors",
+					      (json_int_t)st->respond_errors, "sync_wakeup", st->sync_wakeup));
+	if (json_dump_file(root, ps->cfg.debug_registry, JSON_INDENT(1)) < 0)
+		log_warn("--debug-registry %s: could not write", ps->cfg.debug_registry);
+	json_decref(root);
+}
+
+int procsup_run(struct procsup *ps)
+{
+	/* The entrypoint may have exited during spawn_process already. */
+	reap_and_check(ps);
+	uv_run(&ps->loop, UV_RUN_DEFAULT);
+	if (ps->cfg.debug_registry) {
+		struct notifier_stats st = procsup_notifier_stats(ps);
+		write_debug_registry(ps, &st);
+	}
+	sandbox_cgroup_remove(&ps->cgroup);
+	return ps->exit_code;
+}
+
+void procsup_destroy(struct procsup *ps)
+{
+	if (ps->notifier && !ps->handles_ready) {
+		notifier_close(ps->notifier);
+		ps->notifier = NULL;
+	}
+	if (ps->state != PROCSUP_DONE)
+		finish(ps);
+	if (ps->loop_ready) {
+		uv_run(&ps->loop, UV_RUN_DEFAULT);
+		uv_loop_close(&ps->loop);
+	}
+	sandbox_cgroup_remove(&ps->cgroup);
+	while (ps->children) {
+		struct procsup_child *c = ps->children;
+		ps->children = c->next;
+		close(c->pidfd);
+		free(c);
+	}
+	ps->entrypoint = NULL;
+	if (ps->members)
+		members_free(ps->members);
+	if (ps->cookies)
+		cookie_registry_free(ps->cookies);
+	if (ps->have_filter)
+		workload_filter_free(&ps->filter);
+	if (ps->landlock_fd >= 0)
+		close(ps->landlock_fd);
+	if (ps->anchor.pidfd >= 0)
+		procref_close(&ps->anchor);
+	free(ps->debug_cookies);
+	audit_close(ps->audit);
+}

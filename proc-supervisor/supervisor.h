@@ -1,0 +1,122 @@
+/* struct procsup: the proc-supervisor daemon's top-level context.
+ *
+ * One libuv loop runs everything: SIGCHLD reaping, signal forwarding, the
+ * shutdown grace timer, the seccomp listeners (connect attribution) and,
+ * later, the exec gateway and identity service sockets, which attach their
+ * own handles to ps->loop and spawn through procsup_spawn(). All state
+ * lives here; nothing is global.
+ *
+ * Lifecycle: procsup_init -> procsup_spawn_entrypoint -> procsup_run
+ * (returns the exit code: the entrypoint's status, 128+N for signal N) ->
+ * procsup_destroy. Shutdown starts when the entrypoint exits or SIGTERM
+ * arrives: the entrypoint gets the signal, the rest of the tree gets
+ * SIGTERM once the entrypoint is gone, and after --grace seconds everything
+ * left is killed (cgroup.kill and/or pidfds of every descendant). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "common/audit.h"
+#include "common/kernel.h"
+#include "identity/cookies.h"
+#include "identity/members.h"
+#include "proc-supervisor/cgroup.h"
+#include "proc-supervisor/notify.h"
+#include "proc-supervisor/seccomp.h"
+#include "proc-supervisor/spawn.h"
+
+struct procsup_config {
+	const char *audit_path;     /* NULL: no audit events */
+	const char *topology;       /* for audit lines; "standalone" */
+	bool signal_group;          /* forward to the entrypoint's process group */
+	unsigned grace_s;           /* shutdown grace, default 10 */
+	enum cgroup_mode cgroup_mode;
+	const char *cgroup_path;
+	bool no_seccomp;            /* debugging only: no filter, no attribution */
+	bool no_landlock;           /* force the seccomp fallback for signal scoping */
+	const char *debug_registry; /* write the attributions as JSON here at exit */
+	size_t registry_capacity;   /* 0 => 65536 */
+};
+
+enum procsup_child_kind { PROCSUP_ENTRYPOINT = 1, PROCSUP_EXEC_SESSION };
+
+struct procsup;
+struct procsup_child;
+typedef void (*procsup_exit_cb)(struct procsup *ps, struct procsup_child *c, int wstatus, void *user);
+
+struct procsup_child {
+	pid_t pid;
+	int pidfd;
+	enum procsup_child_kind kind;
+	char key[PROCREF_KEY_MAX];
+	bool exited;
+	int wstatus;
+	procsup_exit_cb on_exit; /* called once, after the audit event */
+	void *user;
+	struct procsup_child *next;
+};
+
+/* What a spawn needs from its caller (the entrypoint, or a gateway session). */
+struct procsup_spawn_req {
+	char *const *argv;
+	char *const *envp;   /* NULL => the env boundary's default */
+	const char *cwd;
+	int stdio[3];        /* -1 inherit */
+	enum spawn_session session;
+	int tty_fd;
+	enum procsup_child_kind kind;
+	procsup_exit_cb on_exit;
+	void *user;
+};
+void procsup_spawn_req_init(struct procsup_spawn_req *r);
+
+enum procsup_state { PROCSUP_RUNNING = 0, PROCSUP_DRAINING, PROCSUP_KILLING, PROCSUP_DONE };
+
+#define PROCSUP_NSIG_FWD 7
+
+struct procsup {
+	uv_loop_t loop;
+	struct procsup_config cfg;
+	struct kernel_caps caps;
+	struct audit_log *audit;
+	struct sandbox_cgroup cgroup;
+	const char *membership;           /* "cgroup" | "lineage" */
+	struct workload_filter filter;
+	bool have_filter;
+	int landlock_fd;                  /* -1: signal scoping through seccomp */
+	struct notifier *notifier;
+	struct cookie_registry *cookies;
+	struct members *members;          /* NULL if the table could not be built */
+	struct procref anchor;            /* ourselves, recorded */
+	struct procsup_child *children;   /* spawned by us, live or not yet reported */
+	struct procsup_child *entrypoint;
+	int exit_code;                    /* valid once the entrypoint exited */
+	enum procsup_state state;
+	bool term_received;
+	uint64_t debug_cookies_n;         /* --debug-registry: cookies seen */
+	uint64_t *debug_cookies;
+	size_t debug_cookies_cap;
+	uv_signal_t sig_fwd[PROCSUP_NSIG_FWD];
+	uv_signal_t sig_chld;
+	uv_timer_t grace_timer;           /* SIGTERM -> SIGKILL */
+	uv_timer_t kill_timer;            /* re-kill and re-check while killing */
+	unsigned kill_rounds;
+	struct notifier_stats final_stats; /* the notifier's counters when it closed */
+	bool loop_ready, handles_ready;
+};
+
+int procsup_init(struct procsup *ps, const struct procsup_config *cfg);
+/* Spawn a workload process. 0 and *out (owned by ps) or -errno with *err. */
+int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struct procsup_child **out,
+		  struct spawn_error *err);
+int procsup_spawn_entrypoint(struct procsup *ps, char *const argv[], struct spawn_error *err);
+/* Run the loop until the tree is gone; returns the exit code. */
+int procsup_run(struct procsup *ps);
+/* Begin the shutdown now (as on SIGTERM). */
+void procsup_shutdown(struct procsup *ps);
+void procsup_destroy(struct procsup *ps);
+/* The notifier's counters (live, or as they were when it closed). */
+struct notifier_stats procsup_notifier_stats(const struct procsup *ps);

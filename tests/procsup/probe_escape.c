@@ -1,0 +1,173 @@
+/* probe_escape: try each escape-shaped syscall and print "name=RESULT"
+ * (RESULT is OK or the errno name), one per line, for the tests to assert.
+ * Usage: probe_escape CHECK...   (CHECK "all" = every harmless check) */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <linux/reboot.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void report(const char *name, long r)
+{
+	if (r >= 0)
+		printf("%s=OK\n", name);
+	else
+		printf("%s=%s\n", name, strerrorname_np(errno) ? strerrorname_np(errno) : "E?");
+	fflush(stdout);
+}
+
+static long do_clone(unsigned long flags)
+{
+	long r = syscall(SYS_clone, flags | SIGCHLD, 0, NULL, NULL, 0);
+	if (r == 0)
+		_exit(0);
+	if (r > 0)
+		waitpid((pid_t)r, NULL, 0);
+	return r;
+}
+
+static void *thread_fn(void *a)
+{
+	return a;
+}
+
+static void check(const char *c)
+{
+	long r;
+	if (!strcmp(c, "clone_parent"))
+		report(c, do_clone(CLONE_PARENT));
+	else if (!strcmp(c, "clone_newuser"))
+		report(c, do_clone(CLONE_NEWUSER));
+	else if (!strcmp(c, "unshare_user"))
+		report(c, unshare(CLONE_NEWUSER));
+	else if (!strcmp(c, "clone3")) {
+		r = syscall(435 /* clone3 */, NULL, 0);
+		report(c, r);
+	} else if (!strcmp(c, "fork")) {
+		pid_t p = fork();
+		if (p == 0)
+			_exit(0);
+		int st = 0;
+		if (p > 0)
+			waitpid(p, &st, 0);
+		report(c, p > 0 && WIFEXITED(st) ? 0 : -1);
+	} else if (!strcmp(c, "thread")) {
+		pthread_t t;
+		int e = pthread_create(&t, NULL, thread_fn, NULL);
+		if (e == 0)
+			pthread_join(t, NULL);
+		errno = e;
+		report(c, e ? -1 : 0);
+	} else if (!strcmp(c, "posix_spawn")) {
+		pid_t p;
+		char *argv[] = { "/bin/true", NULL };
+		int e = posix_spawn(&p, "/bin/true", NULL, NULL, argv, environ);
+		int st = 0;
+		if (e == 0)
+			waitpid(p, &st, 0);
+		errno = e;
+		report(c, e ? -1 : 0);
+	} else if (!strcmp(c, "prctl_mm"))
+		report(c, prctl(PR_SET_MM, PR_SET_MM_START_CODE, 0x10000, 0, 0));
+	else if (!strcmp(c, "prctl_mm_highbits"))
+		report(c, syscall(SYS_prctl, (1UL << 32) | PR_SET_MM, PR_SET_MM_START_CODE, 0x10000, 0, 0));
+	else if (!strcmp(c, "io_uring")) {
+		struct io_uring_params p;
+		memset(&p, 0, sizeof(p));
+		r = syscall(__NR_io_uring_setup, 4, &p);
+		if (r >= 0)
+			close((int)r);
+		report(c, r);
+	} else if (!strcmp(c, "raw_socket")) {
+		r = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+		report(c, r);
+	} else if (!strcmp(c, "raw6_socket"))
+		report(c, socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6));
+	else if (!strcmp(c, "packet_socket"))
+		report(c, socket(17 /* AF_PACKET */, SOCK_RAW, 0));
+	else if (!strcmp(c, "ping_socket"))
+		report(c, socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP));
+	else if (!strcmp(c, "tcp_socket"))
+		report(c, socket(AF_INET, SOCK_STREAM, 0));
+	else if (!strcmp(c, "udp_socket"))
+		report(c, socket(AF_INET6, SOCK_DGRAM, 0));
+	else if (!strcmp(c, "netlink_socket"))
+		report(c, socket(AF_NETLINK, SOCK_RAW, 0));
+	else if (!strcmp(c, "setns")) {
+		int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+		report(c, fd < 0 ? -1 : setns(fd, 0));
+	} else if (!strcmp(c, "mount"))
+		report(c, mount("none", "/nonexistent-tether", "tmpfs", 0, NULL));
+	else if (!strcmp(c, "bpf"))
+		report(c, syscall(__NR_bpf, 0, NULL, 0));
+	else if (!strcmp(c, "perf_event_open"))
+		report(c, syscall(__NR_perf_event_open, NULL, 0, -1, -1, 0));
+	else if (!strcmp(c, "keyctl"))
+		report(c, syscall(__NR_keyctl, 0, 0, 0, 0, 0));
+	else if (!strcmp(c, "userfaultfd"))
+		report(c, syscall(__NR_userfaultfd, 0));
+	else if (!strcmp(c, "pidfd_getfd"))
+		report(c, syscall(438, -1, 0, 0));
+	else if (!strcmp(c, "open_by_handle_at"))
+		report(c, syscall(__NR_open_by_handle_at, -1, NULL, 0));
+	else if (!strcmp(c, "process_vm_readv"))
+		report(c, syscall(__NR_process_vm_readv, getpid(), NULL, 0, NULL, 0, 0));
+	else if (!strcmp(c, "reboot")) /* bad magic: EINVAL when allowed, harmless */
+		report(c, syscall(SYS_reboot, 0, 0, 0, NULL));
+	else if (!strcmp(c, "tiocsti"))
+		report(c, syscall(SYS_ioctl, 0, 0x5412UL, "x"));
+	else if (!strcmp(c, "tiocsti_highbits"))
+		report(c, syscall(SYS_ioctl, 0, (1UL << 32) | 0x5412UL, "x"));
+	else if (!strcmp(c, "ptrace_self_child")) {
+		/* ptrace is denied outright, even of our own child */
+		report(c, ptrace(PTRACE_TRACEME, 0, NULL, NULL));
+	} else if (!strcmp(c, "ptrace_parent"))
+		report(c, ptrace(PTRACE_ATTACH, getppid(), NULL, NULL));
+	else if (!strcmp(c, "kill_parent0"))
+		report(c, kill(getppid(), 0));
+	else if (!strcmp(c, "kill_parent"))
+		report(c, kill(getppid(), SIGKILL));
+	else if (!strcmp(c, "kill_all"))
+		report(c, kill(-1, 0));
+	else if (!strcmp(c, "pidfd_kill_parent")) {
+		int fd = (int)syscall(434, getppid(), 0);
+		report(c, fd < 0 ? -1 : syscall(424, fd, SIGKILL, NULL, 0));
+	} else {
+		printf("%s=UNKNOWN\n", c);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const all[] = {
+		"fork", "thread", "posix_spawn", "tcp_socket", "udp_socket", "netlink_socket", "clone_parent",
+		"clone_newuser", "unshare_user", "clone3", "prctl_mm", "prctl_mm_highbits", "io_uring", "raw_socket",
+		"raw6_socket", "packet_socket", "ping_socket", "setns", "mount", "bpf", "perf_event_open", "keyctl",
+		"userfaultfd", "pidfd_getfd", "open_by_handle_at", "process_vm_readv", "reboot", "tiocsti",
+		"tiocsti_highbits", "ptrace_self_child", NULL,
+	};
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "all"))
+			for (const char *const *c = all; *c; c++)
+				check(*c);
+		else
+			check(argv[i]);
+	}
+	return 0;
+}

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Connect-time attribution end to end: a workload connects to a loopback
+# listener the test owns and exits at once; the cookie registry holds the
+# cookie -> that workload's ProcessRef. Also a double-forked daemon. And
+# fail closed: with the supervisor killed, a surviving workload's connect
+# gets ENOSYS.
+. "$(dirname "$0")/lib.sh"
+
+"$T/probe_connect" serve "$D/port" 30 &
+BG_PIDS+=("$!")
+wait_file "$D/port" || { fail "server never listened"; finish; }
+port=$(cat "$D/port")
+
+# connect-and-exit
+out=$(timeout 20 "$PS" --debug-registry "$D/reg.json" -- "$T/probe_connect" connect "$port")
+expect_eq "connect rc" "$?" 0
+cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
+pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
+[ -n "$cookie" ] && [ "$cookie" != 0 ] || fail "no cookie: $out"
+got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid) \(.exe)"' "$D/reg.json")
+expect_eq "registry: cookie -> workload" "$got" "true $pid $T/probe_connect"
+rec=$(jq -r '.stats.recorded' "$D/reg.json")
+[ "$rec" -ge 1 ] && ok "stats.recorded=$rec" || fail "stats: $(cat "$D/reg.json")"
+
+# a double-forked daemon (its parent exited) connects: attributed to it
+rm -f "$D/c2"
+timeout 20 "$PS" --debug-registry "$D/reg2.json" -- sh -c "(setsid $T/probe_connect connect $port >$D/c2 &); sleep 0.5; while [ ! -s $D/c2 ]; do sleep 0.1; done"
+out=$(cat "$D/c2")
+cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
+pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
+got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid)"' "$D/reg2.json")
+expect_eq "registry: daemon's cookie -> daemon" "$got" "true $pid"
+
+# with --no-seccomp nothing is attributed (the test can fail)
+timeout 20 "$PS" --no-seccomp --debug-registry "$D/reg3.json" -- "$T/probe_connect" connect "$port" >/dev/null 2>&1
+expect_eq "no attribution without the filter" "$(jq '.attributions | length' "$D/reg3.json")" 0
+
+# fail closed: the supervisor dies (SIGKILL); a workload that survives it
+# (a background process: only the entrypoint has PDEATHSIG) then connects.
+rm -f "$D/out" "$D/bg.pids"
+"$PS" -- sh -c "$T/probe_connect connect-later $port $D/out 1500 & echo \$! >$D/bg.pids; sleep 100" &
+sup=$!
+BG_PIDS+=("$sup")
+wait_file "$D/bg.pids" || fail "no background pid"
+kill -KILL "$sup"
+wait "$sup" 2>/dev/null
+wait_file "$D/out" 60 || fail "background workload never reported"
+expect_eq "connect after the supervisor died" "$(cat "$D/out")" "connect=ENOSYS"
+finish
