@@ -236,6 +236,59 @@ static void deleted_exe(void **state)
 	}
 }
 
+/* A deleted binary on a tmpfs is deleted, not a memfd (both have no links
+ * and live on shmem; only the memfd sits at the root of an unmounted fs). */
+static void deleted_on_tmpfs(void **state)
+{
+	struct fx *f = *state;
+	char mnt[256], path[PATH_MAX];
+	snprintf(mnt, sizeof(mnt), "%s/tmpfs", f->dir);
+	snprintf(path, sizeof(path), "%s/bin", mnt);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t kid = fork_kid(f);
+	if (kid == 0) {
+		close(p[0]);
+		/* the tmpfs lives in this private mount ns and dies with it */
+		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount("tmpfs", mnt, "tmpfs", 0, "size=4m") < 0)
+			_exit(120);
+		copy_file(f->sleep_bin, path);
+		struct stat st;
+		if (stat(path, &st) < 0)
+			_exit(121);
+		pid_t g = fork();
+		if (g == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			execl(path, path, "30", (char *)NULL);
+			_exit(127);
+		}
+		wait_exec(g, st.st_ino, NULL);
+		if (unlink(path) < 0)
+			_exit(122);
+		if (write(p[1], &g, sizeof(g)) != sizeof(g))
+			_exit(123);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	pid_t g = -1;
+	struct pollfd pf = { .fd = p[0], .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 10000), 1);
+	assert_int_equal(read(p[0], &g, sizeof(g)), (ssize_t)sizeof(g));
+	close(p[0]);
+	for (int i = 0; i < 2; i++) {
+		struct procref r;
+		ref_hashed(f, i, g, &r);
+		assert_true(r.exe.deleted);
+		assert_false(r.exe.memfd);
+		assert_string_equal(r.exe.path, path);
+		assert_memory_equal(r.exe.sha256, f->sleep_sha, 32);
+		procref_close(&r);
+	}
+}
+
 /* A file really named "... (deleted)" is not a deleted file. */
 static void literal_deleted_name(void **state)
 {
@@ -571,6 +624,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(exe_swap, setup, teardown),
 		cmocka_unit_test_setup_teardown(deleted_exe, setup, teardown),
+		cmocka_unit_test_setup_teardown(deleted_on_tmpfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(literal_deleted_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(memfd_exe, setup, teardown),
 		cmocka_unit_test_setup_teardown(masquerade, setup, teardown),
