@@ -180,7 +180,7 @@ static int live_parent(struct walk *w, struct cursor *cur, const struct procref 
 		if (r < 0 && r != -ESRCH)
 			return fail(w, REASON_IDENTITY_UNAVAILABLE, ppid, "cannot open pid %d: %s",
 				    (int)ppid, strerror(-r));
-		if (r == 0 && next->ref.start_time > cur->ref.start_time) {
+		if (r == 0 && members_younger_than(&next->ref, &cur->ref)) {
 			/* A parent cannot start after its child: whatever lives
 			 * at ppid now is a newcomer at a reused pid. */
 			pid_t bad = next->ref.pid;
@@ -351,7 +351,7 @@ int ancestry_walk(const struct kernel_caps *caps, struct members *table,
 					 "the recorded parent of pid %d is unknown", (int)cur.ref.pid);
 				break;
 			}
-			if (pe.ref.start_time > cur.ref.start_time) {
+			if (members_younger_than(&pe.ref, &cur.ref)) {
 				r = fail(&w, REASON_PID_REUSED, pe.ref.pid,
 					 "recorded parent pid %d started after its child %d",
 					 (int)pe.ref.pid, (int)cur.ref.pid);

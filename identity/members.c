@@ -155,6 +155,14 @@ const char *member_join_word(enum member_join j)
 	return "unknown";
 }
 
+bool members_younger_than(const struct procref *parent, const struct procref *child)
+{
+	if (parent->start_time > child->start_time)
+		return true;
+	return parent->key_kind == PROCREF_KEY_PIDFS && child->key_kind == PROCREF_KEY_PIDFS &&
+	       parent->pidfs_ino && child->pidfs_ino && parent->pidfs_ino > child->pidfs_ino;
+}
+
 bool member_join_is_member(enum member_join j)
 {
 	return j == MEMBER_ENTRYPOINT || j == MEMBER_EXEC_SESSION || j == MEMBER_BORN_IN_TREE;
@@ -375,7 +383,7 @@ static int learn_once(struct members *t, pid_t pid, enum reason *why, struct mem
 			goto done;
 		}
 		n++;
-		if (hops[n - 1].start_time > cur->start_time) {
+		if (members_younger_than(&hops[n - 1], cur)) {
 			/* The pid now names a process younger than its "child". */
 			set_why(why, REASON_PID_REUSED);
 			r = -ESTALE;
@@ -390,7 +398,7 @@ static int learn_once(struct members *t, pid_t pid, enum reason *why, struct mem
 	}
 
 	/* hops[0..n-1] are unrecorded, hops[n-1]'s parent is `parent`. */
-	if (parent.ref.start_time > hops[n - 1].start_time) {
+	if (members_younger_than(&parent.ref, &hops[n - 1])) {
 		set_why(why, REASON_PID_REUSED);
 		r = -ESTALE;
 		goto done;

@@ -151,6 +151,12 @@ ssize_t members_snapshot(struct members *t, struct member_entry **out);
  * exit_time_ns}]}. NULL on allocation failure. */
 json_t *members_to_json(struct members *t);
 
+/* Can `parent` not be the parent of `child` because it is younger? True
+ * when it started at a later clock tick, or — both keyed by pidfs inode,
+ * which the kernel hands out in increasing order at fork — when its inode is
+ * higher (this also catches a reuse within the same 10 ms tick). */
+bool members_younger_than(const struct procref *parent, const struct procref *child);
+
 const char *member_join_word(enum member_join j);
 bool member_join_is_member(enum member_join j);
 /* The exe tuple as JSON ({path, dev, ino, size, mtime_ns, ctime_ns, deleted,
