@@ -447,42 +447,60 @@ struct guard_reply {
 	char msg[sizeof(((struct topology_error *)0)->msg)];
 };
 
-static _Noreturn void guardian_main(int sock)
+static _Noreturn void guardian_main(int sock, int launcher_pidfd)
 {
 	static const int ignored[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU };
 	for (size_t i = 0; i < ARRAY_SIZE(ignored); i++)
 		signal(ignored[i], SIG_IGN);
 	prctl(PR_SET_NAME, "tether-guardian", 0, 0, 0);
-	/* Hold nothing of the launcher's but our socket and stderr. */
+	/* Hold nothing of the launcher's but our socket, its pidfd and stderr. */
 	if (chdir("/") < 0) {
 		/* keep going: cwd only matters for pinning a directory */
 	}
 	if (dup2(sock, 3) < 0)
 		_exit(1);
-	close_range(4U, ~0U, 0);
+	if (launcher_pidfd >= 0 && dup2(launcher_pidfd, 4) < 0)
+		_exit(1);
+	close_range(launcher_pidfd >= 0 ? 5U : 4U, ~0U, 0);
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull >= 0) {
 		dup2(devnull, 0);
 		dup2(devnull, 1);
-		if (devnull > 3)
+		if (devnull > 4)
 			close(devnull);
 	}
 	sock = 3;
+	launcher_pidfd = launcher_pidfd >= 0 ? 4 : -1;
 
 	struct cleanup_registry reg = CLEANUP_REGISTRY_INIT;
 	struct guard_msg *m = malloc(sizeof(*m));
 	if (!m)
 		_exit(1);
+	bool launcher_gone = false;
 	for (;;) {
+		/* EOF on the socket is the signal; the launcher's pidfd covers a
+		 * forked child of the launcher that still holds its end. Once the
+		 * launcher is gone, drain what it sent, then clean up. */
+		if (!launcher_gone) {
+			struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
+						{ .fd = launcher_pidfd, .events = POLLIN } };
+			int k = poll(pf, launcher_pidfd >= 0 ? 2 : 1, -1);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0)
+				break;
+			if (launcher_pidfd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
+				launcher_gone = true;
+		}
 		char cbuf[CMSG_SPACE(sizeof(int))];
 		struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 				     .msg_controllen = sizeof(cbuf) };
-		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | (launcher_gone ? MSG_DONTWAIT : 0));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			break; /* EOF: the launcher is gone */
+			break; /* EOF, or drained after the launcher died */
 		int fd = -1;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
@@ -536,19 +554,25 @@ int cleanup_guardian_start(struct cleanup_guardian *g, struct topology_error *er
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return topology_error_errno(err, -errno, "cannot create the cleanup guardian's socket");
+	/* Opened before fork so it names us even if we die at once. */
+	int self = sys_pidfd_open(getpid(), 0);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
 		int r = -errno;
 		close(sv[0]);
 		close(sv[1]);
+		if (self >= 0)
+			close(self);
 		return topology_error_errno(err, r, "cannot fork the cleanup guardian");
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		guardian_main(sv[1]);
+		guardian_main(sv[1], self);
 	}
 	close(sv[1]);
+	if (self >= 0)
+		close(self);
 	g->pid = pid;
 	g->sock = sv[0];
 	return 0;

@@ -16,9 +16,10 @@
  * that may have exec'd is not a cleanup. Normal teardown uses the same path
  * (cleanup_guardian_finish), so the crash path is the tested path.
  *
- * Start the guardian early, before threads and before forking workers: the
- * launcher's end is O_CLOEXEC, but a forked child that never execs keeps it
- * open and delays the guardian's EOF until that child exits. */
+ * The guardian also holds a pidfd of the launcher: a forked child that never
+ * execs keeps the launcher's (O_CLOEXEC) end open, so EOF alone could come
+ * late; the launcher's exit is seen either way, and whatever it sent before
+ * dying is drained and honoured. Start the guardian early, before threads. */
 #pragma once
 
 #include <stdint.h>

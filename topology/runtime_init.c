@@ -219,6 +219,8 @@ static int stage2(char **cmd, const struct opts *o)
 	/* Without CAP_SYS_PTRACE nobody may follow /proc/<us>/exe now. exec
 	 * resets it, so CMD is dumpable again. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* exec from an fd names us after the fd ("3"); say who we are */
+	prctl(PR_SET_NAME, "tether-init", 0, 0, 0);
 	if (getpid() != 1)
 		prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); /* still collect orphans */
 	if (o->mount_proc && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {

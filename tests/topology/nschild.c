@@ -56,9 +56,7 @@ int nschild_start(struct nschild *c, int flags, void (*fn)(int wfd, void *arg), 
 				close(ready[1]);
 				if (fn)
 					fn(res[1], arg);
-				else
-					park();
-				_exit(0);
+				park(); /* stay until stopped: the parent wants a pidfd */
 			}
 			me = g;
 			if (write(ready[1], &me, sizeof(me)) != sizeof(me))
@@ -73,9 +71,7 @@ int nschild_start(struct nschild *c, int flags, void (*fn)(int wfd, void *arg), 
 		close(ready[1]);
 		if (fn)
 			fn(res[1], arg);
-		else
-			park();
-		_exit(0);
+		park();
 	}
 	close(ready[1]);
 	close(res[1]);

@@ -12,9 +12,9 @@ struct nschild {
 };
 
 /* flags: CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS. fn (may be NULL) runs
- * in the parked process with the write end of the result pipe; when it
- * returns the process exits, else it sleeps until nschild_stop(). Every
- * child dies with us (PR_SET_PDEATHSIG) and sleeps at most 60 s. */
+ * in the parked process with the write end of the result pipe; then the
+ * process sleeps until nschild_stop(). Every child dies with us
+ * (PR_SET_PDEATHSIG) and sleeps at most 60 s. */
 int nschild_start(struct nschild *c, int flags, void (*fn)(int wfd, void *arg), void *arg);
 void nschild_stop(struct nschild *c);
 /* Read exactly n bytes from c->result with a timeout; -errno on failure. */
