@@ -30,6 +30,9 @@ static void usage(FILE *f)
 		"                         cgroup when writable, else membership by lineage)\n"
 		"  --no-seccomp           DEBUG ONLY: no seccomp profile, no connect attribution\n"
 		"  --no-landlock          do not use Landlock scoping (test the seccomp fallback)\n"
+		"  --policy FILE          env boundary policy (command layer; repeatable)\n"
+		"  --agent NAME           agent preset for the env boundary\n"
+		"  --proxy URL            proxy URL children get in HTTP(S)_PROXY/ALL_PROXY\n"
 		"  --debug-registry FILE  at exit, write the connect attributions as JSON\n"
 		"  --list-seccomp         print the workload seccomp rules and exit\n"
 		"  -v, --verbose          debug logging\n"
@@ -48,7 +51,10 @@ int main(int argc, char **argv)
 	log_set_program("proc-supervisor");
 	struct procsup_config cfg = { .grace_s = 10, .cgroup_mode = CGROUP_MODE_AUTO };
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
-	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP };
+	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
+	       OPT_POLICY, OPT_AGENT, OPT_PROXY };
+	const char *policy_files[16];
+	size_t n_policy = 0;
 	static const struct option opts[] = {
 		{ "audit", required_argument, NULL, OPT_AUDIT },
 		{ "topology", required_argument, NULL, OPT_TOPOLOGY },
@@ -59,6 +65,9 @@ int main(int argc, char **argv)
 		{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
 		{ "debug-registry", required_argument, NULL, OPT_DEBUG_REGISTRY },
 		{ "list-seccomp", no_argument, NULL, OPT_LIST_SECCOMP },
+		{ "policy", required_argument, NULL, OPT_POLICY },
+		{ "agent", required_argument, NULL, OPT_AGENT },
+		{ "proxy", required_argument, NULL, OPT_PROXY },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -104,6 +113,19 @@ int main(int argc, char **argv)
 		case OPT_DEBUG_REGISTRY:
 			cfg.debug_registry = optarg;
 			break;
+		case OPT_POLICY:
+			if (n_policy == sizeof(policy_files) / sizeof(policy_files[0])) {
+				fprintf(stderr, "proc-supervisor: too many --policy files\n");
+				return 2;
+			}
+			policy_files[n_policy++] = optarg;
+			break;
+		case OPT_AGENT:
+			cfg.agent = optarg;
+			break;
+		case OPT_PROXY:
+			cfg.proxy_url = optarg;
+			break;
 		case OPT_LIST_SECCOMP:
 			list_seccomp();
 			return 0;
@@ -123,6 +145,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	cfg.policy_files = policy_files;
+	cfg.n_policy_files = n_policy;
 	struct procsup ps;
 	int r = procsup_init(&ps, &cfg);
 	if (r < 0) {

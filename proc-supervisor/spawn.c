@@ -25,17 +25,16 @@
 
 #include "common/kernel.h"
 #include "common/util.h"
+#include "proc-supervisor/env_harden.h"
 #include "proc-supervisor/landlock.h"
 
-#ifndef __NR_close_range
-#define __NR_close_range 436
-#endif
 
 static const char *const default_env[] = { "PATH=/usr/bin:/bin", NULL };
 
 char *const *spawn_build_env(void)
 {
-	/* TODO(env boundary): envb_build() replaces this. */
+	/* The supervisor passes envb_build()'s result; this is only the floor
+	 * for callers without a policy (tests, benchmarks). */
 	return (char *const *)default_env;
 }
 
@@ -156,29 +155,6 @@ static _Noreturn void child_fail(int sock, int step, int err)
 	_exit(127);
 }
 
-static int close_gaps(const int *keep, size_t n)
-{
-	/* keep[] sorted ascending, unique. */
-	unsigned lo = 0;
-	for (size_t i = 0; i <= n; i++) {
-		unsigned hi = i < n ? (unsigned)keep[i] : ~0U;
-		if (hi > lo) {
-			if (syscall(__NR_close_range, lo, hi - 1, 0) < 0) {
-				if (errno != ENOSYS)
-					return -errno;
-				struct rlimit rl;
-				unsigned max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 1048576 ?
-						       (unsigned)rl.rlim_cur : 65536;
-				for (unsigned fd = lo; fd < hi && fd < max; fd++)
-					close((int)fd);
-			}
-		}
-		if (i < n)
-			lo = (unsigned)keep[i] + 1;
-	}
-	return 0;
-}
-
 static int drop_ptrace_cap(void)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -235,31 +211,22 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 	if (o->session == SPAWN_PTY && ioctl(0, TIOCSCTTY, 0) < 0)
 		child_fail(sock, STEP_TTY, errno);
 
-	/* 4. Close every fd but 0-2, keep_fds, and our own CLOEXEC plumbing. */
-	int keep[SPAWN_MAX_KEEP + 5];
+	/* 4. Close every fd but 0-2, keep_fds, and our own plumbing (the env
+	 * boundary's hook; it clears CLOEXEC on what it keeps, so set it back
+	 * on the two fds that must vanish at execve). */
+	int keep[SPAWN_MAX_KEEP + 2];
 	size_t nk = 0;
-	keep[nk++] = 0, keep[nk++] = 1, keep[nk++] = 2;
 	keep[nk++] = sock;
 	if (o->landlock_fd >= 0)
 		keep[nk++] = o->landlock_fd;
-	for (size_t i = 0; i < o->n_keep && i < SPAWN_MAX_KEEP; i++) {
+	for (size_t i = 0; i < o->n_keep && i < SPAWN_MAX_KEEP; i++)
 		keep[nk++] = o->keep_fds[i];
-		if (fcntl(o->keep_fds[i], F_SETFD, 0) < 0)
-			child_fail(sock, STEP_CLOSE_FDS, errno);
-	}
-	for (size_t i = 1; i < nk; i++) /* insertion sort, then unique */
-		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			int t = keep[j];
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	size_t u = 0;
-	for (size_t i = 0; i < nk; i++)
-		if (keep[i] >= 0 && (u == 0 || keep[u - 1] != keep[i]))
-			keep[u++] = keep[i];
-	int r = close_gaps(keep, u);
+	int r = envb_close_fds(keep, nk, 0);
 	if (r < 0)
 		child_fail(sock, STEP_CLOSE_FDS, -r);
+	if (fcntl(sock, F_SETFD, FD_CLOEXEC) < 0 ||
+	    (o->landlock_fd >= 0 && fcntl(o->landlock_fd, F_SETFD, FD_CLOEXEC) < 0))
+		child_fail(sock, STEP_CLOSE_FDS, errno);
 
 	if (o->cwd && chdir(o->cwd) < 0)
 		child_fail(sock, STEP_CHDIR, errno);
@@ -272,9 +239,9 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(sock, STEP_NO_NEW_PRIVS, errno);
-	struct rlimit core = { 0, 0 };
-	if (setrlimit(RLIMIT_CORE, &core) < 0)
-		child_fail(sock, STEP_RLIMIT_CORE, errno);
+	/* No core file can ever hold the environment (API keys). */
+	if ((r = envb_core_limit_zero()) < 0)
+		child_fail(sock, STEP_RLIMIT_CORE, -r);
 
 	/* CAP_SYS_PTRACE would let a root workload open the (non-dumpable)
 	 * supervisor's /proc/<pid>/mem and environ; ptrace is denied anyway. */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "proc-supervisor/env_build.h"
+#include "proc-supervisor/env_redact.h"
 #include "proc-supervisor/init.h"
 #include "proc-supervisor/landlock.h"
 
@@ -83,8 +86,6 @@ static void audit_spawn(struct procsup *ps, const struct procsup_child *c, const
 {
 	if (!ps->audit)
 		return;
-	/* argv[0] only until the env boundary's redactor is wired in: the
-	 * rest of a command line may carry secrets. */
 	json_t *o = json_object();
 	if (!o)
 		return;
@@ -92,6 +93,14 @@ static void audit_spawn(struct procsup *ps, const struct procsup_child *c, const
 	json_object_set_new(o, "process_key", json_string(c->key));
 	json_object_set_new(o, "kind", json_string(kind_word(c->kind)));
 	json_object_set_new(o, "argv0", json_string(argv[0]));
+	/* Through the redactor: a command line may carry secrets. */
+	char **red = redact_argv(argv);
+	json_t *a = json_array();
+	for (size_t i = 0; red && a && red[i]; i++)
+		json_array_append_new(a, json_string(red[i]));
+	redact_argv_free(red);
+	if (a)
+		json_object_set_new(o, "argv", a);
 	json_object_set_new(o, "exe", json_string(res->path));
 	json_object_set_new(o, "membership", json_string(res->in_cgroup ? "cgroup" : "lineage"));
 	if (res->in_cgroup)
@@ -304,6 +313,59 @@ static void on_fwd_signal(uv_signal_t *h, int signum)
 	}
 }
 
+/* ---- the env boundary ---- */
+
+static int load_policy(struct procsup *ps)
+{
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	struct policy_paths paths;
+	int r = policy_paths_default(&paths, cwd);
+	if (r < 0)
+		return r;
+	paths.agent = ps->cfg.agent;
+	paths.command_files = ps->cfg.policy_files;
+	paths.n_command_files = ps->cfg.n_policy_files;
+	struct policy_diag diag;
+	r = policy_load_layers(&paths, NULL, 0, &ps->policy, &diag);
+	policy_paths_done(&paths);
+	if (r < 0) {
+		log_error("%s", diag.msg);
+		return r;
+	}
+	for (size_t i = 0; i < ps->policy->n_warnings; i++)
+		log_warn("%s", ps->policy->warnings[i]);
+	return 0;
+}
+
+/* The child's whole environment: built from nothing by the env boundary
+ * from the parent environment given (the supervisor's own by default). */
+static int build_env(struct procsup *ps, const struct procsup_spawn_req *req, struct envb_result *res)
+{
+	extern char **environ;
+	char cwd[PATH_MAX];
+	struct envb_extra x = {
+		.cwd = req->cwd ? req->cwd : getcwd(cwd, sizeof(cwd)),
+		.has_target_uid = true,
+		.target_uid = getuid(),
+		.proxy_url = ps->cfg.proxy_url,
+	};
+	return envb_build(ps->policy, req->parent_envp ? req->parent_envp : environ, &x, res);
+}
+
+static void audit_env(struct procsup *ps, const struct envb_result *res, pid_t pid)
+{
+	if (!ps->audit)
+		return;
+	json_t *j = envb_audit_json(res);
+	if (!j)
+		return;
+	json_object_set_new(j, "pid", json_integer(pid));
+	audit_emit(ps->audit, "env_boundary", j);
+	json_decref(j);
+}
+
 /* ---- setup ---- */
 
 int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
@@ -375,6 +437,10 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 		ps->have_filter = true;
 	}
 
+	r = load_policy(ps);
+	if (r < 0)
+		return r;
+
 	size_t cap = cfg->registry_capacity ? cfg->registry_capacity : 65536;
 	ps->cookies = cookie_registry_new(cap);
 	if (!ps->cookies)
@@ -436,10 +502,22 @@ int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struc
 		snprintf(err->message, sizeof(err->message), "supervisor is shutting down");
 		return -ESHUTDOWN;
 	}
+	struct envb_result env;
+	int r = build_env(ps, req, &env);
+	if (r < 0) {
+		memset(err, 0, sizeof(*err));
+		err->exit_code = 125;
+		err->step = "env boundary";
+		err->err = -r;
+		snprintf(err->message, sizeof(err->message), "environment: %.400s",
+			 env.error[0] ? env.error : strerror(-r));
+		envb_result_done(&env);
+		return r;
+	}
 	struct spawn_opts o;
 	spawn_opts_init(&o);
 	o.argv = req->argv;
-	o.envp = req->envp;
+	o.envp = env.envp;
 	o.cwd = req->cwd;
 	memcpy(o.stdio, req->stdio, sizeof(o.stdio));
 	o.session = req->session;
@@ -448,9 +526,13 @@ int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struc
 	o.landlock_fd = ps->landlock_fd;
 	o.cgroup_fd = ps->cgroup.active ? ps->cgroup.workload_fd : -1;
 	struct spawn_result res;
-	int r = spawn_process(&o, &res, err);
-	if (r < 0)
+	r = spawn_process(&o, &res, err);
+	if (r < 0) {
+		envb_result_done(&env);
 		return r;
+	}
+	audit_env(ps, &env, res.pid);
+	envb_result_done(&env);
 	struct procsup_child *c = calloc(1, sizeof(*c));
 	if (!c) {
 		sys_pidfd_send_signal(res.pidfd, SIGKILL, NULL, 0);
@@ -583,6 +665,8 @@ void procsup_destroy(struct procsup *ps)
 		close(ps->landlock_fd);
 	if (ps->anchor.pidfd >= 0)
 		procref_close(&ps->anchor);
+	if (ps->policy)
+		policy_free(ps->policy);
 	free(ps->debug_cookies);
 	audit_close(ps->audit);
 }

@@ -23,6 +23,7 @@
 #include "common/kernel.h"
 #include "identity/cookies.h"
 #include "identity/members.h"
+#include "policy/policy.h"
 #include "proc-supervisor/cgroup.h"
 #include "proc-supervisor/notify.h"
 #include "proc-supervisor/seccomp.h"
@@ -39,6 +40,12 @@ struct procsup_config {
 	bool no_landlock;           /* force the seccomp fallback for signal scoping */
 	const char *debug_registry; /* write the attributions as JSON here at exit */
 	size_t registry_capacity;   /* 0 => 65536 */
+	/* The env boundary's policy: the usual layers (system, user, project)
+	 * plus these command-layer files and agent preset. */
+	const char *const *policy_files;
+	size_t n_policy_files;
+	const char *agent;
+	const char *proxy_url;      /* the net-supervisor's proxy, for HTTP(S)_PROXY */
 };
 
 enum procsup_child_kind { PROCSUP_ENTRYPOINT = 1, PROCSUP_EXEC_SESSION };
@@ -62,7 +69,7 @@ struct procsup_child {
 /* What a spawn needs from its caller (the entrypoint, or a gateway session). */
 struct procsup_spawn_req {
 	char *const *argv;
-	char *const *envp;   /* NULL => the env boundary's default */
+	char *const *parent_envp; /* filtered by the env boundary; NULL => the supervisor's own */
 	const char *cwd;
 	int stdio[3];        /* -1 inherit */
 	enum spawn_session session;
@@ -91,6 +98,7 @@ struct procsup {
 	struct cookie_registry *cookies;
 	struct members *members;          /* NULL if the table could not be built */
 	struct procref anchor;            /* ourselves, recorded */
+	struct policy *policy;            /* env boundary policy */
 	struct procsup_child *children;   /* spawned by us, live or not yet reported */
 	struct procsup_child *entrypoint;
 	int exit_code;                    /* valid once the entrypoint exited */

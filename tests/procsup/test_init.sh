@@ -44,9 +44,15 @@ out=$(timeout 30 "$PS" -- "$T/probe_tree" orphans 100)
 expect_eq "orphans reaped (rc)" "$?" 0
 expect_eq "orphans reaped" "$out" "zombies=0 alive=0"
 
-# The child's environment is built from nothing (never the supervisor's).
-out=$(SECRET_TOKEN=xyz timeout 10 "$PS" -- /usr/bin/env)
-expect_eq "child environment" "$out" "PATH=/usr/bin:/bin"
+# The child's environment is built by the env boundary, never inherited
+# wholesale: the supervisor's secrets and unknown variables stay out.
+out=$(SECRET_TOKEN=xyz ANTHROPIC_API_KEY=sk-ant-test TETHER_PROBE_VAR=1 timeout 10 "$PS" --audit "$D/env.jsonl" -- /usr/bin/env)
+printf '%s\n' "$out" | grep -qE '^(SECRET_TOKEN|ANTHROPIC_API_KEY|TETHER_PROBE_VAR)=' && fail "secret passed: $out" || ok "secrets not inherited"
+printf '%s\n' "$out" | grep -q '^PATH=/' && ok "PATH set" || fail "no PATH: $out"
+grep -q '"event":"env_boundary".*"name":"ANTHROPIC_API_KEY"' "$D/env.jsonl" && ok "env_boundary audited" || fail "env_boundary: $(cat "$D/env.jsonl")"
+grep -q 'sk-ant-test' "$D/env.jsonl" && fail "a value reached the audit log" || ok "no values in the audit log"
+timeout 10 "$PS" --audit "$D/argv.jsonl" -- /bin/true --api-key=hunter2 x
+grep -q '"argv":\["/bin/true","--api-key=\[REDACTED\]","x"\]' "$D/argv.jsonl" && ok "argv redacted in process_spawn" || fail "argv: $(cat "$D/argv.jsonl")"
 
 # Signal mask and ignored signals are back to defaults; fds >2 closed;
 # no_new_privs, seccomp, RLIMIT_CORE=0.
