@@ -4,6 +4,7 @@
 #include "proc-supervisor/env_redact.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,4 +371,48 @@ store:
 		out[i] = r;
 	}
 	return out;
+}
+
+static int redact_json_string(json_t *s, bool whole)
+{
+	if (whole)
+		return json_string_set(s, REDACTED) < 0 ? -ENOMEM : 0;
+	char *r = redact_line(json_string_value(s));
+	if (!r)
+		return -ENOMEM;
+	int rc = strcmp(r, json_string_value(s)) == 0 ? 0 : json_string_set(s, r) < 0 ? -ENOMEM : 0;
+	free(r);
+	return rc;
+}
+
+static int redact_json_depth(json_t *j, unsigned depth)
+{
+	if (depth > 64)
+		return 0; /* jansson documents cannot be this deep from our code */
+	if (json_is_object(j)) {
+		const char *k;
+		json_t *v;
+		json_object_foreach(j, k, v) {
+			int rc = json_is_string(v) ? redact_json_string(v, redact_key_secretish(k, strlen(k)))
+						   : redact_json_depth(v, depth + 1);
+			if (rc < 0)
+				return rc;
+		}
+	} else if (json_is_array(j)) {
+		size_t i;
+		json_t *v;
+		json_array_foreach(j, i, v) {
+			int rc = json_is_string(v) ? redact_json_string(v, false) : redact_json_depth(v, depth + 1);
+			if (rc < 0)
+				return rc;
+		}
+	} else if (json_is_string(j)) {
+		return redact_json_string(j, false);
+	}
+	return 0;
+}
+
+int redact_json(json_t *j)
+{
+	return redact_json_depth(j, 0);
 }

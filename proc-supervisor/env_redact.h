@@ -23,7 +23,13 @@ char *redact_line(const char *s);
 /* A redacted copy of a NULL-terminated argv (argv[0] picks tool rules). */
 char **redact_argv(char *const *argv);
 void redact_argv_free(char **v);
-/* Is this key/flag name secret-ish? ("--api-key", "AWS_SECRET_ACCESS_KEY") */
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+/* Is this key/flag name secret-ish? ("--api-key", "AWS_SECRET_ACCESS_KEY") */
 bool redact_key_secretish(const char *id, size_t len);
+/* Redact every string inside j in place (objects, arrays); a string value
+ * whose object key is secret-ish becomes "[REDACTED]" whole. For audit
+ * events that carry user-supplied text (argv, headers). -ENOMEM or 0. */
+int redact_json(json_t *j);

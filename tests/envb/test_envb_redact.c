@@ -99,12 +99,26 @@ static void test_key_classifier(void **state)
 	assert_false(redact_key_secretish("--verbose", 9));
 }
 
+static void test_json(void **state)
+{
+	json_t *j = json_pack("{s:s, s:[s, s], s:{s:s, s:s}, s:i}", "cmd", "tool --api-key=sk-json123", "argv",
+			      "curl", "https://u:pw123@h/", "headers", "x-custom-token", "opaque-value", "accept",
+			      "text/plain", "n", 3);
+	assert_int_equal(redact_json(j), 0);
+	char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(s, "{\"argv\":[\"curl\",\"https://u:[REDACTED]@h/\"],\"cmd\":\"tool --api-key=[REDACTED]\","
+			       "\"headers\":{\"accept\":\"text/plain\",\"x-custom-token\":\"[REDACTED]\"},\"n\":3}");
+	free(s);
+	json_decref(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lines),
 		cmocka_unit_test(test_argv),
 		cmocka_unit_test(test_key_classifier),
+		cmocka_unit_test(test_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
