@@ -150,7 +150,7 @@ int identity_static_new(uv_loop_t *loop, const struct identity_static_config *cf
 		free(s);
 		return -ENOMEM;
 	}
-	s->proto->source = IDENTITY_SOURCE_STATIC_TEST;
+	s->proto->source = FLOW_SOURCE_STATIC_TEST;
 	s->proto->pid = 0;
 	if (cfg->sha256) {
 		strscpy(s->proto->sha256, cfg->sha256, sizeof(s->proto->sha256));

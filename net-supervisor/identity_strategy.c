@@ -22,12 +22,12 @@ struct identity_request {
 	struct flow_identity *id;
 };
 
-const char *identity_source_word(enum identity_source s)
+const char *flow_source_word(enum flow_source s)
 {
 	switch (s) {
-	case IDENTITY_SOURCE_LOCAL_PROCFS: return "local_procfs";
-	case IDENTITY_SOURCE_DELEGATED: return "delegated";
-	case IDENTITY_SOURCE_STATIC_TEST: return "static_test";
+	case FLOW_SOURCE_LOCAL_PROCFS: return "local_procfs";
+	case FLOW_SOURCE_DELEGATED: return "delegated";
+	case FLOW_SOURCE_STATIC_TEST: return "static_test";
 	default: return "none";
 	}
 }

@@ -23,15 +23,15 @@
 
 #include "common/reason.h"
 
-enum identity_source {
-	IDENTITY_SOURCE_NONE = 0,
-	IDENTITY_SOURCE_LOCAL_PROCFS,
-	IDENTITY_SOURCE_DELEGATED,
-	IDENTITY_SOURCE_STATIC_TEST,
-	IDENTITY_SOURCE__COUNT
+enum flow_source {
+	FLOW_SOURCE_NONE = 0,
+	FLOW_SOURCE_LOCAL_PROCFS,
+	FLOW_SOURCE_DELEGATED,
+	FLOW_SOURCE_STATIC_TEST,
+	FLOW_SOURCE__COUNT
 };
 /* "local_procfs", "delegated", "static_test", "none" */
-const char *identity_source_word(enum identity_source s);
+const char *flow_source_word(enum flow_source s);
 
 /* The flow as the proxy sees it: the accepted socket's peer and local name. */
 struct flow_tuple {
@@ -52,7 +52,7 @@ struct flow_identity {
 	char sha256[65];             /* lower-case hex of the running image, or "" */
 	int pid;                     /* as seen by the producer */
 	char *process_key;           /* "<boot_id>:<pidfs ino>" or the fallback form */
-	enum identity_source source;
+	enum flow_source source;
 	struct flow_ancestor *ancestors; /* parent first, up to (not incl.) the anchor */
 	size_t n_ancestors;
 	uint8_t *signed_context;     /* delegated: the serialized SignedContext, else NULL */

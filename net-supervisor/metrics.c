@@ -12,12 +12,12 @@ static const double bucket_s[METRICS_LATENCY_BUCKETS] = {
 	0.025,   0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0,
 };
 
-void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum identity_source src)
+void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum flow_source src)
 {
 	if ((unsigned)reason >= REASON__COUNT)
 		reason = REASON_INTERNAL_ERROR;
-	if ((unsigned)src >= IDENTITY_SOURCE__COUNT)
-		src = IDENTITY_SOURCE_NONE;
+	if ((unsigned)src >= FLOW_SOURCE__COUNT)
+		src = FLOW_SOURCE_NONE;
 	m->decisions[allow ? 1 : 0][reason][src]++;
 }
 
@@ -78,11 +78,11 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "# TYPE tether_egress_decisions_total counter\n");
 	for (int a = 0; a < 2; a++)
 		for (int r = 0; r < REASON__COUNT; r++)
-			for (int s = 0; s < IDENTITY_SOURCE__COUNT; s++)
+			for (int s = 0; s < FLOW_SOURCE__COUNT; s++)
 				if (m->decisions[a][r][s])
 					bprintf(&b, "tether_egress_decisions_total{decision=\"%s\",reason=\"%s\",source=\"%s\"} %llu\n",
 						a ? "allow" : "deny", reason_word((enum reason)r),
-						identity_source_word((enum identity_source)s),
+						flow_source_word((enum flow_source)s),
 						(unsigned long long)m->decisions[a][r][s]);
 	bprintf(&b, "# HELP tether_identity_resolution_seconds Time to resolve a flow's process identity.\n"
 		    "# TYPE tether_identity_resolution_seconds histogram\n");

@@ -16,7 +16,7 @@ struct auditq;
 
 struct metrics {
 	/* decisions[allow][reason][source] */
-	uint64_t decisions[2][REASON__COUNT][IDENTITY_SOURCE__COUNT];
+	uint64_t decisions[2][REASON__COUNT][FLOW_SOURCE__COUNT];
 	uint64_t id_latency_buckets[METRICS_LATENCY_BUCKETS]; /* cumulative at render */
 	uint64_t id_latency_count;
 	double id_latency_sum_s;
@@ -30,7 +30,7 @@ struct metrics {
 	bool ready;
 };
 
-void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum identity_source src);
+void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum flow_source src);
 void metrics_identity_latency(struct metrics *m, uint64_t ns);
 /* malloc'd text; *len without NUL. */
 char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *len);

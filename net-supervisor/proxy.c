@@ -93,9 +93,9 @@ static const char *sockaddr_text(const struct sockaddr_storage *ss, char *buf, s
 	return netaddr_format(&a, buf, size);
 }
 
-static json_t *identity_json(json_t *o, const struct flow_identity *id, enum identity_source src)
+static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flow_source src)
 {
-	json_object_set_new(o, "identity_source", json_string(identity_source_word(id ? id->source : src)));
+	json_object_set_new(o, "identity_source", json_string(flow_source_word(id ? id->source : src)));
 	if (!id) {
 		json_object_set_new(o, "binary", json_null());
 		return o;
@@ -156,7 +156,7 @@ static void audit_decision(struct conn *c, bool allow, enum reason reason, int s
 	json_object_set_new(o, "reason", json_string(reason_word(reason)));
 	if (c->decided && c->d.audit_mode)
 		json_object_set_new(o, "mode", json_string("audit"));
-	identity_json(o, c->id, IDENTITY_SOURCE_NONE);
+	identity_json(o, c->id, FLOW_SOURCE_NONE);
 	json_object_set_new(o, "dest", dest_json(c));
 	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
 	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
@@ -172,7 +172,7 @@ static void audit_decision(struct conn *c, bool allow, enum reason reason, int s
 	if (status)
 		json_object_set_new(o, "status", json_integer(status));
 	netsup_audit(ns, "egress_decision", o);
-	metrics_decision(&ns->metrics, allow, reason, c->id ? c->id->source : IDENTITY_SOURCE_NONE);
+	metrics_decision(&ns->metrics, allow, reason, c->id ? c->id->source : FLOW_SOURCE_NONE);
 }
 
 /* After an allow: the connection failed or ended abnormally upstream. */

@@ -138,7 +138,7 @@ static void test_decision_table(void **state)
 		id->binary_path = strdup(r->binary);
 		if (r->sha256)
 			strcpy(id->sha256, r->sha256);
-		id->source = IDENTITY_SOURCE_STATIC_TEST;
+		id->source = FLOW_SOURCE_STATIC_TEST;
 		if (r->ancestor)
 			flow_identity_add_ancestor(id, r->ancestor, 10, NULL);
 		char host[256];
