@@ -1,0 +1,7 @@
+# Policy loader and env-boundary fuzzers: the YAML loader on arbitrary
+# bytes (errors must be FILE:LINE:COL lines, never crashes), and the
+# redactor plus envb_build on an arbitrary parent environment.
+tether_fuzz_target(fuzz_policy SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_policy.c LIBS tether_policy)
+if(TARGET tether_envb)
+  tether_fuzz_target(fuzz_envb SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_envb.c LIBS tether_envb tether_policy)
+endif()
