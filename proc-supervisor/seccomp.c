@@ -157,7 +157,7 @@ static const struct rule rules[] = {
 };
 
 static const struct workload_rule_doc extra_docs[] = {
-	{ "connect", "with --cgroup/notify (default)", "USER_NOTIF",
+	{ "connect", "always (not with --no-seccomp)", "USER_NOTIF",
 	  "the supervisor records socket cookie -> calling process before the connect proceeds; "
 	  "no listener => ENOSYS (fail closed)" },
 	{ "kill, tkill, tgkill, pidfd_open", "pid == supervisor (or -pgid, or kill(-1)); only without Landlock signal scoping",

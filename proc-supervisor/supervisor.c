@@ -146,10 +146,20 @@ static void finish(struct procsup *ps)
 	uv_close((uv_handle_t *)&ps->sig_chld, handle_closed);
 	uv_close((uv_handle_t *)&ps->grace_timer, handle_closed);
 	uv_close((uv_handle_t *)&ps->kill_timer, handle_closed);
+	for (size_t i = 0; i < ps->n_done_hooks; i++)
+		ps->done_hooks[i].fn(ps, ps->done_hooks[i].user);
 	if (ps->notifier)
 		ps->final_stats = *notifier_stats(ps->notifier);
 	notifier_close(ps->notifier);
 	ps->notifier = NULL;
+}
+
+int procsup_on_done(struct procsup *ps, void (*fn)(struct procsup *ps, void *user), void *user)
+{
+	if (ps->n_done_hooks == PROCSUP_MAX_HOOKS)
+		return -ENOSPC;
+	ps->done_hooks[ps->n_done_hooks++] = (struct procsup_hook){ fn, user };
+	return 0;
 }
 
 struct notifier_stats procsup_notifier_stats(const struct procsup *ps)

@@ -83,6 +83,7 @@ void procsup_spawn_req_init(struct procsup_spawn_req *r);
 enum procsup_state { PROCSUP_RUNNING = 0, PROCSUP_DRAINING, PROCSUP_KILLING, PROCSUP_DONE };
 
 #define PROCSUP_NSIG_FWD 7
+#define PROCSUP_MAX_HOOKS 8
 
 struct procsup {
 	uv_loop_t loop;
@@ -113,6 +114,11 @@ struct procsup {
 	uv_timer_t kill_timer;            /* re-kill and re-check while killing */
 	unsigned kill_rounds;
 	struct notifier_stats final_stats; /* the notifier's counters when it closed */
+	struct procsup_hook {
+		void (*fn)(struct procsup *ps, void *user);
+		void *user;
+	} done_hooks[PROCSUP_MAX_HOOKS];
+	size_t n_done_hooks;
 	bool loop_ready, handles_ready;
 };
 
@@ -126,5 +132,9 @@ int procsup_run(struct procsup *ps);
 /* Begin the shutdown now (as on SIGTERM). */
 void procsup_shutdown(struct procsup *ps);
 void procsup_destroy(struct procsup *ps);
+/* Called once when the tree is gone and the loop is winding down: a
+ * service (exec gateway, identity service) closes its handles here so
+ * procsup_run() can return. -ENOSPC beyond PROCSUP_MAX_HOOKS. */
+int procsup_on_done(struct procsup *ps, void (*fn)(struct procsup *ps, void *user), void *user);
 /* The notifier's counters (live, or as they were when it closed). */
 struct notifier_stats procsup_notifier_stats(const struct procsup *ps);

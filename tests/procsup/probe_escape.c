@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
+#include <linux/filter.h>
 #include <linux/reboot.h>
+#include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -148,6 +150,12 @@ static void check(const char *c)
 	else if (!strcmp(c, "pidfd_kill_parent")) {
 		int fd = (int)syscall(434, getppid(), 0);
 		report(c, fd < 0 ? -1 : syscall(424, fd, SIGKILL, NULL, 0));
+	} else if (!strcmp(c, "own_listener")) {
+		/* A second listener in the same filter chain: the kernel says EBUSY. */
+		struct sock_filter f[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+		struct sock_fprog p = { 1, f };
+		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+		report(c, syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &p));
 	} else {
 		printf("%s=UNKNOWN\n", c);
 	}
@@ -160,7 +168,7 @@ int main(int argc, char **argv)
 		"clone_newuser", "unshare_user", "clone3", "prctl_mm", "prctl_mm_highbits", "io_uring", "raw_socket",
 		"raw6_socket", "packet_socket", "ping_socket", "setns", "mount", "bpf", "perf_event_open", "keyctl",
 		"userfaultfd", "pidfd_getfd", "open_by_handle_at", "process_vm_readv", "reboot", "tiocsti",
-		"tiocsti_highbits", "ptrace_self_child", NULL,
+		"tiocsti_highbits", "ptrace_self_child", "own_listener", NULL,
 	};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "all"))

@@ -9,7 +9,7 @@ clone_parent=EPERM clone_newuser=EPERM unshare_user=EPERM clone3=ENOSYS prctl_mm
 prctl_mm_highbits=EPERM io_uring=EPERM raw_socket=EPERM raw6_socket=EPERM packet_socket=EPERM
 ping_socket=EPERM setns=EPERM mount=EPERM bpf=EPERM perf_event_open=EPERM keyctl=EPERM
 userfaultfd=EPERM pidfd_getfd=EPERM open_by_handle_at=EPERM process_vm_readv=EPERM reboot=EPERM
-tiocsti=EPERM tiocsti_highbits=EPERM ptrace_self_child=EPERM"
+tiocsti=EPERM tiocsti_highbits=EPERM ptrace_self_child=EPERM own_listener=EBUSY"
 out=$(timeout 20 "$PS" -- "$T/probe_escape" all </dev/null)
 expect_eq "probe rc" "$?" 0
 for w in $want; do

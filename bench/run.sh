@@ -1,0 +1,8 @@
+#!/bin/sh
+# Run every benchmark program: bench/run.sh BUILD_DIR (default: build).
+# One line per program; BENCH_ARGS is passed to each (e.g. --quick).
+set -e
+B=${1:-build}
+"$B/bench/attribution" $BENCH_ARGS
+"$B/bench/bench_identity_rtt" $BENCH_ARGS
+"$B/bench/spawn_connect" $BENCH_ARGS
