@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "identity/exe.h"
@@ -97,6 +98,23 @@ bool attribute_same_binary(const struct procref *a, const struct procref *b)
 	return true;
 }
 
+/* Does the recorded process still run? With pidfs keys a fresh pidfd's
+ * inode answers exactly (never reused within a boot) in three syscalls;
+ * otherwise procref_match_pid compares pid + start_time. */
+static bool recorded_alive(const struct kernel_caps *caps, const struct procref *rec)
+{
+	if (strcmp(rec->boot_id, caps->boot_id) != 0)
+		return false; /* recorded in another boot */
+	if (rec->key_kind == PROCREF_KEY_PIDFS && caps->pidfs_ino && rec->pidfs_ino) {
+		_cleanup_close_ int pidfd = sys_pidfd_open(rec->pid, 0);
+		struct stat st;
+		if (pidfd < 0 || fstat(pidfd, &st) < 0)
+			return false;
+		return (uint64_t)st.st_ino == rec->pidfs_ino;
+	}
+	return procref_match_pid(caps, rec, rec->pid) == 0;
+}
+
 static void out_init(struct attribution *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -137,8 +155,7 @@ int attribute_flow(struct attribute_ctx *ctx, const struct flow_tuple *t, const 
 		 * cookies are never reused, so the record is this socket's. */
 		out->source = ATTRIBUTION_SOURCE_REGISTRY;
 		if (ctx->check_alive)
-			out->subject_alive =
-				procref_match_pid(ctx->caps, &out->subject, out->subject.pid) == 0;
+			out->subject_alive = recorded_alive(ctx->caps, &out->subject);
 		out->reason = REASON_OK;
 		return 0;
 	}

@@ -1,7 +1,7 @@
 /* Holder search over the members' fd tables, with a revalidated cache. */
 #include "identity/holders.h"
 
-#include <dirent.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +14,9 @@
 /* Sockets shared by more processes than this are searched every time:
  * they are rare (fork sharing) and caching them buys little. */
 #define HOLDERS_CACHE_MAX 4
+/* The cache is 4-way set associative: a cookie may live in any of the 4
+ * slots of its set, so a few colliding hot flows do not evict each other. */
+#define HOLDERS_CACHE_WAYS 4
 
 struct cached_holder {
 	pid_t pid;
@@ -79,6 +82,9 @@ struct holders *holders_new(const struct kernel_caps *caps, size_t cache_capacit
 		return NULL;
 	}
 	if (cache_capacity) {
+		/* whole sets of HOLDERS_CACHE_WAYS */
+		cache_capacity = (cache_capacity + HOLDERS_CACHE_WAYS - 1) / HOLDERS_CACHE_WAYS *
+				 HOLDERS_CACHE_WAYS;
 		h->cache = calloc(cache_capacity, sizeof(*h->cache));
 		if (!h->cache) {
 			close(h->proc_fd);
@@ -132,39 +138,55 @@ static bool fd_is(int proc_fd, pid_t pid, int fd, const char *want, int wlen)
 	return n == wlen && memcmp(link, want, (size_t)wlen) == 0;
 }
 
+/* The fd directory is read with getdents64 on an O_DIRECTORY fd rather
+ * than opendir/readdir: this is the hot loop of a cold search (one pass per
+ * member), and fdopendir's extra fcntl+fstat are a third of its syscalls. */
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
 int holders_pid_holds(int proc_dirfd, pid_t pid, uint32_t inode, int *fd_out)
 {
 	char path[32], want[32];
 	int wlen = socket_link(inode, want, sizeof(want));
+	/* 8 KiB: ~300 entries per call; aligned for the dirent casts. */
+	union {
+		char buf[8192];
+		uint64_t align;
+	} u;
 
 	if (pid <= 0)
 		return -ESRCH;
 	snprintf(path, sizeof(path), "%d/fd", pid);
-	int dfd = openat(proc_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dfd = openat(proc_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		int e = errno;
-		close(dfd);
-		return -e;
-	}
-	struct dirent *de;
-	int found = 0;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char link[64];
-		ssize_t n = readlinkat(dfd, de->d_name, link, sizeof(link));
-		if (n == wlen && memcmp(link, want, (size_t)wlen) == 0) {
-			if (fd_out)
-				*fd_out = atoi(de->d_name);
-			found = 1;
-			break;
+	for (;;) {
+		long n = syscall(SYS_getdents64, dfd, u.buf, sizeof(u.buf));
+		if (n < 0)
+			return errno == ENOENT ? -ESRCH : -errno;
+		if (n == 0)
+			return 0;
+		for (long off = 0; off < n;) {
+			struct linux_dirent64 *de = (void *)(u.buf + off);
+			if (de->d_reclen == 0 || off + de->d_reclen > n)
+				return -EIO;
+			off += de->d_reclen;
+			if (de->d_name[0] == '.')
+				continue;
+			char link[64];
+			ssize_t ln = readlinkat(dfd, de->d_name, link, sizeof(link));
+			if (ln == wlen && memcmp(link, want, (size_t)wlen) == 0) {
+				if (fd_out)
+					*fd_out = atoi(de->d_name);
+				return 1;
+			}
 		}
 	}
-	closedir(d);
-	return found;
 }
 
 static bool already_listed(const struct holder_list *l, const struct procref *r)
@@ -218,11 +240,34 @@ static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, s
 	return 1;
 }
 
-static struct cache_entry *cache_slot(struct holders *h, uint64_t cookie)
+
+static struct cache_entry *cache_set(struct holders *h, uint64_t cookie)
 {
 	if (!h->cache || cookie == 0)
 		return NULL;
-	return &h->cache[mix64(cookie) % h->cap];
+	size_t sets = h->cap / HOLDERS_CACHE_WAYS;
+	return &h->cache[(mix64(cookie) % sets) * HOLDERS_CACHE_WAYS];
+}
+
+static struct cache_entry *cache_lookup(struct cache_entry *set, uint64_t cookie)
+{
+	for (size_t i = 0; set && i < HOLDERS_CACHE_WAYS; i++)
+		if (set[i].cookie == cookie)
+			return &set[i];
+	return NULL;
+}
+
+/* Where to store cookie: its own slot, else an empty one, else a victim
+ * chosen by the cookie's bits (no bookkeeping, roughly random). */
+static struct cache_entry *cache_victim(struct cache_entry *set, uint64_t cookie)
+{
+	struct cache_entry *e = cache_lookup(set, cookie);
+	if (e || !set)
+		return e;
+	for (size_t i = 0; i < HOLDERS_CACHE_WAYS; i++)
+		if (set[i].cookie == 0)
+			return &set[i];
+	return &set[(cookie >> 7) % HOLDERS_CACHE_WAYS];
 }
 
 /* A cache hit, fully revalidated; 1 used, 0 unusable (entry dropped). */
@@ -286,8 +331,9 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 	if (inode == 0)
 		return -EINVAL;
 
-	struct cache_entry *e = cache_slot(h, cookie);
-	uint64_t mhash = e ? members_hash(members, n_members) : 0;
+	struct cache_entry *set = cache_set(h, cookie);
+	struct cache_entry *e = cache_lookup(set, cookie);
+	uint64_t mhash = set ? members_hash(members, n_members) : 0;
 	if (e && cache_try(h, e, inode, cookie, members, n_members, mhash, out))
 		return 0;
 
@@ -321,7 +367,7 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 			goto fail;
 		}
 	}
-	cache_store(e, inode, cookie, n_members, mhash, out, fds);
+	cache_store(cache_victim(set, cookie), inode, cookie, n_members, mhash, out, fds);
 	return 0;
 fail:
 	holder_list_release(out);
