@@ -343,3 +343,47 @@ const char *topology_ns_name(enum topology_ns ns)
 	}
 	return "unknown";
 }
+
+static void ns_mask_words(unsigned m, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s%s%s%s%s", (m & TOPOLOGY_NS_PID) ? "pid" : "",
+		 (m & TOPOLOGY_NS_PID) && (m & (TOPOLOGY_NS_NET | TOPOLOGY_NS_MNT)) ? "," : "",
+		 (m & TOPOLOGY_NS_NET) ? "net" : "",
+		 (m & TOPOLOGY_NS_NET) && (m & TOPOLOGY_NS_MNT) ? "," : "",
+		 (m & TOPOLOGY_NS_MNT) ? "mnt" : "");
+	if (!m)
+		snprintf(buf, size, "nothing");
+}
+
+int topology_plan_write(const struct topology *t, FILE *f)
+{
+	if (!t || !f)
+		return -EINVAL;
+	char accepted[64] = "";
+	size_t off = 0;
+	for (unsigned tr = TOPOLOGY_TRANSPORT_NONE; tr <= TOPOLOGY_TRANSPORT_TCP; tr++)
+		if (t->transports & TOPOLOGY_TRANSPORT_BIT(tr)) {
+			int n = snprintf(accepted + off, sizeof(accepted) - off, "%s%s", off ? "," : "",
+					 topology_transport_name((enum topology_transport)tr));
+			if (n > 0 && (size_t)n < sizeof(accepted) - off)
+				off += (size_t)n;
+		}
+	fprintf(f, "topology %s (%s): identity %s, transport %s (accepts %s), anchor %s, fence %s%s\n",
+		t->name, t->family, topology_identity_name(t->identity), topology_transport_name(t->transport),
+		accepted, topology_anchor_name(t->anchor), topology_fence_name(t->fence),
+		t->foreign_pid1 ? ", PID 1 is foreign: the walk stops at the anchor" : "");
+	for (int r = 0; r < TOPOLOGY_ROLE__COUNT; r++) {
+		const struct topology_placement *p = &t->roles[r];
+		if (!p->present)
+			continue;
+		char shared[32];
+		ns_mask_words(topology_shared_ns(t, (enum topology_role)r, TOPOLOGY_ROLE_PROC_SUPERVISOR),
+			      shared, sizeof(shared));
+		if (r == TOPOLOGY_ROLE_PROC_SUPERVISOR)
+			fprintf(f, "  %-16s %s\n", topology_role_name((enum topology_role)r), p->where);
+		else
+			fprintf(f, "  %-16s %s; shares %s with proc-supervisor\n",
+				topology_role_name((enum topology_role)r), p->where, shared);
+	}
+	return ferror(f) ? -EIO : 0;
+}

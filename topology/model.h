@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 enum topology_id {
 	TOPOLOGY_COMBINED = 0,
@@ -128,6 +129,11 @@ struct topology_channel {
  * that take no part in identity (pause, runtime init, workload). */
 int topology_role_channel(const struct topology *t, enum topology_role role,
 			  struct topology_channel *out);
+
+/* A human-readable plan of t for `tether run --dry-run` and debugging:
+ * one line of facts, then one line per present role with where it runs
+ * and what it shares with the proc-supervisor. -errno on write failure. */
+int topology_plan_write(const struct topology *t, FILE *f);
 
 /* Stable words for enums (docs, audit, --dry-run, error messages). */
 const char *topology_role_name(enum topology_role role);

@@ -3,6 +3,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -200,6 +202,24 @@ static void test_names_and_words(void **state)
 	assert_string_equal(topology_transport_name((enum topology_transport)99), "unknown");
 }
 
+static void test_plan(void **state)
+{
+	(void)state;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(topology_plan_write(topology_by_name("vm-delegated"), f), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "topology vm-delegated (vm): identity delegated, transport vsock (accepts unix,vsock)"));
+	assert_non_null(strstr(buf, "anchor anchor-certificate, fence veth-only-route, PID 1 is foreign"));
+	assert_non_null(strstr(buf, "  runtime-init     guest PID 1 (/init.krun); never inspected; shares pid,net,mnt with proc-supervisor\n"));
+	assert_non_null(strstr(buf, "  net-supervisor   host side, outside the guest PID namespace; shares nothing with proc-supervisor\n"));
+	assert_null(strstr(buf, "pause"));
+	free(buf);
+	assert_int_equal(topology_plan_write(NULL, stderr), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -208,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_specific_facts),
 		cmocka_unit_test(test_role_channel),
 		cmocka_unit_test(test_names_and_words),
+		cmocka_unit_test(test_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 
 #include "common/util.h"
 #include "nschild.h"
+#include "topology/cleanup.h"
 #include "topology/detect.h"
 #include "topology/netns.h"
 
@@ -27,6 +28,7 @@ struct fixture {
 	struct netns a, b;
 	char name_a[NETNS_NAME_MAX];
 	struct topology_ns_id start;
+	struct cleanup_guardian guard; /* removes name_a even if we are killed */
 };
 
 static int setup(void **state)
@@ -40,7 +42,13 @@ static int setup(void **state)
 	if (topology_ns_self(TOPOLOGY_NS_NET, &f->start) < 0)
 		return -1;
 	struct topology_error err = { 0 };
-	if (netns_create(f->name_a, &f->a, &err) < 0 || netns_create(NULL, &f->b, &err) < 0) {
+	if (cleanup_guardian_start(&f->guard, &err) < 0) {
+		fprintf(stderr, "setup: %s\n", err.msg);
+		return -1;
+	}
+	if (netns_create(f->name_a, &f->a, &err) < 0 ||
+	    cleanup_guardian_add(&f->guard, CLEANUP_NETNS, f->name_a, -1, NULL) < 0 ||
+	    netns_create(NULL, &f->b, &err) < 0) {
 		fprintf(stderr, "setup: %s\n", err.msg);
 		return -1;
 	}
@@ -55,9 +63,19 @@ static int teardown(void **state)
 		return 0;
 	netns_delete(&f->a, NULL);
 	netns_delete(&f->b, NULL);
-	/* even if the test failed before netns_delete: by name */
-	netns_delete_name(f->name_a, NULL);
+	/* even if the test failed before netns_delete: the guardian, by name */
+	struct topology_error err = { 0 };
+	if (cleanup_guardian_finish(&f->guard, 5000, &err) < 0)
+		fprintf(stderr, "teardown: %s\n", err.msg);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "/run/netns/%s", f->name_a);
+	struct stat st;
+	bool left = stat(path, &st) == 0;
 	free(f);
+	if (left) {
+		fprintf(stderr, "teardown: %s was left behind\n", path);
+		return -1;
+	}
 	return 0;
 }
 
@@ -199,6 +217,11 @@ static void test_veth_addresses_routes(void **state)
 	assert_int_equal(netns_addr_add(A, "lo", "192.0.2.1/32", &err), 0);
 	assert_int_equal(netns_route_add(B, "192.0.2.0/24", NULL, "tt1", &err), 0);
 	assert_int_equal(tcp_across(A, B, AF_INET, "192.0.2.1"), 0);
+	/* IPv6 default route */
+	assert_int_equal(netns_addr_add(A, "lo", "2001:db8:ff::1/128", &err), 0);
+	assert_int_equal(tcp_across(A, B, AF_INET6, "2001:db8:ff::1"), -ENETUNREACH);
+	assert_int_equal(netns_route_add(B, "::/0", "2001:db8:51::1", "tt1", &err), 0);
+	assert_int_equal(tcp_across(A, B, AF_INET6, "2001:db8:ff::1"), 0);
 	/* a gateway-only route (the kernel finds the device) */
 	assert_int_equal(netns_route_add(A, "198.51.100.128/25", "198.51.100.2", NULL, &err), 0);
 	assert_int_equal(netns_route_add(A, "198.51.100.0/25", "2001:db8:51::2", NULL, &err), -EAFNOSUPPORT);
