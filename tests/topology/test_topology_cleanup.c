@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -247,6 +248,48 @@ static void test_refuses_dangerous(void **state)
 	assert_true(path_exists("/etc/hostname") || path_exists("/etc/passwd"));
 }
 
+/* In a private mount namespace (nothing reaches the host's): a tmpfs on a
+ * dir inside a temp dir, plus a file; LIFO order unmounts before removing. */
+static void test_registry_mount_and_file(void **state)
+{
+	struct fixture *f = *state;
+	if (!f)
+		skip();
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			_exit(10);
+		char mnt[PATH_MAX + 16], file[PATH_MAX + 16], other[PATH_MAX + 16];
+		snprintf(mnt, sizeof(mnt), "%s/m", f->tmpdir);
+		snprintf(file, sizeof(file), "%s/m/inside", f->tmpdir);
+		snprintf(other, sizeof(other), "%s.file", f->tmpdir);
+		if (mkdir(mnt, 0700) < 0 || mount("tmpfs", mnt, "tmpfs", 0, "size=1m") < 0)
+			_exit(11);
+		close(open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+		close(open(other, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+		struct cleanup_registry reg = CLEANUP_REGISTRY_INIT;
+		/* without the unmount, the dir cannot go: a mount point is EBUSY */
+		struct topology_error e = { 0 };
+		if (cleanup_remove(CLEANUP_TEMP_DIR, f->tmpdir, -1, &e) != -EBUSY || !path_exists(file))
+			_exit(12);
+		if (cleanup_registry_add(&reg, CLEANUP_TEMP_DIR, 1, f->tmpdir, -1) < 0 ||
+		    cleanup_registry_add(&reg, CLEANUP_MOUNT, 2, mnt, -1) < 0 ||
+		    cleanup_registry_add(&reg, CLEANUP_FILE, 3, other, -1) < 0)
+			_exit(13);
+		if (cleanup_registry_run(&reg, &e) < 0)
+			_exit(14);
+		if (path_exists(file) || path_exists(mnt) || path_exists(f->tmpdir) || path_exists(other))
+			_exit(15);
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_false(path_exists(f->tmpdir));
+}
+
 /* ---- guardian --------------------------------------------------------- */
 
 struct launcher_report {
@@ -464,6 +507,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_registry_in_process, setup, teardown),
 		cmocka_unit_test(test_refuses_dangerous),
+		cmocka_unit_test_setup_teardown(test_registry_mount_and_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guardian_after_sigkill, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guardian_finish, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guardian_release, setup, teardown),
