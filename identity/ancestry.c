@@ -18,6 +18,7 @@ struct walk {
 	const struct ancestry_opts *opts;
 	struct ancestry_result *res;
 	unsigned max_depth;
+	unsigned open_flags; /* procref_open_ex flags for hops */
 	size_t cap;
 };
 
@@ -96,7 +97,7 @@ static int open_live(struct walk *w, pid_t pid, struct cursor *c)
 	memset(c, 0, sizeof(*c));
 	c->ref.pidfd = -1;
 	note_open(w, pid);
-	int r = procref_open(w->caps, pid, &c->ref);
+	int r = procref_open_ex(w->caps, pid, w->open_flags, &c->ref);
 	if (r < 0) {
 		c->ref.pidfd = -1;
 		return r;
@@ -123,11 +124,16 @@ static void establish_recorded(struct walk *w, const struct member_entry *e, str
 		return;
 	struct procref live;
 	note_open(w, e->ref.pid);
-	if (procref_open(w->caps, e->ref.pid, &live) < 0)
+	if (procref_open_ex(w->caps, e->ref.pid, w->open_flags, &live) < 0)
 		return;
 	if (!procref_same(&live, &e->ref)) {
 		procref_close(&live);
 		return;
+	}
+	if (w->open_flags & PROCREF_NO_EXE) {
+		/* The caller asked for the recorded exe (cheaper). */
+		live.exe = e->ref.exe;
+		live.exe_err = e->ref.exe_err;
 	}
 	c->ref = live; /* fresh ppid, own pidfd */
 	c->live = true;
@@ -194,7 +200,7 @@ static int live_parent(struct walk *w, struct cursor *cur, const struct procref 
 		 * that exited meanwhile (-ESRCH) means cur was reparented:
 		 * follow the new ppid. */
 		struct procref again;
-		int a = procref_from_pidfd(w->caps, cur->ref.pidfd, &again);
+		int a = procref_from_pidfd_ex(w->caps, cur->ref.pidfd, PROCREF_NO_EXE, &again);
 		if (a < 0) {
 			cursor_close(next);
 			return fail(w, REASON_PROCESS_VANISHED, cur->ref.pid,
@@ -263,7 +269,7 @@ static int establish_subject(struct walk *w, const struct procref *subject, stru
 	int r;
 	if (subject->pidfd >= 0) {
 		note_open(w, subject->pid);
-		r = procref_from_pidfd(w->caps, subject->pidfd, &c->ref);
+		r = procref_from_pidfd_ex(w->caps, subject->pidfd, PROCREF_NO_EXE, &c->ref);
 		if (r < 0) {
 			c->ref.pidfd = -1;
 			return fail(w, REASON_PROCESS_VANISHED, subject->pid,
@@ -312,6 +318,7 @@ int ancestry_walk(const struct kernel_caps *caps, struct members *table,
 		return -EINVAL;
 	struct walk w = { .caps = caps, .table = table, .opts = opts, .res = res };
 	w.max_depth = opts && opts->max_depth ? opts->max_depth : ANCESTRY_DEFAULT_DEPTH;
+	w.open_flags = opts && opts->skip_exe ? PROCREF_NO_EXE : 0;
 	struct procref anchor;
 	members_anchor(table, &anchor);
 
@@ -435,6 +442,7 @@ int ancestry_walk_unanchored(const struct kernel_caps *caps, const struct procre
 		return -EINVAL;
 	struct walk w = { .caps = caps, .opts = opts, .res = res };
 	w.max_depth = opts && opts->max_depth ? opts->max_depth : ANCESTRY_DEFAULT_DEPTH;
+	w.open_flags = opts && opts->skip_exe ? PROCREF_NO_EXE : 0;
 	struct cursor cur, next;
 	int r = establish_subject(&w, subject, &cur);
 	if (r < 0)

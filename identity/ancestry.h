@@ -37,6 +37,10 @@
 
 struct ancestry_opts {
 	unsigned max_depth; /* 0 = ANCESTRY_DEFAULT_DEPTH */
+	/* Do not read the exe tuple of live hops: recorded hops keep the exe
+	 * recorded when they were learnt, unrecorded ones get none (exe_err
+	 * -ENODATA). Cheaper; for callers that do not judge ancestors' exes. */
+	bool skip_exe;
 	/* Test and debug hooks (may be NULL). on_open sees every pid the walk
 	 * is about to open or match against procfs; between_hops runs after
 	 * hop `hop` (0 = the subject) is established and before its parent is

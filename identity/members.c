@@ -407,7 +407,7 @@ static int learn_once(struct members *t, pid_t pid, enum reason *why, struct mem
 	 * was read before the parent was opened. */
 	{
 		struct procref again;
-		r = procref_from_pidfd(t->caps, hops[n - 1].pidfd, &again);
+		r = procref_from_pidfd_ex(t->caps, hops[n - 1].pidfd, PROCREF_NO_EXE, &again);
 		if (r < 0) {
 			set_why(why, REASON_PROCESS_VANISHED);
 			goto done;
