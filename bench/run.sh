@@ -6,3 +6,4 @@ B=${1:-build}
 "$B/bench/attribution" $BENCH_ARGS
 "$B/bench/bench_identity_rtt" $BENCH_ARGS
 "$B/bench/spawn_connect" $BENCH_ARGS
+"$B/bench/bench_envb" $BENCH_ARGS
