@@ -68,10 +68,25 @@ static size_t addr_len(int family)
 	return family == AF_INET ? 4 : 16;
 }
 
-static bool addr_is_any(const void *a, size_t len)
+/* Does the reply's address (in the reply's family) equal the tuple's? A
+ * dual-stack AF_INET6 socket talking IPv4 is reported with v4-mapped
+ * addresses (::ffff:a.b.c.d) while the other end sees a plain IPv4 flow. */
+static bool addr_eq(const struct flow_tuple *t, const union flow_addr *want, uint8_t m_family,
+		    const __be32 m[4])
 {
-	static const uint8_t zero[16];
-	return memcmp(a, zero, len) == 0;
+	if (m_family == t->family)
+		return memcmp(m, want->raw, addr_len(t->family)) == 0;
+	if (t->family == AF_INET && m_family == AF_INET6)
+		return m[0] == 0 && m[1] == 0 && m[2] == htonl(0xffff) &&
+		       memcmp(&m[3], want->raw, 4) == 0;
+	return false;
+}
+
+static bool addr_is_any(uint8_t m_family, const __be32 m[4])
+{
+	if (m_family == AF_INET)
+		return m[0] == 0;
+	return m[0] == 0 && m[1] == 0 && m[2] == 0 && m[3] == 0;
 }
 
 /* Does the reply describe the socket the tuple names? The kernel's exact
@@ -79,34 +94,33 @@ static bool addr_is_any(const void *a, size_t len)
  * every socket on the port, so every reply is checked field by field. */
 static enum match_quality reply_match(const struct flow_tuple *t, const struct inet_diag_msg *m)
 {
-	size_t al = addr_len(t->family);
-
-	if (m->idiag_family != t->family)
+	if (m->idiag_family != t->family &&
+	    !(t->family == AF_INET && m->idiag_family == AF_INET6))
 		return MATCH_NONE;
 	if (ntohs(m->id.idiag_sport) != t->sport)
 		return MATCH_NONE;
 	if (m->idiag_inode == 0)
-		return MATCH_NONE;
+		return MATCH_NONE; /* orphaned or TIME_WAIT: nobody holds it */
 
 	if (t->proto == IPPROTO_TCP) {
 		if (!((1U << m->idiag_state) & TCP_CONNECTED_STATES))
 			return MATCH_NONE;
 		if (ntohs(m->id.idiag_dport) != t->dport ||
-		    memcmp(m->id.idiag_src, t->src.raw, al) != 0 ||
-		    memcmp(m->id.idiag_dst, t->dst.raw, al) != 0)
+		    !addr_eq(t, &t->src, m->idiag_family, m->id.idiag_src) ||
+		    !addr_eq(t, &t->dst, m->idiag_family, m->id.idiag_dst))
 			return MATCH_NONE;
 		return MATCH_EXACT;
 	}
 
 	/* UDP: the local address must be ours or the wildcard; a connected
 	 * socket must be connected to the tuple's peer. */
-	bool src_exact = memcmp(m->id.idiag_src, t->src.raw, al) == 0;
-	if (!src_exact && !addr_is_any(m->id.idiag_src, al))
+	bool src_exact = addr_eq(t, &t->src, m->idiag_family, m->id.idiag_src);
+	if (!src_exact && !addr_is_any(m->idiag_family, m->id.idiag_src))
 		return MATCH_NONE;
 	bool connected = m->id.idiag_dport != 0;
 	if (connected) {
 		if (ntohs(m->id.idiag_dport) != t->dport ||
-		    memcmp(m->id.idiag_dst, t->dst.raw, al) != 0)
+		    !addr_eq(t, &t->dst, m->idiag_family, m->id.idiag_dst))
 			return MATCH_NONE;
 		return src_exact ? MATCH_EXACT : MATCH_WILDCARD;
 	}
@@ -263,38 +277,37 @@ static void udp_port_filter(uint16_t port, struct inet_diag_bc_op bc[4])
 	bc[3] = (struct inet_diag_bc_op){ .code = INET_DIAG_BC_NOP, .yes = 0, .no = port };
 }
 
-int sockdiag_lookup(struct sockdiag *sd, const struct flow_tuple *t, struct sockdiag_result *out)
+/* One request for sockets of req_family; replies accumulate in *st. */
+static int query(struct sockdiag *sd, const struct flow_tuple *t, int req_family,
+		 struct lookup_state *st)
 {
 	struct inet_diag_req_v2 req = { 0 };
-	struct lookup_state st = { .t = t };
 	struct nl_msg *msg = NULL;
 	int r;
 
-	if (!sd || !out)
-		return -EINVAL;
-	r = tuple_check(t);
-	if (r < 0)
-		return r;
-
-	req.sdiag_family = (uint8_t)t->family;
+	req.sdiag_family = (uint8_t)req_family;
 	req.sdiag_protocol = (uint8_t)t->proto;
 	req.idiag_ext = 0; /* the base message carries inode, uid and cookie */
 	req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
 	req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 	req.id.idiag_sport = htons(t->sport);
 
+	st->done = false;
+	st->error = 0;
 	if (t->proto == IPPROTO_TCP) {
-		/* Exact lookup: the kernel finds one socket by the 4-tuple. */
+		/* Exact lookup: the kernel finds one socket by the 4-tuple
+		 * (an AF_INET query also finds a dual-stack AF_INET6 socket). */
 		req.idiag_states = TCP_CONNECTED_STATES;
 		req.id.idiag_dport = htons(t->dport);
 		memcpy(req.id.idiag_src, t->src.raw, addr_len(t->family));
 		memcpy(req.id.idiag_dst, t->dst.raw, addr_len(t->family));
+		st->dump = false;
 		msg = nlmsg_alloc_simple(SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST);
 	} else {
 		/* UDP: a socket may be unconnected or bound to the wildcard,
 		 * so dump the port and choose here. */
 		req.idiag_states = ~0U;
-		st.dump = true;
+		st->dump = true;
 		msg = nlmsg_alloc_simple(SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP);
 	}
 	if (!msg)
@@ -303,7 +316,7 @@ int sockdiag_lookup(struct sockdiag *sd, const struct flow_tuple *t, struct sock
 		r = -ENOMEM;
 		goto out;
 	}
-	if (st.dump) {
+	if (st->dump) {
 		struct inet_diag_bc_op bc[4];
 		udp_port_filter(t->sport, bc);
 		if (nla_put(msg, INET_DIAG_REQ_BYTECODE, sizeof(bc), bc) < 0) {
@@ -312,18 +325,18 @@ int sockdiag_lookup(struct sockdiag *sd, const struct flow_tuple *t, struct sock
 		}
 	}
 
-	sd->cur = &st;
+	sd->cur = st;
 	r = nl_send_auto(sd->sk, msg);
 	if (r < 0) {
 		r = -EIO;
 		goto out;
 	}
-	st.seq = nlmsg_hdr(msg)->nlmsg_seq;
+	st->seq = nlmsg_hdr(msg)->nlmsg_seq;
 
 	unsigned long long deadline = now_mono_ns() + SOCKDIAG_TIMEOUT_NS;
-	while (!st.done) {
+	while (!st->done) {
 		r = nl_recvmsgs(sd->sk, sd->cb);
-		if (st.done)
+		if (st->done)
 			break;
 		if (r < 0) {
 			r = -EIO;
@@ -334,27 +347,39 @@ int sockdiag_lookup(struct sockdiag *sd, const struct flow_tuple *t, struct sock
 			goto out;
 		}
 	}
-
-	if (st.error < 0) {
-		/* The kernel answers an exact query for a missing socket with
-		 * ENOENT. */
-		r = st.error;
-		goto out;
-	}
-	if (st.best == MATCH_NONE) {
-		r = -ENOENT;
-		goto out;
-	}
-	if (st.n_best > 1) {
-		r = -ENOTUNIQ;
-		goto out;
-	}
-	*out = st.res;
-	r = 0;
+	/* The kernel answers an exact query for a missing socket with
+	 * ENOENT: that is "no match", not a failure. */
+	r = st->error == -ENOENT ? 0 : st->error;
 out:
 	sd->cur = NULL;
 	nlmsg_free(msg);
 	return r;
+}
+
+int sockdiag_lookup(struct sockdiag *sd, const struct flow_tuple *t, struct sockdiag_result *out)
+{
+	struct lookup_state st = { .t = t };
+	int r;
+
+	if (!sd || !out)
+		return -EINVAL;
+	r = tuple_check(t);
+	if (r < 0)
+		return r;
+
+	r = query(sd, t, t->family, &st);
+	/* A dual-stack AF_INET6 UDP socket serving an IPv4 peer is only in
+	 * the AF_INET6 table. */
+	if (r == 0 && t->proto == IPPROTO_UDP && t->family == AF_INET)
+		r = query(sd, t, AF_INET6, &st);
+	if (r < 0)
+		return r;
+	if (st.best == MATCH_NONE)
+		return -ENOENT;
+	if (st.n_best > 1)
+		return -ENOTUNIQ;
+	*out = st.res;
+	return 0;
 }
 
 int flow_tuple_from_sockaddr(struct flow_tuple *t, int proto, const struct sockaddr *src,

@@ -224,6 +224,56 @@ static void test_udp_reuseport_ambiguous(void **state)
 	sockdiag_close(sd);
 }
 
+/* A dual-stack AF_INET6 socket talking to an IPv4 peer: the peer sees a
+ * plain IPv4 flow, the kernel reports v4-mapped addresses. */
+static void dual_stack_case(int type, int proto)
+{
+	struct sockdiag *sd = sockdiag_open();
+	struct sockaddr_in srv_a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(srv_a);
+	assert_non_null(sd);
+
+	int srv = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	assert_true(srv >= 0);
+	assert_int_equal(bind(srv, (void *)&srv_a, l), 0);
+	if (proto == IPPROTO_TCP)
+		assert_int_equal(listen(srv, 4), 0);
+	assert_int_equal(getsockname(srv, (void *)&srv_a, &l), 0);
+
+	int cli = socket(AF_INET6, type | SOCK_CLOEXEC, 0);
+	int off = 0;
+	assert_true(cli >= 0);
+	assert_int_equal(setsockopt(cli, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)), 0);
+	struct sockaddr_in6 mapped = { .sin6_family = AF_INET6, .sin6_port = srv_a.sin_port };
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:127.0.0.1", &mapped.sin6_addr), 1);
+	assert_int_equal(connect(cli, (void *)&mapped, sizeof(mapped)), 0);
+	struct sockaddr_in6 me;
+	socklen_t ml = sizeof(me);
+	assert_int_equal(getsockname(cli, (void *)&me, &ml), 0);
+
+	/* The tuple as the IPv4 side sees it. */
+	struct flow_tuple t = { .proto = proto, .family = AF_INET };
+	t.src.v4.s_addr = htonl(INADDR_LOOPBACK);
+	t.sport = ntohs(me.sin6_port);
+	t.dst.v4 = srv_a.sin_addr;
+	t.dport = ntohs(srv_a.sin_port);
+	expect_is(sd, &t, cli);
+
+	close(cli);
+	close(srv);
+	sockdiag_close(sd);
+}
+
+static void test_dual_stack_tcp(void **state)
+{
+	dual_stack_case(SOCK_STREAM, IPPROTO_TCP);
+}
+
+static void test_dual_stack_udp(void **state)
+{
+	dual_stack_case(SOCK_DGRAM, IPPROTO_UDP);
+}
+
 static void test_bad_tuples(void **state)
 {
 	struct sockdiag *sd = sockdiag_open();
@@ -263,6 +313,8 @@ int main(void)
 		cmocka_unit_test(test_udp4),
 		cmocka_unit_test(test_udp6),
 		cmocka_unit_test(test_udp_reuseport_ambiguous),
+		cmocka_unit_test(test_dual_stack_tcp),
+		cmocka_unit_test(test_dual_stack_udp),
 		cmocka_unit_test(test_bad_tuples),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
