@@ -421,15 +421,18 @@ static bool extra_key_allowed(const char *name)
 	return strncmp(name, "TETHER_", 7) == 0 || strcmp(name, "GIT_SSH_COMMAND") == 0;
 }
 
-static const char *shell_for(const struct policy *p, const struct envb_extra *x)
+/* exec.shell, else the target user's passwd shell, else /bin/sh. getpwuid_r:
+ * the supervisor has threads (libuv pool). */
+static const char *shell_for(const struct policy *p, const struct envb_extra *x, char *buf, size_t size)
 {
 	if (p->exec.shell)
 		return p->exec.shell;
 	if (x && x->has_target_uid) {
-		/* getpwuid in the supervisor (not in a forked child). */
-		struct passwd *pw = getpwuid(x->target_uid);
-		if (pw && pw->pw_shell && pw->pw_shell[0] == '/')
-			return pw->pw_shell;
+		struct passwd pw, *res = NULL;
+		char tmp[4096];
+		if (getpwuid_r(x->target_uid, &pw, tmp, sizeof(tmp), &res) == 0 && res && res->pw_shell &&
+		    res->pw_shell[0] == '/' && strscpy(buf, res->pw_shell, size) == 0)
+			return buf;
 	}
 	return "/bin/sh";
 }
@@ -572,7 +575,8 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 				}
 		}
 	}
-	if ((rc = env_put(r, "SHELL", shell_for(p, x))) < 0)
+	char shell[4096];
+	if ((rc = env_put(r, "SHELL", shell_for(p, x, shell, sizeof(shell)))) < 0)
 		return rc;
 	if (x->proxy_url && x->proxy_url[0]) {
 		static const char *const proxy_names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
