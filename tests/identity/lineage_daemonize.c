@@ -180,6 +180,13 @@ static void scenario(enum membership_mode mode)
 		LT_CHECK(strcmp(res.hops[2].ref.key, anchor.key) == 0, "chain does not end at anchor");
 	}
 	ancestry_result_free(&res);
+	/* skip_exe: same chain, live hops carry the exe recorded at learn. */
+	struct ancestry_opts so = { .skip_exe = true };
+	r = ancestry_walk(&caps, t, &dref, &so, &res);
+	LT_CHECK(r == 0 && res.n == 3 && res.hops[1].live && res.hops[1].ref.exe.ino != 0 &&
+			 res.hops[1].ref.exe.ino == cref.exe.ino,
+		 "skip_exe walk D: %s n=%zu", reason_word(res.reason), res.n);
+	ancestry_result_free(&res);
 
 	/* D2 was not seen while M lived: adopted, not a member, walk foreign. */
 	struct procref d2ref;
