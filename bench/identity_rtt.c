@@ -130,7 +130,7 @@ struct bench {
 	int window;
 	double *lat;
 	double *start;
-	struct flow_tuple tuple;
+	struct proto_tuple tuple;
 };
 
 static void on_state(struct proto_client *c, bool ready, enum reason why, void *ud)
@@ -140,7 +140,7 @@ static void on_state(struct proto_client *c, bool ready, enum reason why, void *
 
 static void issue(struct bench *b);
 
-static void got(const struct identity_result *res, void *ud)
+static void got(const struct proto_identity_result *res, void *ud)
 {
 	struct bench *b = ud;
 	long i = (long)(res->request_id % (uint64_t)b->target);
@@ -197,8 +197,8 @@ static double run_phase(struct bench *b, long n, int window, bool record)
 static void raw_sign_verify_us(const struct world *w, long n, double *mean, double *p50)
 {
 	uint8_t nonce[32] = { 1 };
-	struct flow_tuple t;
-	flow_tuple_from_strings(&t, IPPROTO_TCP, "192.0.2.10", 40000, "198.51.100.7", 443);
+	struct proto_tuple t;
+	proto_tuple_from_strings(&t, IPPROTO_TCP, "192.0.2.10", 40000, "198.51.100.7", 443);
 	struct context_input in = { .topology = PROTO_TOPOLOGY_SPLIT, .source = IDENTITY_SOURCE_DELEGATED,
 		.subject = &w->subject, .ancestors = &w->parent, .n_ancestors = 1, .anchor = &w->anchor,
 		.tuple = &t, .nonce = nonce };
@@ -271,7 +271,7 @@ static void connect_client(struct bench *b, struct world *w, const char *ep)
 		exit(1);
 	while (!b->ready)
 		uv_run(&b->loop, UV_RUN_ONCE);
-	flow_tuple_from_strings(&b->tuple, IPPROTO_TCP, "192.0.2.10", 40000, "198.51.100.7", 443);
+	proto_tuple_from_strings(&b->tuple, IPPROTO_TCP, "192.0.2.10", 40000, "198.51.100.7", 443);
 }
 
 static void close_client(struct bench *b)

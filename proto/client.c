@@ -18,7 +18,7 @@ struct request {
 	struct request *next, *prev;
 	uint64_t id;
 	uint8_t nonce[PROTO_NONCE_LEN];
-	struct flow_tuple tuple;
+	struct proto_tuple tuple;
 	uint64_t cookie;
 	uint64_t deadline; /* uv_now() ms */
 	bool sent;
@@ -82,7 +82,7 @@ static void req_finish(struct proto_client *c, struct request *r, enum reason re
 		       const struct identity_context *ctx, const struct signed_context *sc,
 		       const char *message)
 {
-	struct identity_result res = {
+	struct proto_identity_result res = {
 		.request_id = r->id,
 		.reason = reason,
 		.ctx = ctx,
@@ -433,7 +433,7 @@ int proto_client_start(uv_loop_t *loop, const struct proto_client_opts *opts,
 
 bool proto_client_ready(const struct proto_client *c) { return c->state == ST_READY; }
 
-int proto_client_request(struct proto_client *c, const struct flow_tuple *tuple,
+int proto_client_request(struct proto_client *c, const struct proto_tuple *tuple,
 			 uint64_t socket_cookie, proto_identity_cb cb, void *userdata,
 			 uint64_t *request_id_out)
 {

@@ -30,7 +30,7 @@
 
 struct proto_client;
 
-struct identity_result {
+struct proto_identity_result {
 	uint64_t request_id;
 	enum reason reason;                          /* REASON_OK: ctx verified */
 	const struct identity_context *ctx;          /* valid during the callback */
@@ -39,7 +39,7 @@ struct identity_result {
 	const char *message;                         /* detail for logs; never NULL */
 };
 
-typedef void (*proto_identity_cb)(const struct identity_result *res, void *userdata);
+typedef void (*proto_identity_cb)(const struct proto_identity_result *res, void *userdata);
 
 struct proto_client_opts {
 	const char *endpoint;
@@ -62,7 +62,7 @@ struct proto_client_opts {
 int proto_client_start(uv_loop_t *loop, const struct proto_client_opts *opts,
 		       struct proto_client **out);
 /* 0 (cb will be called) or -EINVAL / -ENOMEM (cb will not be called). */
-int proto_client_request(struct proto_client *c, const struct flow_tuple *tuple,
+int proto_client_request(struct proto_client *c, const struct proto_tuple *tuple,
 			 uint64_t socket_cookie, proto_identity_cb cb, void *userdata,
 			 uint64_t *request_id_out);
 /* The callback of that request will not be called. Unknown ids are ignored. */

@@ -50,7 +50,7 @@ const char *identity_source_word(enum identity_source s)
 
 static size_t addr_len(uint8_t family) { return family == AF_INET ? 4 : 16; }
 
-bool flow_tuple_equal(const struct flow_tuple *a, const struct flow_tuple *b)
+bool proto_tuple_equal(const struct proto_tuple *a, const struct proto_tuple *b)
 {
 	if (a->proto != b->proto || a->family != b->family || a->sport != b->sport ||
 	    a->dport != b->dport)
@@ -59,7 +59,7 @@ bool flow_tuple_equal(const struct flow_tuple *a, const struct flow_tuple *b)
 	return memcmp(a->src, b->src, n) == 0 && memcmp(a->dst, b->dst, n) == 0;
 }
 
-void flow_tuple_format(const struct flow_tuple *t, char *buf, size_t size)
+void proto_tuple_format(const struct proto_tuple *t, char *buf, size_t size)
 {
 	char s[INET6_ADDRSTRLEN] = "?", d[INET6_ADDRSTRLEN] = "?";
 	int fam = t->family == AF_INET ? AF_INET : AF_INET6;
@@ -72,7 +72,7 @@ void flow_tuple_format(const struct flow_tuple *t, char *buf, size_t size)
 		snprintf(buf, size, "%s %s:%u -> %s:%u", p, s, t->sport, d, t->dport);
 }
 
-int flow_tuple_from_strings(struct flow_tuple *t, int proto, const char *src, uint16_t sport,
+int proto_tuple_from_strings(struct proto_tuple *t, int proto, const char *src, uint16_t sport,
 			    const char *dst, uint16_t dport)
 {
 	memset(t, 0, sizeof(*t));
@@ -134,7 +134,7 @@ int context_encode(const struct context_input *in, uint8_t **out, size_t *out_le
 	}
 	procref_to_pb(in->anchor, &anchor);
 	m.process_trust_anchor = &anchor.ref;
-	flow_tuple_to_pb(in->tuple, &tuple);
+	proto_tuple_to_pb(in->tuple, &tuple);
 	m.tuple = &tuple;
 	m.socket_cookie = in->socket_cookie;
 	m.nonce.data = (uint8_t *)in->nonce;
@@ -193,7 +193,7 @@ static int decode_into(const Tether__ProcessIdentityContext *m, struct identity_
 	}
 	if (procref_from_pb(m->process_trust_anchor, &c->anchor) < 0)
 		return -EBADMSG;
-	if (flow_tuple_from_pb(m->tuple, &c->tuple) < 0)
+	if (proto_tuple_from_pb(m->tuple, &c->tuple) < 0)
 		return -EBADMSG;
 	c->socket_cookie = m->socket_cookie;
 	if (m->nonce.len != PROTO_NONCE_LEN)

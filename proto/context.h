@@ -43,7 +43,7 @@ const char *identity_source_word(enum identity_source s);
 
 /* A flow as one side sees it. Addresses are network order; family is
  * AF_INET (first 4 bytes of src/dst used) or AF_INET6. */
-struct flow_tuple {
+struct proto_tuple {
 	uint8_t proto; /* IPPROTO_TCP, IPPROTO_UDP */
 	uint8_t family;
 	uint8_t src[16];
@@ -51,11 +51,11 @@ struct flow_tuple {
 	uint16_t sport, dport; /* host order */
 };
 
-bool flow_tuple_equal(const struct flow_tuple *a, const struct flow_tuple *b);
+bool proto_tuple_equal(const struct proto_tuple *a, const struct proto_tuple *b);
 /* "tcp 192.0.2.1:1234 -> 198.51.100.2:443" into buf. */
-void flow_tuple_format(const struct flow_tuple *t, char *buf, size_t size);
+void proto_tuple_format(const struct proto_tuple *t, char *buf, size_t size);
 /* Fill from textual addresses (inet_pton); -EINVAL on mismatch/garbage. */
-int flow_tuple_from_strings(struct flow_tuple *t, int proto, const char *src, uint16_t sport,
+int proto_tuple_from_strings(struct proto_tuple *t, int proto, const char *src, uint16_t sport,
 			    const char *dst, uint16_t dport);
 
 /* What the signer is given: borrowed pointers, nothing is copied. */
@@ -67,7 +67,7 @@ struct context_input {
 	size_t n_ancestors;
 	const struct procref *namespace_reference; /* may be NULL */
 	const struct procref *anchor;
-	const struct flow_tuple *tuple;
+	const struct proto_tuple *tuple;
 	uint64_t socket_cookie;
 	const uint8_t *nonce; /* PROTO_NONCE_LEN bytes */
 	uint64_t request_id;
@@ -87,7 +87,7 @@ struct identity_context {
 	bool has_namespace_reference;
 	struct procref namespace_reference;
 	struct procref anchor;
-	struct flow_tuple tuple;
+	struct proto_tuple tuple;
 	uint64_t socket_cookie;
 	uint8_t nonce[PROTO_NONCE_LEN];
 	uint64_t request_id;

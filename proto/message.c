@@ -85,7 +85,7 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		tether__identity_request__init(&s->ireq);
 		s->ireq.request_id = m->u.identity_request.request_id;
 		s->ireq.nonce = bin(m->u.identity_request.nonce, PROTO_NONCE_LEN);
-		flow_tuple_to_pb(&m->u.identity_request.tuple, &s->tuple);
+		proto_tuple_to_pb(&m->u.identity_request.tuple, &s->tuple);
 		s->ireq.tuple = &s->tuple;
 		s->ireq.socket_cookie = m->u.identity_request.socket_cookie;
 		f->msg_case = TETHER__FRAME__MSG_IDENTITY_REQUEST;
@@ -281,7 +281,7 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 		const Tether__IdentityRequest *q = f->identity_request;
 		if (q->nonce.len != PROTO_NONCE_LEN)
 			return -EBADMSG;
-		if (flow_tuple_from_pb(q->tuple, &m->u.identity_request.tuple) < 0)
+		if (proto_tuple_from_pb(q->tuple, &m->u.identity_request.tuple) < 0)
 			return -EBADMSG;
 		m->u.identity_request.request_id = q->request_id;
 		memcpy(m->u.identity_request.nonce, q->nonce.data, PROTO_NONCE_LEN);

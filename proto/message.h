@@ -56,7 +56,7 @@ struct ctl_msg {
 		struct {
 			uint64_t request_id;
 			uint8_t nonce[PROTO_NONCE_LEN];
-			struct flow_tuple tuple;
+			struct proto_tuple tuple;
 			uint64_t socket_cookie;
 		} identity_request;
 		struct {

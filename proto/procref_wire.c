@@ -135,7 +135,7 @@ int procref_from_pb(const Tether__ProcessRef *m, struct procref *out)
 	return 0;
 }
 
-void flow_tuple_to_pb(const struct flow_tuple *t, Tether__FlowTuple *m)
+void proto_tuple_to_pb(const struct proto_tuple *t, Tether__FlowTuple *m)
 {
 	tether__flow_tuple__init(m);
 	m->proto = t->proto;
@@ -147,7 +147,7 @@ void flow_tuple_to_pb(const struct flow_tuple *t, Tether__FlowTuple *m)
 	m->dst_port = t->dport;
 }
 
-int flow_tuple_from_pb(const Tether__FlowTuple *m, struct flow_tuple *t)
+int proto_tuple_from_pb(const Tether__FlowTuple *m, struct proto_tuple *t)
 {
 	memset(t, 0, sizeof(*t));
 	if (!m || m->proto == 0 || m->proto > 255 || m->src_port > 65535 || m->dst_port > 65535)

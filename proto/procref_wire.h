@@ -1,4 +1,4 @@
-/* Conversion between struct procref / struct flow_tuple and the wire.
+/* Conversion between struct procref / struct proto_tuple and the wire.
  *
  * struct procref (identity/procref.h) and the wire
  * ProcessRef. Only the recorded part of a ref travels: a ref decoded from the
@@ -32,5 +32,5 @@ bool boot_id_valid(const char *s);
 
 /* Flow tuples: to_pb points into t; from_pb validates (proto 1..255,
  * ports <= 65535, both addresses 4 or both 16 bytes). */
-void flow_tuple_to_pb(const struct flow_tuple *t, Tether__FlowTuple *m);
-int flow_tuple_from_pb(const Tether__FlowTuple *m, struct flow_tuple *t);
+void proto_tuple_to_pb(const struct proto_tuple *t, Tether__FlowTuple *m);
+int proto_tuple_from_pb(const Tether__FlowTuple *m, struct proto_tuple *t);

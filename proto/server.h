@@ -33,7 +33,7 @@ struct server_conn;
 struct proto_request {
 	uint64_t request_id;
 	uint8_t nonce[PROTO_NONCE_LEN];
-	struct flow_tuple tuple;
+	struct proto_tuple tuple;
 	uint64_t socket_cookie;
 	struct server_conn *conn; /* private */
 };

@@ -298,7 +298,7 @@ enum reason verifier_check_context(struct verifier *v, const struct signed_conte
 		r = REASON_ANCHOR_UNKNOWN;
 	else if (ex->nonce && memcmp(ex->nonce, c->nonce, PROTO_NONCE_LEN) != 0)
 		r = REASON_CONTEXT_REPLAYED;
-	else if (ex->tuple && !flow_tuple_equal(ex->tuple, &c->tuple))
+	else if (ex->tuple && !proto_tuple_equal(ex->tuple, &c->tuple))
 		r = REASON_CONTEXT_TUPLE_MISMATCH;
 	else if (c->expires_at_ns - c->issued_at_ns > v->opts.max_lifetime_ns ||
 		 c->issued_at_ns > now + skew || now > c->expires_at_ns + skew)

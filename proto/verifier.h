@@ -79,7 +79,7 @@ const struct signed_cert *verifier_cert_for_key(const struct verifier *v,
 
 struct verify_expect {
 	const uint8_t *nonce;             /* the request's nonce; NULL = offline, not checked */
-	const struct flow_tuple *tuple;   /* the flow; NULL = not checked */
+	const struct proto_tuple *tuple;   /* the flow; NULL = not checked */
 	const uint8_t *instance_key_id;   /* the channel's certificate; NULL = any current */
 	uint64_t now_ns;                  /* 0 = clock */
 	/* Offline re-verification of a recorded context (tether verify-context):

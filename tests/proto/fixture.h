@@ -47,7 +47,7 @@ struct fixture {
 	struct sign_key *inst;
 	struct pub_key inst_pub;
 	struct procref subject, parent, anchor;
-	struct flow_tuple tuple;
+	struct proto_tuple tuple;
 	uint8_t nonce[PROTO_NONCE_LEN];
 	struct signed_cert cert;
 };
@@ -86,13 +86,13 @@ static inline int fix_init(struct fixture *f)
 	fix_ref(&f->subject, 300, 9003, "/usr/bin/curl");
 	fix_ref(&f->parent, 200, 9002, "/bin/sh");
 	fix_ref(&f->anchor, 100, 9001, "/usr/libexec/tether/proc-supervisor");
-	flow_tuple_from_strings(&f->tuple, IPPROTO_TCP, "192.0.2.10", 40000, "198.51.100.7", 443);
+	proto_tuple_from_strings(&f->tuple, IPPROTO_TCP, "192.0.2.10", 40000, "198.51.100.7", 443);
 	memset(f->nonce, 0xab, sizeof(f->nonce));
 	return fix_cert(f, f->prov, f->inst, FIX_T0, 0xeffff, &f->cert);
 }
 
 static inline int fix_sign(const struct fixture *f, const struct sign_key *key, const uint8_t *nonce,
-			   const struct flow_tuple *tuple, uint64_t issued_at, struct signed_context *out)
+			   const struct proto_tuple *tuple, uint64_t issued_at, struct signed_context *out)
 {
 	struct context_input in = {
 		.topology = PROTO_TOPOLOGY_SPLIT,

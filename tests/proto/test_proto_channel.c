@@ -49,7 +49,7 @@ static char sockdir[64];
 
 static void answer(struct srv *s, struct proto_request *req)
 {
-	struct flow_tuple t = req->tuple;
+	struct proto_tuple t = req->tuple;
 	if (s->mode == WRONG_TUPLE)
 		t.dport++;
 	struct context_input in = {
@@ -176,7 +176,7 @@ struct waiter {
 	bool had_cert;
 };
 
-static void got(const struct identity_result *res, void *ud)
+static void got(const struct proto_identity_result *res, void *ud)
 {
 	struct waiter *w = ud;
 	w->done++;
@@ -262,10 +262,10 @@ static void net_fini(struct net *n)
 	verifier_free(n->v);
 }
 
-static struct flow_tuple flow(uint16_t sport)
+static struct proto_tuple flow(uint16_t sport)
 {
-	struct flow_tuple t;
-	flow_tuple_from_strings(&t, 6, "192.0.2.10", sport, "198.51.100.7", 443);
+	struct proto_tuple t;
+	proto_tuple_from_strings(&t, 6, "192.0.2.10", sport, "198.51.100.7", 443);
 	return t;
 }
 
@@ -280,7 +280,7 @@ static void test_roundtrip(void **state)
 	client_start(&n, s->ep, 2000);
 	/* issued before the channel is ready: waits for it */
 	struct waiter w[50] = { 0 };
-	struct flow_tuple t = flow(40001);
+	struct proto_tuple t = flow(40001);
 	assert_int_equal(proto_client_request(n.c, &t, 9, got, &w[0], NULL), 0);
 	assert_int_equal(w[0].done, 0); /* never synchronous */
 	assert_true(run_until(&n.loop, &w[0].done, 1, 3000));
@@ -317,7 +317,7 @@ static void test_errors_and_timeouts(void **state)
 	net_init(&n, &f);
 	client_start(&n, s->ep, 200);
 	struct waiter w = { 0 };
-	struct flow_tuple t = flow(40100);
+	struct proto_tuple t = flow(40100);
 	/* the proc side's reason word is passed through */
 	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
 	assert_true(run_until(&n.loop, &w.done, 1, 3000));
@@ -363,7 +363,7 @@ static void test_drop_and_reconnect(void **state)
 	client_start(&n, s->ep, 5000);
 	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
 	struct waiter w = { 0 };
-	struct flow_tuple t = flow(40200);
+	struct proto_tuple t = flow(40200);
 	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
 	uv_run(&n.loop, UV_RUN_NOWAIT);
 	/* the proc side goes away with the request in flight: fail closed, fast */
@@ -412,7 +412,7 @@ static void test_anchor_replaced(void **state)
 				       .backoff_max_ms = 50, .on_anchor = on_anchor, .userdata = &n };
 	assert_int_equal(proto_client_start(&n.loop, &o, &cb_client), 0);
 	struct waiter w = { 0 };
-	struct flow_tuple t = flow(40300);
+	struct proto_tuple t = flow(40300);
 	assert_int_equal(proto_client_request(cb_client, &t, 0, got, &w, NULL), 0);
 	assert_true(run_until(&n.loop, &w.done, 1, 3000));
 	assert_int_equal(w.reason, REASON_IDENTITY_UNAVAILABLE);
@@ -456,7 +456,7 @@ static void test_impostor_certificate(void **state)
 	net_init(&n, &f);
 	client_start(&n, s->ep, 2000);
 	struct waiter w = { 0 };
-	struct flow_tuple t = flow(40400);
+	struct proto_tuple t = flow(40400);
 	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
 	assert_true(run_until(&n.loop, &w.done, 1, 3000));
 	assert_int_equal(w.reason, REASON_IDENTITY_UNAVAILABLE);
@@ -673,7 +673,7 @@ static void test_tcp_loopback(void **state)
 	net_init(&n, &f);
 	client_start(&n, s->ep, 2000);
 	struct waiter w = { 0 };
-	struct flow_tuple t = flow(40500);
+	struct proto_tuple t = flow(40500);
 	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
 	assert_true(run_until(&n.loop, &w.done, 1, 3000));
 	assert_int_equal(w.reason, REASON_OK);

@@ -104,7 +104,7 @@ static int teardown(void **state)
 }
 
 static enum reason check(struct vfix *x, const struct signed_context *sc, const uint8_t *nonce,
-			 const struct flow_tuple *t, uint64_t now)
+			 const struct proto_tuple *t, uint64_t now)
 {
 	struct verify_expect ex = { .nonce = nonce ? nonce : x->f.nonce,
 				    .tuple = t ? t : &x->f.tuple,
@@ -151,7 +151,7 @@ static void test_tuple_and_expiry(void **state)
 	struct vfix *x = *state;
 	struct signed_context sc;
 	assert_int_equal(fix_sign(&x->f, NULL, NULL, NULL, 0, &sc), 0);
-	struct flow_tuple t = x->f.tuple;
+	struct proto_tuple t = x->f.tuple;
 	t.sport++;
 	assert_int_equal(check(x, &sc, NULL, &t, 0), REASON_CONTEXT_TUPLE_MISMATCH);
 	/* expired: lifetime 5 s + skew 1 s */
