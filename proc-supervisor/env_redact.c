@@ -65,8 +65,12 @@ bool redact_key_secretish(const char *id, size_t len)
 					     "session", "bearer",  "privatekey",  "pat" };
 	static const char *const infix[] = { "password", "passwd", "secret", "token", "apikey", "credential" };
 	char low[128];
-	if (len == 0 || len >= sizeof(low))
+	if (len == 0)
 		return false;
+	if (len >= sizeof(low)) { /* the tail carries the _TOKEN / -key part */
+		id += len - (sizeof(low) - 1);
+		len = sizeof(low) - 1;
+	}
 	for (size_t i = 0; i < len; i++)
 		low[i] = (char)tolower((unsigned char)id[i]);
 	low[len] = '\0';
@@ -141,7 +145,7 @@ static size_t token_at(const char *p)
 	/* JWT: eyJ<b64url>.<b64url>[.<b64url>] */
 	if (strncmp(p, "eyJ", 3) == 0) {
 		size_t n = 0, dots = 0;
-		while (p[n] && (in_cs(CS_B64URL, p[n]) || p[n] == '.')) {
+		while (p[n] && n < 16384 && (in_cs(CS_B64URL, p[n]) || p[n] == '.')) {
 			dots += p[n] == '.';
 			n++;
 		}

@@ -97,6 +97,10 @@ static void test_key_classifier(void **state)
 	assert_false(redact_key_secretish("GIT_AUTHOR_NAME", 15));
 	assert_false(redact_key_secretish("keyboard", 8));
 	assert_false(redact_key_secretish("--verbose", 9));
+	char longname[300];
+	memset(longname, 'A', 290);
+	strcpy(longname + 290, "_TOKEN");
+	assert_true(redact_key_secretish(longname, strlen(longname)));
 }
 
 static void test_json(void **state)
