@@ -167,10 +167,6 @@ struct nctx {
 	struct kernel_caps caps;
 	struct cookie_registry *reg;
 };
-static int b_identify(void *u, const struct kernel_caps *caps, int pidfd, struct procref *out)
-{
-	return procref_from_pidfd(caps, pidfd, out);
-}
 static int b_record(void *u, uint64_t cookie, const struct procref *ref)
 {
 	return cookie_registry_put(((struct nctx *)u)->reg, cookie, ref);
@@ -182,6 +178,7 @@ static void b_release(void *u, struct procref *ref)
 
 static pid_t reap_pid;
 static bool sync_wakeup;
+static double handler_us; /* mean time the supervisor holds a notification */
 static void on_child_exit(uv_poll_t *h, int status, int events)
 {
 	waitpid(reap_pid, NULL, 0); /* filters are released at reap: the listener then HUPs */
@@ -253,7 +250,7 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct notifier *n;
-	struct notifier_ops ops = { .identify = b_identify, .record = b_record, .release = b_release, .user = nc };
+	struct notifier_ops ops = { .identify = notifier_identify_default, .record = b_record, .release = b_release, .user = nc };
 	if (notifier_new(&loop, &nc->caps, &ops, &n) < 0 || notifier_add_listener(n, lfd) < 0)
 		exit(1);
 	int pidfd = sys_pidfd_open(pid, 0);
@@ -265,6 +262,7 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	uv_run(&loop, UV_RUN_DEFAULT);
 	const struct notifier_stats *st = notifier_stats(n);
 	sync_wakeup = st->sync_wakeup;
+	handler_us = st->notifications ? (double)st->handle_ns / 1e3 / (double)st->notifications : 0;
 	if (st->recorded != (uint64_t)m)
 		fprintf(stderr, "warning: %llu of %d connects attributed\n", (unsigned long long)st->recorded, m);
 	notifier_close(n);
@@ -325,8 +323,11 @@ int main(int argc, char **argv)
 	double pm = pct(plain, (size_t)m, 0.5), p99 = pct(plain, (size_t)m, 0.99);
 	double nm = pct(noti, (size_t)m, 0.5), n99 = pct(noti, (size_t)m, 0.99);
 	printf("connect: plain median %.1f us p99 %.1f us; notified median %.1f us p99 %.1f us; added median %.1f us "
-	       "(target <= 25) p99 %.1f us (M=%d, sync_wakeup %s)\n",
-	       pm, p99, nm, n99, nm - pm, n99 - p99, m, sync_wakeup ? "on" : "off");
+	       "(target <= 25) p99 %.1f us; handler %.1f us mean (M=%d, sync_wakeup %s)\n",
+	       pm, p99, nm, n99, nm - pm, n99 - p99, handler_us, m, sync_wakeup ? "on" : "off");
+	double la[3];
+	if (getloadavg(la, 3) == 3)
+		printf("load average during the run: %.2f (nproc %ld)\n", la[0], sysconf(_SC_NPROCESSORS_ONLN));
 	server_stop = 1;
 	pthread_join(st, NULL);
 	close(srv);

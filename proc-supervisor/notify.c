@@ -46,6 +46,41 @@ struct notifier {
 	unsigned pending_close; /* uv_close issued, callback not yet run */
 };
 
+int notifier_identify_default(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out)
+{
+	int r = procref_from_pidfd_ex(caps, pidfd, PROCREF_NO_EXE, out);
+	if (r < 0)
+		return r;
+	pid_t pp = out->procfs_pid > 0 ? out->procfs_pid : out->pid;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pp);
+	struct exe_tuple *t = &out->exe;
+	struct stat st;
+	ssize_t n = readlink(path, t->path, sizeof(t->path) - 1);
+	if (n < 0 || stat(path, &st) < 0) {
+		out->exe_err = -errno;
+		t->path[0] = '\0';
+		return 0; /* identity without an image (a kernel thread cannot connect) */
+	}
+	t->path[n] = '\0';
+	static const char deleted[] = " (deleted)";
+	size_t dl = sizeof(deleted) - 1;
+	if ((size_t)n > dl && strcmp(t->path + n - dl, deleted) == 0) {
+		t->deleted = true;
+		t->path[n - dl] = '\0';
+	}
+	t->memfd = strncmp(t->path, "/memfd:", 7) == 0;
+	t->dev = st.st_dev;
+	t->ino = st.st_ino;
+	t->size = st.st_size;
+	t->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	t->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+	t->hashed = false;
+	t->maps_mismatch = false;
+	out->exe_err = 0;
+	return 0;
+}
+
 int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct notifier_ops *ops,
 		 struct notifier **out)
 {
@@ -196,13 +231,16 @@ int notifier_handle(struct notifier *n, int fd)
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, n->req) < 0)
 		return -errno; /* ENOENT: the caller was killed before we got it */
 	n->stats.notifications++;
+	unsigned long long t0 = now_mono_ns();
 	attribute(n, fd, n->req);
 	/* Whatever happened above, the connect proceeds: attribution is
 	 * observation, never a decision (policy is enforced by the proxy). */
 	memset(n->resp, 0, n->resp_size);
 	n->resp->id = n->req->id;
 	n->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, n->resp) < 0) {
+	int sr = ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, n->resp);
+	n->stats.handle_ns += now_mono_ns() - t0;
+	if (sr < 0) {
 		int r = -errno;
 		if (r == -ENOENT)
 			n->stats.stale++;

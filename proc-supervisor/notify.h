@@ -41,10 +41,18 @@ struct notifier_stats {
 	uint64_t failures;      /* identification/dup/cookie/record failed: continued */
 	uint64_t respond_errors;
 	uint64_t listeners;     /* currently watched */
+	uint64_t handle_ns;     /* total time from RECV to SEND (the caller is blocked) */
 	bool sync_wakeup;       /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP in use */
 };
 
 struct notifier;
+
+/* The identify step the daemon uses: the ProcessRef through the pidfd
+ * without the maps scan (PROCREF_NO_EXE), plus the exe tuple as of this
+ * connect from a stat and a readlink of /proc/<pid>/exe - the cheap parts,
+ * because the caller is blocked meanwhile. maps_mismatch is not checked
+ * here (the identity service verifies the image at decision time). */
+int notifier_identify_default(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out);
 
 int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct notifier_ops *ops,
 		 struct notifier **out);

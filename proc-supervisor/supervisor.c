@@ -31,11 +31,6 @@ void procsup_spawn_req_init(struct procsup_spawn_req *r)
 
 /* ---- attribution glue: notifier -> identity library ---- */
 
-static int glue_identify(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out)
-{
-	return procref_from_pidfd(caps, pidfd, out);
-}
-
 static void glue_release(void *user, struct procref *ref)
 {
 	if (ref->pidfd >= 0)
@@ -477,7 +472,7 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 	if ((r = uv_loop_init(&ps->loop)) < 0)
 		return r;
 	ps->loop_ready = true;
-	struct notifier_ops ops = { .identify = glue_identify, .record = glue_record, .release = glue_release,
+	struct notifier_ops ops = { .identify = notifier_identify_default, .record = glue_record, .release = glue_release,
 				    .user = ps };
 	if ((r = notifier_new(&ps->loop, &ps->caps, &ops, &ps->notifier)) < 0) {
 		log_error("seccomp notifier: %s", strerror(-r));
