@@ -35,10 +35,12 @@ inpod ip addr add 2001:db8::2/64 dev tfa$ID nodad; innet ip addr add 2001:db8::1
 inpod ip link set tfa$ID up; innet ip link set tfb$ID up
 inpod sysctl -qw net.ipv4.ping_group_range="0 2147483647"
 
-innet $HELPER http 198.51.100.1 8080 & PIDS+=($!)
-innet $HELPER http 2001:db8::1 8080 & PIDS+=($!)
-innet $HELPER udp-sink 198.51.100.1 5353 $TMP/udp4 & PIDS+=($!)
-innet $HELPER udp-sink 2001:db8::1 5353 $TMP/udp6 & PIDS+=($!)
+# Background processes are started without shell functions so $! is the
+# process itself (ip netns exec and setpriv exec in place).
+ip netns exec $NET $HELPER http 198.51.100.1 8080 & PIDS+=($!)
+ip netns exec $NET $HELPER http 2001:db8::1 8080 & PIDS+=($!)
+ip netns exec $NET $HELPER udp-sink 198.51.100.1 5353 $TMP/udp4 & PIDS+=($!)
+ip netns exec $NET $HELPER udp-sink 2001:db8::1 5353 $TMP/udp6 & PIDS+=($!)
 as() { local uid=$1; shift; inpod setpriv --reuid $uid --regid $uid --clear-groups "$@"; }
 for i in $(seq 50); do inpod $HELPER tcp 198.51.100.1 8080 && inpod $HELPER tcp 2001:db8::1 8080 && break; sleep 0.1; done
 
@@ -78,7 +80,7 @@ network:
           ports: [8080]
 P
 chmod 755 $TMP; chmod 644 $TMP/policy.yaml
-as 4242 $BIN/net-supervisor --listen 127.0.0.1:3128 --policy $TMP/policy.yaml --audit - \
+ip netns exec $POD setpriv --reuid 4242 --regid 4242 --clear-groups $BIN/net-supervisor --listen 127.0.0.1:3128 --policy $TMP/policy.yaml --audit - \
 	--identity-static /usr/bin/curl > $TMP/audit.jsonl 2> $TMP/ns.err & PIDS+=($!)
 for i in $(seq 50); do inpod $HELPER tcp 127.0.0.1 3128 && break; sleep 0.1; done
 out=$(as 65534 curl -s --max-time 5 -x http://127.0.0.1:3128 http://198.51.100.1:8080/) || fail "curl through the proxy failed"
