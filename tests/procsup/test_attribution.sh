@@ -8,6 +8,7 @@
 
 "$T/probe_connect" serve "$D/port" 30 &
 BG_PIDS+=("$!")
+disown "$!" # no "Killed" job report when cleanup ends it
 wait_file "$D/port" || { fail "server never listened"; finish; }
 port=$(cat "$D/port")
 
