@@ -333,6 +333,7 @@ oom:
 
 struct match {
 	bool allowed;
+	const struct policy_name *rule; /* the exact rule if any, else the first wildcard */
 	bool exact;          /* matched by a name, not a wildcard */
 	bool exact_pass;     /* matched by name in pass_through (not the baseline) */
 };
@@ -360,7 +361,11 @@ static void match_names(const struct policy_names *ns, const char *name, enum po
 		if (!policy_pattern_match(pn->pattern, name, false))
 			continue;
 		m->allowed = true;
+		if (!m->rule)
+			m->rule = pn;
 		if (!strchr(pn->pattern, '*')) {
+			if (!m->exact)
+				m->rule = pn;
 			m->exact = true;
 			if (!baseline)
 				m->exact_pass = true;
@@ -377,31 +382,32 @@ static struct match allow_match(const struct policy_env *env, const char *name)
 	return m;
 }
 
-static bool denied_by_policy(const struct policy_env *env, const char *name)
+static const struct policy_name *denied_by_policy(const struct policy_env *env, const char *name)
 {
 	for (size_t i = 0; i < env->deny.n; i++)
 		if (policy_pattern_match(env->deny.v[i].pattern, name, true))
-			return true;
-	return false;
+			return &env->deny.v[i];
+	return NULL;
 }
 
 /* Decide one parent variable; *path_in / *tmpdir_in receive PATH and TMPDIR
  * values that the supervisor then rewrites. */
-static enum reason decide(const struct policy *p, struct envb_result *r, const char *name,
-			  const char *value, bool *warned_toolchain)
+static enum reason decide(const struct policy *p, const char *name, const char *value,
+			  bool *warned_toolchain, const struct policy_name **rule)
 {
 	const struct policy_env *env = &p->env;
 	if (strncasecmp(name, "TETHER_", 7) == 0)
 		return REASON_TETHER_RESERVED;
 	if (envb_hard_denied(name))
 		return REASON_HARD_DENY;
-	if (denied_by_policy(env, name))
+	if ((*rule = denied_by_policy(env, name)))
 		return REASON_POLICY_DENY;
 	if (strncmp(value, "() {", 4) == 0)
 		return REASON_VALUE_CHECK;
 	if (supervisor_owns(name))
 		return REASON_SUPERVISOR_SET;
 	struct match m = allow_match(env, name);
+	*rule = m.rule;
 	if (!m.allowed)
 		return REASON_NOT_ALLOWED;
 	if (is_toolchain(name)) {
@@ -459,6 +465,7 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 		size_t nl = eq ? (size_t)(eq - e) : strlen(e);
 		bool kept = false;
 		enum reason why = REASON_NAME_INVALID;
+		const struct policy_name *rule = NULL;
 		char name[256];
 		if (eq && strncasecmp(e, "BASH_FUNC_", 10) == 0) {
 			why = REASON_HARD_DENY; /* exported bash function, whatever its suffix */
@@ -472,7 +479,7 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 				repeat = strncmp(parent[j], e, nl + 1) == 0;
 			if (!repeat) {
 				bool tool = false;
-				why = decide(p, r, name, eq + 1, &tool);
+				why = decide(p, name, eq + 1, &tool, &rule);
 				kept = why == REASON_ALLOWED;
 				if (kept && tool &&
 				    warn(r, "%s passed through explicit pass_through: it points toolchains at host paths, review it",
@@ -482,6 +489,7 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 		}
 		if (entry_push(&r->parent, &r->n_parent, e, nl, kept, why) < 0)
 			return -ENOMEM;
+		r->parent[r->n_parent - 1].rule = rule;
 		if (!kept)
 			continue;
 		if (strcmp(name, "PATH") == 0) {
@@ -698,10 +706,13 @@ void envb_dry_run_print(FILE *out, const struct envb_result *r, char *const *arg
 	fprintf(out, "env mode: %s\n", policy_env_mode_name(r->mode));
 	for (size_t i = 0; i < r->n_parent; i++) {
 		const struct envb_entry *e = &r->parent[i];
-		if (e->kept)
-			fprintf(out, "kept    %s%s\n", e->name, strcmp(e->name, "PATH") == 0 ? "  (rewritten, see below)" : "");
-		else
-			fprintf(out, "dropped %-32s %s\n", e->name, reason_word(e->reason));
+		char from[512] = "";
+		if (e->rule)
+			snprintf(from, sizeof(from), "  (%s, %s layer, %s:%u:%u)", e->rule->pattern,
+				 policy_layer_name(e->rule->layer), e->rule->file, e->rule->line, e->rule->col);
+		fprintf(out, "%-7s %-32s %s%s%s\n", e->kept ? "kept" : "dropped", e->name,
+			e->kept ? "allowed" : reason_word(e->reason), from,
+			e->kept && strcmp(e->name, "PATH") == 0 ? "; value rewritten, see PATH= below" : "");
 	}
 	for (size_t i = 0; i < r->n_set; i++) {
 		const struct envb_entry *e = &r->set[i];

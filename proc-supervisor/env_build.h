@@ -55,6 +55,10 @@ struct envb_entry {
 	char *name;        /* the parent's name (sanitized for printing if invalid) */
 	bool kept;
 	enum reason reason; /* REASON_ALLOWED when kept */
+	/* The policy rule that decided (pass_through or baseline entry that
+	 * allowed it, or the deny entry), NULL for built-in decisions. Points
+	 * into the policy: valid while the policy lives. */
+	const struct policy_name *rule;
 };
 
 struct envb_path_drop {

@@ -20,12 +20,12 @@ run() {
 
 run --agent claude
 expect '^env mode: sanitized$'
-expect '^kept    HOME$'
-expect '^kept    LANG$'
-expect '^kept    ANTHROPIC_API_KEY$'
+expect '^kept    HOME +allowed  \(HOME, baseline layer, embedded:profiles/baseline.yaml:[0-9]+:[0-9]+\)$'
+expect '^kept    LANG +allowed  \(LANG, baseline layer, '
+expect '^kept    ANTHROPIC_API_KEY +allowed  \(ANTHROPIC_API_KEY, agent layer, embedded:profiles/agents/claude.yaml:[0-9]+:[0-9]+\)$'
 expect '^dropped LD_PRELOAD +hard_deny$'
 expect '^dropped GH_TOKEN +not_allowed$'
-expect '^dropped LC_ALL +value_check$'
+expect '^dropped LC_ALL +value_check  \(LC_\*, baseline layer, '
 expect '^dropped SHELL +supervisor_set$'
 expect '^dropped OLDPWD +supervisor_set$'
 expect '^dropped TETHER_SYSTEM_POLICY_DIR +tether_reserved$'
@@ -38,11 +38,17 @@ absent ghp_secretvalue99
 absent sk-ant-value99
 absent /bin/evil
 
+# where a decision came from: the deciding rule, its layer and position
+printf 'version: 1\nenvironment:\n  pass_through: ["GH_*", EDITOR]\n  deny: [lang]\n' >"$tmp/why.yaml"
+run --policy "$tmp/why.yaml"
+expect "^dropped GH_TOKEN +secret_shaped  \\(GH_\\*, command layer, $tmp/why.yaml:3:18\\)\$"
+expect "^dropped LANG +policy_deny  \\(lang, command layer, $tmp/why.yaml:4:10\\)\$"
+
 # the project layer is .tether.yaml in the cwd
 printf 'version: 1\nenvironment:\n  mode: secrets-off\n' >"$tmp/proj/.tether.yaml"
 run --agent claude
 expect '^env mode: secrets-off$'
-expect '^dropped ANTHROPIC_API_KEY +secret_shaped$'
+expect '^dropped ANTHROPIC_API_KEY +secret_shaped  \(ANTHROPIC_API_KEY, agent layer, '
 rm "$tmp/proj/.tether.yaml"
 
 # immutable system layer: a --policy file adding a secret is refused
