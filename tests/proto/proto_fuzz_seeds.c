@@ -41,6 +41,10 @@ int main(int argc, char **argv)
 	if (argc != 2)
 		return 2;
 	const char *dir = argv[1];
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		perror(dir);
+		return 1;
+	}
 	struct fixture f;
 	if (fix_init(&f) < 0)
 		return 1;
