@@ -68,7 +68,7 @@ static void *ns_job_main(void *p)
 		return NULL;
 	}
 	job->result = job->fn(job->arg);
-	/* The thread ends here, so its namespace dies with it. */
+	/* The thread ends here: no thread of the caller ever changed netns. */
 	return NULL;
 }
 
@@ -209,32 +209,29 @@ static int valid_netns_name(const char *name)
 	return 1;
 }
 
-static int unshare_job(void *p)
-{
-	(void)p;
-	if (unshare(CLONE_NEWNET) < 0)
-		return -errno;
-	int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
 static void *unshare_thread(void *p)
 {
-	struct ns_job *job = p;
-	job->result = unshare_job(NULL);
+	int *result = p;
+	if (unshare(CLONE_NEWNET) < 0) {
+		*result = -errno;
+		return NULL;
+	}
+	int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	*result = fd < 0 ? -errno : fd;
 	return NULL;
 }
 
-/* A helper thread unshares, so the caller's thread never moves. */
+/* A helper thread unshares, so the caller's thread never moves; the new
+ * namespace outlives the thread through the returned fd. */
 static int new_anonymous_netns(void)
 {
-	struct ns_job job = { .ns_fd = -1, .result = -EIO };
+	int result = -EIO;
 	pthread_t th;
-	int r = pthread_create(&th, NULL, unshare_thread, &job);
+	int r = pthread_create(&th, NULL, unshare_thread, &result);
 	if (r != 0)
 		return -r;
 	pthread_join(th, NULL);
-	return job.result;
+	return result;
 }
 
 static int lo_up(int ns_fd, struct topology_error *err)
