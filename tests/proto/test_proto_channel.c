@@ -26,6 +26,12 @@
 
 enum srv_mode { ANSWER, ANSWER_LATER, NEVER, ERROR, WRONG_TUPLE };
 
+struct peer_seen {
+	int calls;
+	int had_pidfd;
+	pid_t pid;
+};
+
 struct srv {
 	pthread_t th;
 	uv_loop_t loop;
@@ -43,6 +49,7 @@ struct srv {
 	struct proto_request *held[256];
 	int n_held;
 	int requests;
+	struct peer_seen *seen;
 };
 
 static char sockdir[64];
@@ -635,6 +642,53 @@ static void test_peer_uid_refused(void **state)
 	fix_free(&f);
 }
 
+static bool record_peer(const struct proto_peer *p, void *ud)
+{
+	struct srv *s = ud;
+	struct peer_seen *ps = s->seen;
+	if (ps) {
+		ps->calls++;
+		ps->had_pidfd = p->pidfd >= 0;
+		ps->pid = p->pid;
+	}
+	return true;
+}
+
+/* SO_PEERPIDFD is used where the kernel has it and not when the fallback
+ * is forced; SO_PEERCRED's pid is reported either way. */
+static void test_peer_pidfd_fallback(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct kernel_caps caps;
+	assert_int_equal(kernel_caps_probe(&caps), 0);
+	for (int forced = 0; forced < 2; forced++) {
+		if (forced)
+			assert_int_equal(kernel_caps_force_fallback(&caps, "peer_pidfd"), 0);
+		struct peer_seen ps = { 0 };
+		struct srv *s = srv_start(&f, "pidfd.sock", 0x79, 0x1009, ANSWER, NULL);
+		s->o.caps = &caps;
+		s->o.peer_check = record_peer;
+		s->seen = &ps;
+		srv_run(s);
+		int fd = raw_connect(s);
+		struct ctl_msg hello = { .kind = CTL_HELLO };
+		send_frame(fd, &hello);
+		char buf[1024];
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		assert_int_equal(poll(&p, 1, 2000), 1); /* HelloAck */
+		assert_true(read(fd, buf, sizeof(buf)) > 0);
+		close(fd);
+		srv_stop(s);
+		assert_int_equal(ps.calls, 1);
+		assert_int_equal(ps.pid, getpid());
+		assert_int_equal(ps.had_pidfd, !forced && caps.peer_pidfd ? 1 : 0);
+		if (!forced)
+			print_message("peer_pidfd available: %d\n", ps.had_pidfd);
+	}
+	fix_free(&f);
+}
+
 static void test_endpoints(void **state)
 {
 	struct endpoint e;
@@ -692,7 +746,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	const char *names[] = { "rt.sock", "err.sock", "drop.sock", "a.sock", "b.sock", "imp.sock",
-				"hostile.sock", "uid.sock" };
+				"hostile.sock", "uid.sock", "pidfd.sock" };
 	char p[128];
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		snprintf(p, sizeof(p), "%s/%s", sockdir, names[i]);
@@ -713,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_impostor_certificate),
 		cmocka_unit_test(test_hostile_peers),
 		cmocka_unit_test(test_peer_uid_refused),
+		cmocka_unit_test(test_peer_pidfd_fallback),
 		cmocka_unit_test(test_tcp_loopback),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
