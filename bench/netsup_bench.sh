@@ -1,0 +1,46 @@
+#!/bin/bash
+# net-supervisor vs direct vs tinyproxy on loopback (bench/proxy_bench.c):
+# bulk throughput through a CONNECT tunnel and short requests (absolute-form
+# GET, one per connection: connections/s and time to first byte). Identity is
+# the STATIC TEST strategy (--identity-static): no identity lookup cost is in
+# these numbers. Rounds are interleaved; every line is printed.
+#   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
+set -eu
+BUILD=${1:-build}
+ROUNDS=${2:-3}
+BYTES=${3:-1073741824}
+REQS=${4:-2000}
+B=$BUILD/bench/proxy_bench
+NS=$BUILD/bin/net-supervisor
+TMP=$(mktemp -d /tmp/tether-netsup-bench-XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
+trap cleanup EXIT
+UP=19400 NSP=19401 TPP=19402
+cat > $TMP/policy.yaml <<P
+version: 1
+network:
+  policies:
+    - name: bench
+      binaries: [{path: /usr/bin/true}]
+      endpoints: [{cidr: 127.0.0.1/32, ports: [$UP]}]
+P
+$NS --listen 127.0.0.1:$NSP --policy $TMP/policy.yaml --audit $TMP/audit.jsonl \
+	--identity-static /usr/bin/true 2> $TMP/ns.err & PIDS+=($!)
+HAVE_TP=0
+if command -v tinyproxy >/dev/null; then
+	printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nLogLevel Critical\nAllow 127.0.0.1\nDisableViaHeader Yes\n' $TPP > $TMP/tinyproxy.conf
+	tinyproxy -d -c $TMP/tinyproxy.conf > $TMP/tp.log 2>&1 & PIDS+=($!)
+	HAVE_TP=1
+fi
+sleep 0.5
+echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r)); identity: static test strategy"
+for r in $(seq $ROUNDS); do
+	$B bulk --port $UP --bytes $BYTES --label direct
+	$B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$NSP --label net-supervisor
+	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
+	$B short --port $UP --requests $REQS --label direct
+	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
+	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
+done
+echo "# audit lines written: $(wc -l < $TMP/audit.jsonl)"

@@ -1,0 +1,49 @@
+#!/bin/bash
+# tether policy check / explain: exit codes, FILE:LINE:COL errors, and the
+# same decisions as the proxy engine (no network: --ip or IP literals only).
+set -u
+T=${TETHER_BIN:?}/tether
+TMP=$(mktemp -d /tmp/tether-policy-cli-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cat > $TMP/good.yaml <<'P'
+version: 1
+network:
+  policies:
+    - name: github
+      binaries:
+        - path: /usr/bin/git
+      ancestors:
+        - path: /usr/local/bin/agent
+      endpoints:
+        - host: "*.github.com"
+          ports: [443]
+    - name: pinned
+      binaries:
+        - path: /usr/bin/curl
+          sha256: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+      endpoints:
+        - cidr: 198.51.100.0/24
+          ports: [8080]
+P
+printf 'version: 1\nnetwork:\n  policies:\n    - name: x\n      binaries: [{path: /bin/x}]\n      endpoints: [{host: a.example}]\n' > $TMP/bad.yaml
+out=$($T policy check $TMP/good.yaml) || fail "good policy rejected"
+echo "$out" | grep -q "2 rule" || fail "check output: $out"
+err=$($T policy check $TMP/bad.yaml 2>&1); rc=$?
+[ $rc -eq 1 ] || fail "bad policy: exit $rc"
+echo "$err" | grep -q "^$TMP/bad.yaml:6:[0-9]*: .*ports" || fail "bad policy message: $err"
+$T policy check >/dev/null 2>&1; [ $? -eq 2 ] || fail "check without FILE should exit 2"
+
+ex() { $T policy explain --policy $TMP/good.yaml "$@"; }
+ex --binary /usr/bin/git --ancestor /usr/local/bin/agent --dest api.github.com:443 --ip 140.82.112.5 >/dev/null || fail "git under agent should be allowed"
+out=$(ex --binary /usr/bin/git --dest api.github.com:443 --ip 140.82.112.5); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q ancestor_requirement_unmet || fail "git without agent: $rc $out"
+out=$(ex --binary /usr/bin/git --ancestor /usr/local/bin/agent --dest api.github.com:443 --ip 127.0.0.1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q blocked_destination || fail "rebinding to loopback: $rc $out"
+ex --binary /usr/bin/curl --sha256 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA --dest 198.51.100.9:8080 >/dev/null || fail "pinned curl should be allowed"
+out=$(ex --binary /usr/bin/curl --sha256 bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb --dest 198.51.100.9:8080); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q binary_hash_mismatch || fail "wrong hash: $rc $out"
+ex --binary /usr/bin/curl --dest nope >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --dest should exit 2"
+ex --binary relative --dest 198.51.100.9:8080 >/dev/null 2>&1; [ $? -eq 2 ] || fail "relative --binary should exit 2"
+$T policy --help | grep -q explain || fail "help"
+echo PASS
