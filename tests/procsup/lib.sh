@@ -34,7 +34,7 @@ expect_eq() { # what got want
 }
 # wait_file FILE [tenths]: wait until FILE exists and is non-empty
 wait_file() {
-	local n=${2:-50}
+	local n=${2:-100}
 	while [ $n -gt 0 ]; do [ -s "$1" ] && return 0; sleep 0.1; n=$((n - 1)); done
 	return 1
 }
