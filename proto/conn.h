@@ -12,7 +12,10 @@
  * arms it until the next complete message (e.g. Hello after accept).
  * on_close's err: 0 for EOF or a local close without error, -ETIMEDOUT, a
  * decode error (-EBADMSG, -EPROTONOSUPPORT, -EMSGSIZE), -ENOBUFS when the
- * peer does not read, or a negative libuv/errno code. */
+ * peer does not read, or a negative libuv/errno code.
+ *
+ * libuv writes with write(2): the process must ignore SIGPIPE, or a peer
+ * that closed first kills it. */
 #pragma once
 
 #include <stdbool.h>
