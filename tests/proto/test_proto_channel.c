@@ -758,6 +758,42 @@ static void test_tcp_loopback(void **state)
 	fix_free(&f);
 }
 
+/* A proc side that accepts but never answers Hello: requests waiting for
+ * the handshake fail at the connect timeout, never hang. */
+static void test_silent_server(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	char path[128], ep[140];
+	snprintf(path, sizeof(path), "%s/silent.sock", sockdir);
+	snprintf(ep, sizeof(ep), "unix:%s", path);
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	strcpy(un.sun_path, path);
+	unlink(path);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&un, sizeof(un)), 0);
+	assert_int_equal(listen(lfd, 8), 0); /* the kernel completes connects; nobody reads */
+	struct net n;
+	net_init(&n, &f);
+	struct proto_client_opts o = { .endpoint = ep, .verifier = n.v, .request_timeout_ms = 5000,
+				       .connect_timeout_ms = 300, .backoff_min_ms = 50, .backoff_max_ms = 100,
+				       .userdata = &n };
+	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
+	struct waiter w = { 0 };
+	struct proto_tuple t = flow(40600);
+	uint64_t t0 = uv_now(&n.loop);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_IDENTITY_UNAVAILABLE);
+	assert_true(uv_now(&n.loop) - t0 < 2000);
+	assert_false(proto_client_ready(n.c));
+	client_stop(&n);
+	net_fini(&n);
+	close(lfd);
+	unlink(path);
+	fix_free(&f);
+}
+
 static int group_setup(void **state)
 {
 	strcpy(sockdir, "/tmp/tether-proto-XXXXXX");
@@ -793,6 +829,7 @@ int main(void)
 		cmocka_unit_test(test_peer_uid_refused),
 		cmocka_unit_test(test_peer_pidfd_fallback),
 		cmocka_unit_test(test_tcp_loopback),
+		cmocka_unit_test(test_silent_server),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
