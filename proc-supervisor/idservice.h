@@ -1,0 +1,66 @@
+/* idservice: the proc side of the delegation protocol (ARCHITECTURE.md).
+ *
+ * At start: a fresh in-memory instance key; the anchor ref of this process
+ * (opened and its exe hashed here, once, before the service is up); an
+ * AnchorCertificate {instance key, anchor, boot_id, PID namespace, topology}
+ * signed with the provisioning key (which the service does not keep); the
+ * audit event `anchor_established`. Then proto_server (proto/server.h)
+ * serves the endpoint: HelloAck carries the certificate, and every
+ * IdentityRequest goes to the libuv thread pool:
+ *   tuple -> attribute_flow (cookie registry first, holder search among
+ *   members_live_pids second) -> the subject's exe hashed -> ancestry_walk
+ *   to the anchor -> context_sign with the instance key,
+ * answered on the loop thread with a SignedContext or a reason word, and
+ * audited as `identity_issued` (request id, subject pid/key/exe, reason).
+ *
+ * Thread safety: attribute contexts are not thread-safe, so each worker
+ * borrows one from a mutex-protected pool (created on demand, reused: the
+ * holder cache stays warm); the member table, cookie registry, hash cache
+ * and audit log are thread-safe; the instance key is read-only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "common/audit.h"
+#include "common/kernel.h"
+#include "identity/cookies.h"
+#include "identity/members.h"
+#include "proto/cert.h"
+#include "proto/context.h"
+#include "proto/keys.h"
+#include "proto/signed.h"
+
+struct idservice;
+
+struct idservice_opts {
+	const char *endpoint;              /* unix:PATH | tcp:HOST:PORT | vsock:CID:PORT */
+	unsigned socket_mode;              /* unix: 0 => 0600 */
+	bool check_uid;                    /* unix peers: SO_PEERCRED uid */
+	uid_t peer_uid;
+	const struct kernel_caps *caps;    /* required, must outlive the service */
+	struct members *members;           /* required, borrowed */
+	struct cookie_registry *cookies;   /* may be NULL */
+	const struct sign_key *provisioning; /* required; used only in idservice_start */
+	enum proto_topology topology;      /* 0 => split */
+	struct audit_log *audit;           /* may be NULL: no events */
+	uint64_t context_lifetime_ns;      /* 0 => PROTO_DEFAULT_LIFETIME_NS */
+	uint64_t policy_generation;
+};
+
+/* -EINVAL bad options, -errno from the anchor ref, signing or the listener. */
+int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct idservice **out);
+/* Stop the server; done() once every in-flight request finished and all is freed. */
+void idservice_stop(struct idservice *s, void (*done)(void *userdata), void *userdata);
+
+/* The signed certificate (valid until stop). */
+const struct signed_cert *idservice_cert(const struct idservice *s);
+/* The instance public key. */
+void idservice_instance_key(const struct idservice *s, struct pub_key *out);
+
+struct idservice_stats {
+	uint64_t requests, issued, refused;
+};
+void idservice_get_stats(const struct idservice *s, struct idservice_stats *out);

@@ -1,0 +1,64 @@
+# Shared helpers for the exec gateway / identity service tests (bash).
+# Every wait is bounded; cleanup() kills only the pids we started.
+set -u
+B=${TETHER_BIN:?}
+TT=${TETHER_TESTS:?}
+TMP=$(mktemp -d /tmp/tt-gw.XXXXXX)
+PIDS=()
+FAILS=0
+
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		for _ in $(seq 1 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null
+	done
+	[ -n "${EXTRA_CLEANUP:-}" ] && eval "$EXTRA_CLEANUP"
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+check() { # check DESC CMD...
+	local d=$1; shift
+	if "$@"; then pass "$d"; else fail "$d"; fi
+}
+
+wait_file() { # wait_file PATH [tenths]
+	local n=${2:-50}
+	for _ in $(seq 1 "$n"); do [ -e "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+# start_harness NAME KEYFILE [extra args]: a gw_harness with all three sockets.
+start_harness() {
+	local name=$1 key=$2; shift 2
+	rm -f "$TMP/$name.ready"
+	"$TT/gw_harness" --exec-socket "$TMP/$name.exec" --status-socket "$TMP/$name.status" \
+		--control "unix:$TMP/$name.ctl" --provisioning-key "$key" --audit "$TMP/$name.audit" "$@" \
+		>"$TMP/$name.ready" 2>"$TMP/$name.log" &
+	PIDS+=($!)
+	HPID=$!
+	for _ in $(seq 1 50); do grep -q '^ready' "$TMP/$name.ready" 2>/dev/null && return 0; sleep 0.1; done
+	echo "harness $name did not start:"; cat "$TMP/$name.log"
+	return 1
+}
+
+# Process state letter of pid ("" when gone).
+pstate() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null; }
+gone() { local s; s=$(pstate "$1"); [ -z "$s" ] || [ "$s" = Z ] || [ "$s" = X ]; }
+wait_gone() { for _ in $(seq 1 ${2:-50}); do gone "$1" && return 0; sleep 0.1; done; return 1; }
+
+finish() {
+	if [ "$FAILS" -ne 0 ]; then
+		echo "$FAILS check(s) failed"
+		for f in "$TMP"/*.log; do [ -s "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
+		exit 1
+	fi
+	echo "all passed"
+	exit 0
+}
