@@ -260,18 +260,20 @@ static void on_reaped(void *user, pid_t pid, int wstatus)
 			continue;
 		c->exited = true;
 		c->wstatus = wstatus;
+		/* Unlink before any callback: on_exit may spawn (and so push onto
+		 * the list). The entrypoint's record stays for the exit code. */
+		if (c != ps->entrypoint)
+			*pp = c->next;
 		audit_exit(ps, c);
 		if (ps->members && c->key[0])
 			(void)members_mark_exited(ps->members, c->key);
-		if (c->on_exit)
-			c->on_exit(ps, c, wstatus, c->user);
 		if (c == ps->entrypoint) {
 			ps->exit_code = init_exit_code(wstatus);
 			log_debug("entrypoint %d exited: %d", (int)pid, ps->exit_code);
 		}
-		/* The entrypoint record stays for the exit code; others go. */
+		if (c->on_exit)
+			c->on_exit(ps, c, wstatus, c->user);
 		if (c != ps->entrypoint) {
-			*pp = c->next;
 			close(c->pidfd);
 			free(c);
 		}
