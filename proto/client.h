@@ -16,7 +16,9 @@
  * A dropped or refused channel is reconnected with exponential backoff
  * (backoff_min_ms doubling to backoff_max_ms, 25% jitter). Requests made
  * while connecting or handshaking wait (their timeout running); requests
- * made while backing off fail at once. Fail closed: nothing hangs. */
+ * made while backing off fail at once. Fail closed: nothing hangs.
+ *
+ * Not thread-safe: one loop thread owns the client and its verifier. */
 #pragma once
 
 #include <stdbool.h>

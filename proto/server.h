@@ -12,7 +12,11 @@
  * caps->peer_pidfd) against peer_uid/peer_gid and the optional peer_check
  * callback before a byte is read. tcp/vsock peers are not authenticated by
  * the server (the channel only answers questions; what the answers are
- * worth is proven by the signatures the client verifies). */
+ * worth is proven by the signatures the client verifies).
+ *
+ * Not thread-safe: call everything, proto_request_reply()/_fail() included,
+ * on the loop's thread (do slow lookups in the thread pool and answer from
+ * the after-work callback). */
 #pragma once
 
 #include <stdbool.h>
