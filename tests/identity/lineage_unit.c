@@ -10,6 +10,7 @@
 
 #include <errno.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +442,66 @@ static void test_unanchored_walk(void **state)
 	kill_reap(k);
 }
 
+struct worker {
+	struct fx *f;
+	int id;
+	int errors;
+};
+
+/* Each thread adds, looks up, exits and prunes its own entries while the
+ * others do the same and also read the whole table. */
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct fx *f = wk->f;
+	for (int i = 0; i < 300; i++) {
+		struct procref r;
+		memset(&r, 0, sizeof(r));
+		r.pidfd = -1;
+		r.pid = 6000000 + wk->id * 1000 + i;
+		r.start_time = f->anchor.start_time + 1;
+		snprintf(r.key, sizeof(r.key), "t%d:%d", wk->id, i);
+		if (members_add_recorded(f->t, &r, MEMBER_BORN_IN_TREE, f->anchor.key) != 0)
+			wk->errors++;
+		struct member_entry e;
+		if (members_lookup_key(f->t, r.key, &e) != 0 || e.ref.pid != r.pid)
+			wk->errors++;
+		if (i % 3 == 0 && members_mark_exited(f->t, r.key) != 0)
+			wk->errors++;
+		(void)members_live_pids(f->t, NULL, 0);
+		if (i % 50 == 0) {
+			json_t *j = members_to_json(f->t);
+			if (!j)
+				wk->errors++;
+			json_decref(j);
+			(void)members_prune(f->t);
+		}
+	}
+	return NULL;
+}
+
+static void test_concurrent_use(void **state)
+{
+	struct fx *f = *state;
+	pthread_t th[4];
+	struct worker wk[4];
+	for (int i = 0; i < 4; i++) {
+		wk[i] = (struct worker){ .f = f, .id = i };
+		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &wk[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(wk[i].errors, 0);
+	}
+	members_prune(f->t);
+	/* 4 x 200 entries were never marked exited: all still there. */
+	assert_int_equal(members_live_pids(f->t, NULL, 0), 800);
+	struct member_entry *snap;
+	ssize_t n = members_snapshot(f->t, &snap);
+	assert_int_equal(n, 801); /* + the anchor */
+	free(snap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -459,6 +520,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_table_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_json_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unanchored_walk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_use, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
