@@ -12,16 +12,21 @@ disown "$!" # no "Killed" job report when cleanup ends it
 wait_file "$D/port" || { fail "server never listened"; finish; }
 port=$(cat "$D/port")
 
-# connect-and-exit
-out=$(timeout 20 "$PS" --debug-registry "$D/reg.json" -- "$T/probe_connect" connect "$port")
-expect_eq "connect rc" "$?" 0
-cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
-pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
-[ -n "$cookie" ] && [ "$cookie" != 0 ] || fail "no cookie: $out"
-got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid) \(.exe)"' "$D/reg.json")
-expect_eq "registry: cookie -> workload" "$got" "true $pid $T/probe_connect"
-rec=$(jq -r '.stats.recorded' "$D/reg.json")
-[ "$rec" -ge 1 ] && ok "stats.recorded=$rec" || fail "stats: $(cat "$D/reg.json")"
+# connect-and-exit, with the kernel's pidfs keys and with every fallback
+for fb in "" all; do
+	out=$(TETHER_FORCE_FALLBACK=$fb timeout 20 "$PS" --debug-registry "$D/reg.json" -- "$T/probe_connect" connect "$port")
+	expect_eq "[${fb:-fast}] connect rc" "$?" 0
+	cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
+	pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
+	[ -n "$cookie" ] && [ "$cookie" != 0 ] || fail "[${fb:-fast}] no cookie: $out"
+	got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid) \(.exe)"' "$D/reg.json")
+	expect_eq "[${fb:-fast}] registry: cookie -> workload" "$got" "true $pid $T/probe_connect"
+	key=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | .key' "$D/reg.json")
+	nparts=$(printf '%s' "$key" | awk -F: '{print NF}')
+	expect_eq "[${fb:-fast}] key shape ($key)" "$nparts" "$([ -z "$fb" ] && echo 2 || echo 3)"
+	rec=$(jq -r '.stats.recorded' "$D/reg.json")
+	[ "$rec" -ge 1 ] && ok "[${fb:-fast}] stats.recorded=$rec" || fail "stats: $(cat "$D/reg.json")"
+done
 
 # a double-forked daemon (its parent exited) connects: attributed to it
 rm -f "$D/c2"
