@@ -2,9 +2,11 @@
  * contexts recorded in an audit log.
  *
  * Every JSONL line with a `signed_context` field (base64 of a serialized
- * SignedContext) and an `anchor_certificate` field (base64 of a serialized
- * SignedCertificate) is checked offline: the certificate against the pinned
- * provisioning key, the context's signature against the certificate's
+ * SignedContext) is checked offline against the certificate of its
+ * instance key: the `anchor_certificate` field (base64 of a serialized
+ * SignedCertificate) of the same line, or of an earlier line (e.g. the
+ * anchor_established / anchor_changed event). Checked: the certificate
+ * against the pinned provisioning key, the context's signature against the certificate's
  * instance key, the context's anchor against the certificate's, and every
  * time check at the context's own issue time. Other lines are skipped.
  * Exit 0 when every checked line is valid (and at least one was checked),
@@ -27,47 +29,104 @@
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: tether verify-context --pubkey FILE [--quiet] FILE|-\n\n"
-		     "Verify the signed contexts recorded in an audit log (JSONL). Lines with\n"
-		     "`signed_context` and `anchor_certificate` fields are checked against the\n"
-		     "provisioning public key; each prints `line N: valid` or `line N: invalid: REASON`.\n"
+		     "Verify the signed contexts recorded in an audit log (JSONL). Every line with a\n"
+		     "`signed_context` field is checked against the provisioning public key and the\n"
+		     "`anchor_certificate` of its instance (on the same or an earlier line); each\n"
+		     "prints `line N: valid` or `line N: invalid: REASON`.\n"
 		     "Exit 0 when all checked lines are valid, 1 otherwise.\n");
 }
 
-static enum reason check_line(const struct pub_key *pin, const char *b64ctx, const char *b64cert,
+/* Certificates seen so far in the log (on decision lines or on
+ * anchor_established/anchor_changed events), by instance key id. */
+struct cert_book {
+	struct signed_cert *certs;
+	uint8_t (*ids)[PROTO_KEY_ID_LEN];
+	size_t n;
+};
+
+static void book_free(struct cert_book *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		signed_cert_clear(&b->certs[i]);
+	free(b->certs);
+	free(b->ids);
+}
+
+static const struct signed_cert *book_find(const struct cert_book *b, const uint8_t *id)
+{
+	for (size_t i = b->n; i-- > 0;)
+		if (memcmp(b->ids[i], id, PROTO_KEY_ID_LEN) == 0)
+			return &b->certs[i];
+	return NULL;
+}
+
+/* Remember a certificate that verifies against the pin; the verified one
+ * is what later lines are checked with. */
+static enum reason book_add(struct cert_book *b, const struct pub_key *pin, const char *b64)
+{
+	_cleanup_free_ uint8_t *raw = NULL;
+	size_t len;
+	struct signed_cert c;
+	struct anchor_cert ac;
+	if (signed_base64_decode(b64, &raw, &len) < 0 || signed_cert_unpack(raw, len, &c) < 0)
+		return REASON_ANCHOR_CERTIFICATE_INVALID;
+	if (cert_verify(pin, 1, &c, &ac) != REASON_OK) {
+		signed_cert_clear(&c);
+		return REASON_ANCHOR_CERTIFICATE_INVALID;
+	}
+	if (book_find(b, ac.instance.id)) {
+		signed_cert_clear(&c);
+		return REASON_OK;
+	}
+	struct signed_cert *nc = realloc(b->certs, (b->n + 1) * sizeof(*nc));
+	if (nc)
+		b->certs = nc;
+	uint8_t(*ni)[PROTO_KEY_ID_LEN] = realloc(b->ids, (b->n + 1) * sizeof(*ni));
+	if (ni)
+		b->ids = ni;
+	if (!nc || !ni) {
+		signed_cert_clear(&c);
+		return REASON_INTERNAL_ERROR;
+	}
+	b->certs[b->n] = c;
+	memcpy(b->ids[b->n], ac.instance.id, PROTO_KEY_ID_LEN);
+	b->n++;
+	return REASON_OK;
+}
+
+static enum reason check_line(const struct pub_key *pin, const char *b64ctx, const struct cert_book *book,
 			      char *detail, size_t dsize)
 {
-	_cleanup_free_ uint8_t *cbuf = NULL, *kbuf = NULL;
-	size_t clen, klen;
+	_cleanup_free_ uint8_t *cbuf = NULL;
+	size_t clen;
 	struct signed_context sc = { 0 };
-	struct signed_cert cert = { 0 };
 	struct verifier *v = NULL;
 	enum reason r = REASON_PROTOCOL_ERROR;
+	detail[0] = '\0';
 
-	if (signed_base64_decode(b64cert, &kbuf, &klen) < 0 || signed_cert_unpack(kbuf, klen, &cert) < 0) {
-		snprintf(detail, dsize, "anchor_certificate is not a SignedCertificate");
-		r = REASON_ANCHOR_CERTIFICATE_INVALID;
-		goto out;
-	}
 	if (signed_base64_decode(b64ctx, &cbuf, &clen) < 0 || signed_context_unpack(cbuf, clen, &sc) < 0) {
 		snprintf(detail, dsize, "signed_context is not a SignedContext");
+		goto out;
+	}
+	const struct signed_cert *cert = book_find(book, sc.key_id);
+	if (!cert) {
+		char hex[PROTO_KEY_ID_HEX];
+		key_id_hex(sc.key_id, hex);
+		snprintf(detail, dsize, "no valid anchor_certificate for instance key %s in the log", hex);
+		r = REASON_ANCHOR_UNKNOWN;
 		goto out;
 	}
 	if (verifier_new(pin, 1, NULL, &v) < 0) {
 		r = REASON_INTERNAL_ERROR;
 		goto out;
 	}
-	/* Install the certificate at the context's own time: decode it first
-	 * only to learn that time, from the verified certificate. */
+	/* Install at the certificate's own issue time: the context is then
+	 * checked at its own issue time (offline mode). */
 	struct anchor_cert ac;
-	r = cert_verify(pin, 1, &cert, &ac);
-	if (r != REASON_OK) {
-		snprintf(detail, dsize, "certificate not signed by the pinned provisioning key or malformed");
-		goto out;
-	}
 	struct anchor_event ev;
-	r = verifier_install_cert(v, &cert, verifier_channel_open(v), ac.issued_at_ns, &ev);
-	if (r != REASON_OK) {
-		snprintf(detail, dsize, "certificate refused");
+	if (cert_verify(pin, 1, cert, &ac) != REASON_OK ||
+	    (r = verifier_install_cert(v, cert, verifier_channel_open(v), ac.issued_at_ns, &ev)) != REASON_OK) {
+		r = REASON_ANCHOR_CERTIFICATE_INVALID;
 		goto out;
 	}
 	struct verify_expect ex = { .offline = true };
@@ -76,13 +135,10 @@ static enum reason check_line(const struct pub_key *pin, const char *b64ctx, con
 	if (r == REASON_OK) {
 		snprintf(detail, dsize, "pid %d %s", (int)ctx->subject.pid, ctx->subject.exe.path);
 		context_free(ctx);
-	} else {
-		detail[0] = '\0';
 	}
 out:
 	verifier_free(v);
 	signed_context_clear(&sc);
-	signed_cert_clear(&cert);
 	return r;
 }
 
@@ -136,6 +192,7 @@ int cmd_verify_context(int argc, char **argv)
 	size_t cap = 0;
 	ssize_t n;
 	unsigned long lineno = 0, checked = 0, bad = 0;
+	_cleanup_(book_free) struct cert_book book = { 0 };
 	while ((n = getline(&line, &cap, in)) >= 0) {
 		lineno++;
 		if (n == 0 || line[0] == '\n')
@@ -148,6 +205,9 @@ int cmd_verify_context(int argc, char **argv)
 		}
 		json_t *jc = json_object_get(o, "signed_context");
 		json_t *jk = json_object_get(o, "anchor_certificate");
+		enum reason cert_why = REASON_OK;
+		if (json_is_string(jk))
+			cert_why = book_add(&book, &pin, json_string_value(jk));
 		if (!jc) {
 			json_decref(o);
 			continue;
@@ -155,11 +215,14 @@ int cmd_verify_context(int argc, char **argv)
 		checked++;
 		char detail[PATH_MAX + 64];
 		enum reason why;
-		if (!json_is_string(jc) || !json_is_string(jk)) {
-			why = !json_is_string(jk) ? REASON_ANCHOR_UNKNOWN : REASON_PROTOCOL_ERROR;
-			snprintf(detail, sizeof(detail), "%s", !json_is_string(jk) ? "no anchor_certificate on the line" : "signed_context is not a string");
+		if (!json_is_string(jc)) {
+			why = REASON_PROTOCOL_ERROR;
+			snprintf(detail, sizeof(detail), "signed_context is not a string");
+		} else if (cert_why != REASON_OK) {
+			why = cert_why;
+			snprintf(detail, sizeof(detail), "the line's anchor_certificate is not signed by the pinned key or malformed");
 		} else {
-			why = check_line(&pin, json_string_value(jc), json_string_value(jk), detail, sizeof(detail));
+			why = check_line(&pin, json_string_value(jc), &book, detail, sizeof(detail));
 		}
 		if (why == REASON_OK) {
 			if (!quiet)

@@ -35,6 +35,16 @@ set -e
 echo "$out" | grep -q "line 4: invalid: context_signature_invalid" || fail "flipped signature: $out"
 echo "$out" | grep -q "line 5: invalid: anchor_certificate_invalid" || fail "foreign certificate: $out"
 
+# the certificate logged once (anchor_established), decisions after it
+"$MK" "$dir/keys/provisioning.key" "$dir/once.jsonl" --cert-once
+set +e
+out=$("$T" verify-context --pubkey "$dir/keys/provisioning.pub" "$dir/once.jsonl"); rc=$?
+set -e
+[ $rc -eq 1 ] || fail "once log must exit 1 (stray instance), got $rc: $out"
+echo "$out" | grep -q "line 3: valid" || fail "line 3 with an earlier certificate: $out"
+echo "$out" | grep -q "line 4: valid" || fail "line 4 with an earlier certificate: $out"
+echo "$out" | grep -q "line 5: invalid: anchor_unknown" || fail "stray instance: $out"
+
 # another provisioning key pins nothing of this log
 "$T" keygen --out "$dir/other" >/dev/null
 set +e
