@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -53,6 +54,21 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* CPU time (user+system) of this process and its reaped children, in us:
+ * the cost of a spawn independent of how busy the machine is. */
+static double cpu_us(void)
+{
+	struct rusage a, b;
+	getrusage(RUSAGE_SELF, &a);
+	getrusage(RUSAGE_CHILDREN, &b);
+	double t = 0;
+	const struct rusage *r[2] = { &a, &b };
+	for (int i = 0; i < 2; i++)
+		t += (double)(r[i]->ru_utime.tv_sec + r[i]->ru_stime.tv_sec) * 1e6 +
+		     (double)(r[i]->ru_utime.tv_usec + r[i]->ru_stime.tv_usec);
+	return t;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -68,8 +84,11 @@ static double pct(double *v, size_t n, double p)
 
 /* ---- spawn ---- */
 
+static double spawn_cpu; /* CPU us per spawn of the last run */
+
 static double bench_spawner(int n, const struct workload_filter *f, int ll_fd, int cg_fd)
 {
+	double c0 = cpu_us();
 	char *argv[] = { "/bin/true", NULL };
 	struct spawn_opts o;
 	spawn_opts_init(&o);
@@ -90,6 +109,7 @@ static double bench_spawner(int n, const struct workload_filter *f, int ll_fd, i
 		waitpid(res.pid, NULL, 0);
 		close(res.pidfd);
 	}
+	spawn_cpu = (cpu_us() - c0) / n;
 	return (now_us() - t0) / n;
 }
 
@@ -97,6 +117,7 @@ static double bench_posix_spawn(int n)
 {
 	char *argv[] = { "/bin/true", NULL };
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+	double c0 = cpu_us();
 	double t0 = now_us();
 	for (int i = 0; i < n; i++) {
 		pid_t pid;
@@ -104,6 +125,7 @@ static double bench_posix_spawn(int n)
 			exit(1);
 		waitpid(pid, NULL, 0);
 	}
+	spawn_cpu = (cpu_us() - c0) / n;
 	return (now_us() - t0) / n;
 }
 
@@ -129,7 +151,7 @@ static void *server_thread(void *a)
 /* In the child: M connects, latencies (us) written to `out`. */
 static void child_connects(int m, int out)
 {
-	double *lat = malloc(sizeof(double) * (size_t)m);
+	double *lat = malloc(sizeof(double) * (size_t)(m + 1));
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)server_port) };
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	for (int i = 0; i < m; i++) {
@@ -141,7 +163,10 @@ static void child_connects(int m, int out)
 			_exit(3);
 		close(fd);
 	}
-	size_t len = sizeof(double) * (size_t)m;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	lat[m] = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+	size_t len = sizeof(double) * (size_t)(m + 1);
 	for (size_t off = 0; off < len;) {
 		ssize_t w = write(out, (char *)lat + off, len - off);
 		if (w <= 0)
@@ -191,6 +216,7 @@ static void b_release(void *u, struct procref *ref)
 static pid_t reap_pid;
 static bool sync_wakeup;
 static double handler_us; /* mean time the supervisor holds a notification */
+static double handler_cpu_us; /* the same in CPU time */
 static void on_child_exit(uv_poll_t *h, int status, int events)
 {
 	waitpid(reap_pid, NULL, 0); /* filters are released at reap: the listener then HUPs */
@@ -205,7 +231,7 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 		exit(1);
 	/* The whole report fits in the pipe: the child never blocks on it
 	 * while the loop (not reading it) serves its notifications. */
-	if (fcntl(rep[1], F_SETPIPE_SZ, 1 << 20) < (int)(sizeof(double) * (size_t)m))
+	if (fcntl(rep[1], F_SETPIPE_SZ, 1 << 20) < (int)(sizeof(double) * (size_t)(m + 1)))
 		exit(1);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -241,7 +267,7 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	close(sv[1]);
 	close(rep[1]);
 	if (!f) {
-		read_all(rep[0], lat, sizeof(double) * (size_t)m);
+		read_all(rep[0], lat, sizeof(double) * (size_t)(m + 1));
 		waitpid(pid, NULL, 0);
 		close(sv[0]);
 		close(rep[0]);
@@ -276,12 +302,13 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	const struct notifier_stats *st = notifier_stats(n);
 	sync_wakeup = st->sync_wakeup;
 	handler_us = st->notifications ? (double)st->handle_ns / 1e3 / (double)st->notifications : 0;
+	handler_cpu_us = st->notifications ? (double)st->handle_cpu_ns / 1e3 / (double)st->notifications : 0;
 	if (st->recorded != (uint64_t)m)
 		fprintf(stderr, "warning: %llu of %d connects attributed\n", (unsigned long long)st->recorded, m);
 	notifier_close(n);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);
-	read_all(rep[0], lat, sizeof(double) * (size_t)m);
+	read_all(rep[0], lat, sizeof(double) * (size_t)(m + 1));
 	close(pidfd);
 	close(sv[0]);
 	close(rep[0]);
@@ -307,15 +334,19 @@ int main(int argc, char **argv)
 	/* warm-up, then alternate to share any drift */
 	bench_posix_spawn(20);
 	bench_spawner(20, &f, ll, have_cg ? cg.workload_fd : -1);
-	double sp = 0, ps = 0;
+	double sp = 0, ps = 0, spc = 0, psc = 0;
 	for (int round = 0; round < 2; round++) {
 		ps += bench_posix_spawn(n_spawn / 2);
+		psc += spawn_cpu;
 		sp += bench_spawner(n_spawn / 2, &f, ll, have_cg ? cg.workload_fd : -1);
+		spc += spawn_cpu;
 	}
-	sp /= 2, ps /= 2;
+	sp /= 2, ps /= 2, spc /= 2, psc /= 2;
 	printf("spawn: spawner %.0f us/spawn (%.0f/s; seccomp+listener, landlock %s, cgroup %s), posix_spawn %.0f us/spawn "
 	       "(%.0f/s); ratio %.2f (target <= 1.5)\n",
 	       sp, 1e6 / sp, ll >= 0 ? "on" : "off", have_cg ? "on" : "off", ps, 1e6 / ps, sp / ps);
+	printf("spawn CPU time (self + children): spawner %.0f us, posix_spawn %.0f us; ratio %.2f\n", spc, psc,
+	       spc / psc);
 	if (have_cg)
 		sandbox_cgroup_remove(&cg);
 
@@ -329,19 +360,24 @@ int main(int argc, char **argv)
 	server_port = ntohs(a.sin_port);
 	pthread_t st;
 	pthread_create(&st, NULL, server_thread, &srv);
-	double *plain = malloc(sizeof(double) * (size_t)m), *noti = malloc(sizeof(double) * (size_t)m);
-	double *mini = malloc(sizeof(double) * (size_t)m);
+	double *plain = malloc(sizeof(double) * (size_t)(m + 1)), *noti = malloc(sizeof(double) * (size_t)(m + 1));
+	double *mini = malloc(sizeof(double) * (size_t)(m + 1));
 	bench_connect(m / 10, NULL, &nc, plain, false); /* warm-up */
 	bench_connect(m, NULL, &nc, plain, false);
 	bench_connect(m, &f, &nc, mini, true);
-	double mech_handler = handler_us;
+	double mech_handler = handler_us, mech_cpu = handler_cpu_us;
 	bench_connect(m, &f, &nc, noti, false);
+	/* the child's own CPU per connect (sent after its latencies), before sorting */
+	double plain_cpu = plain[m] / m, noti_cpu = noti[m] / m;
 	double pm = pct(plain, (size_t)m, 0.5), p99 = pct(plain, (size_t)m, 0.99);
 	double nm = pct(noti, (size_t)m, 0.5), n99 = pct(noti, (size_t)m, 0.99);
 	double mm = pct(mini, (size_t)m, 0.5), m99 = pct(mini, (size_t)m, 0.99);
 	printf("connect (mechanism only: pidfd, ID_VALID, pidfd_getfd, SO_COOKIE, registry, CONTINUE; no procfs): "
 	       "median %.1f us p99 %.1f us; added median %.1f us; handler %.1f us mean\n",
 	       mm, m99, mm - pm, mech_handler);
+	printf("connect CPU time per connect: caller plain %.1f us, caller notified %.1f us, supervisor handler %.1f us "
+	       "(mechanism only %.1f us); added CPU %.1f us\n",
+	       plain_cpu, noti_cpu, handler_cpu_us, mech_cpu, noti_cpu - plain_cpu + handler_cpu_us);
 	free(mini);
 	printf("connect: plain median %.1f us p99 %.1f us; notified median %.1f us p99 %.1f us; added median %.1f us "
 	       "(target <= 25) p99 %.1f us; handler %.1f us mean (M=%d, sync_wakeup %s)\n",

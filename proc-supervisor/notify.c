@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -232,6 +233,8 @@ int notifier_handle(struct notifier *n, int fd)
 		return -errno; /* ENOENT: the caller was killed before we got it */
 	n->stats.notifications++;
 	unsigned long long t0 = now_mono_ns();
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	attribute(n, fd, n->req);
 	/* Whatever happened above, the connect proceeds: attribution is
 	 * observation, never a decision (policy is enforced by the proxy). */
@@ -240,6 +243,8 @@ int notifier_handle(struct notifier *n, int fd)
 	n->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 	int sr = ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, n->resp);
 	n->stats.handle_ns += now_mono_ns() - t0;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	n->stats.handle_cpu_ns += (uint64_t)((c1.tv_sec - c0.tv_sec) * 1000000000LL + (c1.tv_nsec - c0.tv_nsec));
 	if (sr < 0) {
 		int r = -errno;
 		if (r == -ENOENT)

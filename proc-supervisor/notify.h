@@ -42,6 +42,7 @@ struct notifier_stats {
 	uint64_t respond_errors;
 	uint64_t listeners;     /* currently watched */
 	uint64_t handle_ns;     /* total time from RECV to SEND (the caller is blocked) */
+	uint64_t handle_cpu_ns; /* the same, CPU time of the handling thread */
 	bool sync_wakeup;       /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP in use */
 };
 
