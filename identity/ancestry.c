@@ -219,6 +219,21 @@ static int live_parent(struct walk *w, struct cursor *cur, const struct procref 
 	}
 }
 
+/* Cgroup membership of a live hop (no-op in lineage mode). */
+static int check_hop_cgroup(struct walk *w, const struct cursor *c)
+{
+	if (!w->table || !c->live || c->ref.pidfd < 0)
+		return 0;
+	int r = members_check_cgroup(w->table, &c->ref);
+	if (r == -ESRCH)
+		return fail(w, REASON_PROCESS_VANISHED, c->ref.pid, "pid %d exited during the walk",
+			    (int)c->ref.pid);
+	if (r < 0)
+		return fail(w, REASON_FOREIGN_PROCESS, c->ref.pid,
+			    "pid %d is outside the sandbox cgroup", (int)c->ref.pid);
+	return 0;
+}
+
 /* Is ppid the pid of a hop at index >= from? A dead recorded hop counts:
  * the ppid may have been read just before that hop exited (reparenting is
  * immediate, our read was not), and a live child's ppid never names a
@@ -336,6 +351,11 @@ int ancestry_walk(const struct kernel_caps *caps, struct members *table,
 	int r = establish_subject(&w, subject, &cur);
 	if (r < 0)
 		return r;
+	r = check_hop_cgroup(&w, &cur);
+	if (r < 0) {
+		cursor_close(&cur);
+		return r;
+	}
 	pid_t subject_pid = cur.ref.pid, subject_ppid = cur.ref.ppid;
 	bool subject_check = cur.live && cur.recorded;
 	int subject_pidfd = subject->pidfd;
@@ -407,6 +427,9 @@ int ancestry_walk(const struct kernel_caps *caps, struct members *table,
 		cur = next;
 		memset(&next, 0, sizeof(next));
 		next.ref.pidfd = -1;
+		r = check_hop_cgroup(&w, &cur);
+		if (r < 0)
+			break;
 		r = push(&w, &cur);
 		if (r < 0)
 			break;

@@ -269,6 +269,17 @@ static int check_cgroup(struct members *t, const struct procref *ref)
 	return 0;
 }
 
+int members_check_cgroup(struct members *t, const struct procref *ref)
+{
+	if (!t || !ref)
+		return -EINVAL;
+	if (t->mode != MEMBERSHIP_CGROUP)
+		return 0;
+	if (ref->pidfd < 0)
+		return -EINVAL;
+	return check_cgroup(t, ref);
+}
+
 int members_add_spawned(struct members *t, const struct procref *child, enum member_join how)
 {
 	if (!t || !child || !child->key[0] ||

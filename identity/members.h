@@ -107,6 +107,12 @@ int members_add_recorded(struct members *t, const struct procref *ref, enum memb
  * (adopted) without any procfs walk. why may be NULL. */
 int members_learn(struct members *t, pid_t pid, enum reason *why, struct member_entry *out);
 
+/* In cgroup mode: is the live process behind ref (pidfd held) inside the
+ * sandbox cgroup? 0 yes (always 0 in lineage mode), -EPERM outside (or its
+ * cgroup cannot be shown to be inside), -ESRCH gone, -EINVAL recorded ref.
+ * The ancestry walk applies it to every live hop. */
+int members_check_cgroup(struct members *t, const struct procref *ref);
+
 /* Mark exited (keeps the record for lineage). -ENOENT unknown key. */
 int members_mark_exited(struct members *t, const char *key);
 /* Record the exe seen when the process last connected. */

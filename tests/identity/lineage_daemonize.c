@@ -156,6 +156,16 @@ static void scenario(enum membership_mode mode)
 		r = members_learn(t, d3, &why, NULL);
 		LT_CHECK(r == -EPERM && why == REASON_FOREIGN_PROCESS, "learn D3: %d %s", r,
 			 reason_word(why));
+		LT_CHECK(members_lookup_pid(t, d3, NULL) == -ENOENT, "D3 was recorded");
+		/* The walk applies the cgroup rule to live hops as well. */
+		struct procref d3ref;
+		LT_REQUIRE(procref_open(&caps, d3, &d3ref) == 0, "open D3");
+		struct ancestry_result r3;
+		r = ancestry_walk(&caps, t, &d3ref, NULL, &r3);
+		LT_CHECK(r == -EPERM && r3.reason == REASON_FOREIGN_PROCESS, "walk D3: %s (%s)",
+			 reason_word(r3.reason), r3.detail);
+		ancestry_result_free(&r3);
+		procref_close(&d3ref);
 	}
 
 	/* The middle exits; the daemons are reparented to the anchor. */
@@ -187,6 +197,16 @@ static void scenario(enum membership_mode mode)
 			 res.hops[1].ref.exe.ino == cref.exe.ino,
 		 "skip_exe walk D: %s n=%zu", reason_word(res.reason), res.n);
 	ancestry_result_free(&res);
+
+	if (mode == MEMBERSHIP_CGROUP) {
+		/* A recorded member moved out of the sandbox fails the walk. */
+		LT_REQUIRE(move_to_cgroup(cg_parent_dir, d) == 0, "move D out");
+		r = ancestry_walk(&caps, t, &dref, NULL, &res);
+		LT_CHECK(r == -EPERM && res.reason == REASON_FOREIGN_PROCESS,
+			 "walk D outside the cgroup: %s (%s)", reason_word(res.reason), res.detail);
+		ancestry_result_free(&res);
+		LT_REQUIRE(move_to_cgroup(cg_dir, d) == 0, "move D back");
+	}
 
 	/* D2 was not seen while M lived: adopted, not a member, walk foreign. */
 	struct procref d2ref;
