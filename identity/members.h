@@ -104,7 +104,7 @@ int members_add_recorded(struct members *t, const struct procref *ref, enum memb
  * Other failures: -EPERM with why reached_namespace_init / ancestry_not_anchored
  * (nothing recorded), -ESRCH process_vanished, -ESTALE pid_reused, -ELOOP
  * depth_exceeded, -ENOSPC table full. Already known: 0 (member) or -EPERM
- * (adopted) without any procfs walk. why may be NULL. */
+ * (adopted, or the anchor itself) without any procfs walk. why may be NULL. */
 int members_learn(struct members *t, pid_t pid, enum reason *why, struct member_entry *out);
 
 /* In cgroup mode: is the live process behind ref (pidfd held) inside the
