@@ -1,0 +1,304 @@
+#include "net-supervisor/identity_delegated.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "proto/client.h"
+#include "proto/context.h"
+#include "proto/signed.h"
+
+struct deleg_pending {
+	struct delegated_strategy *owner;
+	struct identity_request *req;
+	uint64_t request_id;
+	bool sent_while_ready; /* the channel was up when we asked */
+	struct deleg_pending *next, *prev;
+};
+
+struct delegated_strategy {
+	struct identity_strategy base; /* first */
+	struct identity_delegated_config cfg;
+	struct pub_key *pinned;
+	struct verifier *verifier;
+	struct proto_client *client;
+	struct deleg_pending *pending;
+	struct identity_delegated_stats stats;
+	bool destroying;
+};
+
+const char *anchor_event_kind_word(enum anchor_event_kind k)
+{
+	switch (k) {
+	case ANCHOR_ESTABLISHED: return "anchor_established";
+	case ANCHOR_RECONNECTED: return "anchor_reconnected";
+	case ANCHOR_CHANGED: return "anchor_changed";
+	}
+	return "anchor_unknown";
+}
+
+static void pending_unlink(struct delegated_strategy *s, struct deleg_pending *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		s->pending = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	p->next = p->prev = NULL;
+}
+
+/* The proxy's view (client -> proxy) as the wire tuple. In the split
+ * shared-netns case the proc side sees exactly this tuple on its side. */
+static int tuple_to_proto(const struct flow_tuple *t, struct proto_tuple *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->proto = IPPROTO_TCP;
+	if (t->client.ss_family != t->proxy.ss_family)
+		return -EINVAL;
+	if (t->client.ss_family == AF_INET) {
+		const struct sockaddr_in *c = (const struct sockaddr_in *)&t->client;
+		const struct sockaddr_in *p = (const struct sockaddr_in *)&t->proxy;
+		out->family = AF_INET;
+		memcpy(out->src, &c->sin_addr, 4);
+		memcpy(out->dst, &p->sin_addr, 4);
+		out->sport = ntohs(c->sin_port);
+		out->dport = ntohs(p->sin_port);
+		return 0;
+	}
+	if (t->client.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *c = (const struct sockaddr_in6 *)&t->client;
+		const struct sockaddr_in6 *p = (const struct sockaddr_in6 *)&t->proxy;
+		out->family = AF_INET6;
+		memcpy(out->src, &c->sin6_addr, 16);
+		memcpy(out->dst, &p->sin6_addr, 16);
+		out->sport = ntohs(c->sin6_port);
+		out->dport = ntohs(p->sin6_port);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+/* A verified context -> flow_identity. The context was validated at the
+ * edge (context_decode) and its signature checked; copy, do not judge. */
+static struct flow_identity *identity_from_context(const struct identity_context *ctx,
+						   const struct signed_context *sc)
+{
+	struct flow_identity *id = flow_identity_new();
+	if (!id)
+		return NULL;
+	id->source = FLOW_SOURCE_DELEGATED;
+	id->pid = ctx->subject.pid;
+	if (!(id->binary_path = strdup(ctx->subject.exe.path)) ||
+	    !(id->process_key = strdup(ctx->subject.key)))
+		goto fail;
+	if (ctx->subject.exe.hashed)
+		hex_encode(ctx->subject.exe.sha256, 32, id->sha256);
+	for (size_t i = 0; i < ctx->n_ancestors; i++) {
+		const struct procref *a = &ctx->ancestors[i];
+		char h[65] = "";
+		if (a->exe.hashed)
+			hex_encode(a->exe.sha256, 32, h);
+		if (flow_identity_add_ancestor(id, a->exe.path, a->pid, h) < 0)
+			goto fail;
+	}
+	if (sc && signed_context_pack(sc, &id->signed_context, &id->signed_context_len) < 0) {
+		/* The audit must be able to re-verify every delegated allow. */
+		goto fail;
+	}
+	return id;
+fail:
+	flow_identity_free(id);
+	return NULL;
+}
+
+static void on_result(const struct proto_identity_result *res, void *userdata)
+{
+	struct deleg_pending *p = userdata;
+	struct delegated_strategy *s = p->owner;
+	pending_unlink(s, p);
+	enum reason why = res->reason;
+	struct flow_identity *id = NULL;
+	if (why == REASON_OK) {
+		id = identity_from_context(res->ctx, res->signed_context);
+		if (!id)
+			why = REASON_INTERNAL_ERROR;
+	} else if (why == REASON_IDENTITY_UNAVAILABLE && p->sent_while_ready &&
+		   !proto_client_ready(s->client)) {
+		why = REASON_CONTROL_CHANNEL_LOST;
+	}
+	if (why == REASON_OK)
+		s->stats.verified++;
+	else {
+		s->stats.denied++;
+		log_info("delegated identity: request %llu denied: %s (%s)",
+			 (unsigned long long)res->request_id, reason_word(why), res->message);
+	}
+	identity_request_set_data(p->req, NULL);
+	identity_request_complete(p->req, why, id);
+	free(p);
+}
+
+static int delegated_resolve(struct identity_strategy *base, struct identity_request *req)
+{
+	struct delegated_strategy *s = (struct delegated_strategy *)base;
+	struct proto_tuple pt;
+	s->stats.requests++;
+	if (tuple_to_proto(identity_request_tuple(req), &pt) < 0) {
+		identity_request_complete(req, REASON_IDENTITY_UNAVAILABLE, NULL);
+		return 0;
+	}
+	struct deleg_pending *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->owner = s;
+	p->req = req;
+	p->sent_while_ready = proto_client_ready(s->client);
+	int r = proto_client_request(s->client, &pt, 0, on_result, p, &p->request_id);
+	if (r < 0) {
+		free(p);
+		return r;
+	}
+	p->next = s->pending;
+	if (s->pending)
+		s->pending->prev = p;
+	s->pending = p;
+	identity_request_set_data(req, p);
+	return 0;
+}
+
+static void delegated_cancel(struct identity_strategy *base, struct identity_request *req)
+{
+	struct delegated_strategy *s = (struct delegated_strategy *)base;
+	struct deleg_pending *p = identity_request_data(req);
+	if (!p)
+		return;
+	proto_client_cancel(s->client, p->request_id); /* on_result will not run */
+	pending_unlink(s, p);
+	identity_request_set_data(req, NULL);
+	identity_request_complete(req, REASON_IDENTITY_TIMEOUT, NULL);
+	free(p);
+}
+
+static void client_stopped(void *userdata)
+{
+	struct delegated_strategy *s = userdata;
+	verifier_free(s->verifier);
+	free(s->pinned);
+	free(s);
+}
+
+static void delegated_destroy(struct identity_strategy *base)
+{
+	struct delegated_strategy *s = (struct delegated_strategy *)base;
+	s->destroying = true;
+	/* Fails whatever is still pending through on_result, then frees. */
+	proto_client_stop(s->client, client_stopped, s);
+}
+
+static const struct identity_strategy_ops delegated_ops = {
+	.name = "delegated",
+	.resolve = delegated_resolve,
+	.cancel = delegated_cancel,
+	.destroy = delegated_destroy,
+};
+
+static void on_anchor(struct proto_client *c, const struct anchor_event *ev, void *userdata)
+{
+	(void)c;
+	struct delegated_strategy *s = userdata;
+	char kid[PROTO_KEY_ID_HEX];
+	key_id_hex(ev->cert->instance.id, kid);
+	char desc[sizeof(s->base.anchor_desc)];
+	snprintf(desc, sizeof(desc), "delegated %s instance %s anchor pid %d", s->cfg.endpoint, kid,
+		 (int)ev->cert->anchor.pid);
+	strscpy(s->base.anchor_desc, desc, sizeof(s->base.anchor_desc));
+	if (ev->kind == ANCHOR_CHANGED) {
+		s->stats.anchor_changes++;
+		char old[PROTO_KEY_ID_HEX];
+		key_id_hex(ev->old_instance.id, old);
+		log_warn("delegated identity: anchor changed: instance %s replaced by %s", old, kid);
+	}
+	if (s->cfg.on_anchor_event)
+		s->cfg.on_anchor_event(ev->kind, anchor_event_kind_word(ev->kind), desc, s->cfg.data);
+}
+
+static void on_state(struct proto_client *c, bool ready, enum reason why, void *userdata)
+{
+	(void)c;
+	struct delegated_strategy *s = userdata;
+	if (s->destroying)
+		return;
+	if (!ready) {
+		s->stats.channel_losses++;
+		log_warn("delegated identity: control channel %s lost (%s): not ready", s->cfg.endpoint,
+			 reason_word(why));
+	}
+	char desc[sizeof(s->base.anchor_desc)];
+	strscpy(desc, ready ? s->base.anchor_desc : "control channel lost", sizeof(desc));
+	identity_strategy_set_anchored(&s->base, ready, desc);
+}
+
+int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_config *cfg,
+			   struct identity_strategy **out)
+{
+	if (!cfg || !cfg->endpoint || !cfg->pinned || cfg->n_pinned == 0)
+		return -EINVAL;
+	if (proto_crypto_init() < 0)
+		return -EIO;
+	struct delegated_strategy *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->base.ops = &delegated_ops;
+	s->base.loop = loop;
+	s->cfg = *cfg;
+	s->pinned = calloc(cfg->n_pinned, sizeof(*s->pinned));
+	if (!s->pinned) {
+		free(s);
+		return -ENOMEM;
+	}
+	memcpy(s->pinned, cfg->pinned, cfg->n_pinned * sizeof(*s->pinned));
+	s->cfg.pinned = s->pinned;
+	struct verifier_opts vo = { .max_lifetime_ns = cfg->max_lifetime_ns };
+	int r = verifier_new(s->pinned, cfg->n_pinned, &vo, &s->verifier);
+	if (r < 0) {
+		free(s->pinned);
+		free(s);
+		return r;
+	}
+	struct proto_client_opts co = {
+		.endpoint = cfg->endpoint,
+		.verifier = s->verifier,
+		.request_timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms
+							      : IDENTITY_DEFAULT_TIMEOUT_MS,
+		.connect_timeout_ms = cfg->connect_timeout_ms,
+		.backoff_min_ms = cfg->backoff_min_ms,
+		.backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : 2000,
+		.on_anchor = on_anchor,
+		.on_state = on_state,
+		.userdata = s,
+	};
+	r = proto_client_start(loop, &co, &s->client);
+	if (r < 0) {
+		verifier_free(s->verifier);
+		free(s->pinned);
+		free(s);
+		return r;
+	}
+	strscpy(s->base.anchor_desc, "delegated: no channel yet", sizeof(s->base.anchor_desc));
+	*out = &s->base;
+	return 0;
+}
+
+void identity_delegated_stats(const struct identity_strategy *base, struct identity_delegated_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!base || base->ops != &delegated_ops)
+		return;
+	const struct delegated_strategy *s = (const struct delegated_strategy *)base;
+	*out = s->stats;
+}

@@ -1,0 +1,58 @@
+/* `delegated` identity strategy (split, vm with a host-side net-supervisor):
+ * the proc-supervisor's identity service answers, over the control channel,
+ * with a SignedContext for each flow; nothing about the client process is
+ * read locally.
+ *
+ * Contract:
+ *   - anchored iff the channel is up AND its HelloAck certificate verified
+ *     against a pinned provisioning key (proto verifier); a lost channel is
+ *     not ready at once;
+ *   - each flow: IdentityRequest {request_id, fresh 32-byte nonce, the tuple
+ *     client -> proxy as this side sees it}; the reply is verified
+ *     (signature, certificate, nonce, tuple, expiry, instance) before it
+ *     becomes a flow_identity (source delegated, signed_context = the packed
+ *     SignedContext, kept for the audit and `tether verify-context`);
+ *   - failures are the verifier's / the proc side's reason word; a request in
+ *     flight when a channel that was up drops is control_channel_lost, one
+ *     that never had a channel identity_unavailable, no answer in time
+ *     identity_timeout;
+ *   - every certificate installed is reported through on_anchor_event
+ *     (ANCHOR_ESTABLISHED / ANCHOR_RECONNECTED / ANCHOR_CHANGED — the last is
+ *     the audit event `anchor_changed`; contexts of the replaced instance are
+ *     refused by the verifier from then on).
+ * Everything runs on the loop (the proto client is libuv; verification of one
+ * context is a few tens of µs of Ed25519). */
+#pragma once
+
+#include "net-supervisor/identity_strategy.h"
+#include "proto/keys.h"
+#include "proto/verifier.h"
+
+struct identity_delegated_config {
+	const char *endpoint;           /* unix:PATH, tcp:HOST:PORT, vsock:CID:PORT */
+	const struct pub_key *pinned;   /* provisioning public keys (copied) */
+	size_t n_pinned;
+	uint64_t request_timeout_ms;    /* 0: IDENTITY_DEFAULT_TIMEOUT_MS */
+	uint64_t connect_timeout_ms;    /* 0: 2000 */
+	uint64_t backoff_min_ms;        /* 0: 100 */
+	uint64_t backoff_max_ms;        /* 0: 2000 */
+	uint64_t max_lifetime_ns;       /* verifier: longest accepted context lifetime; 0: 30 s */
+	/* A certificate was installed. kind_word: "anchor_established",
+	 * "anchor_reconnected" or "anchor_changed"; desc names the instance key
+	 * id and the anchor. May be NULL. */
+	void (*on_anchor_event)(enum anchor_event_kind kind, const char *kind_word, const char *desc,
+				void *data);
+	void *data;
+};
+
+int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_config *cfg,
+			   struct identity_strategy **out);
+
+/* Counters for tests and metrics. */
+struct identity_delegated_stats {
+	uint64_t requests, verified, denied, anchor_changes, channel_losses;
+};
+void identity_delegated_stats(const struct identity_strategy *s, struct identity_delegated_stats *out);
+
+/* "anchor_established" / "anchor_reconnected" / "anchor_changed". */
+const char *anchor_event_kind_word(enum anchor_event_kind k);

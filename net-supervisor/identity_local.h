@@ -1,0 +1,66 @@
+/* `local` identity strategy (combined, shared-pid, vm-local): the
+ * net-supervisor shares the PID namespace with the proc-supervisor (the
+ * anchor) and reads identity itself from procfs.
+ *
+ * Anchor: either a pid (combined: the proc-supervisor spawned us, it is our
+ * parent) opened as a pidfd, or the process at the other end of a Unix
+ * socket we connect to (shared-pid), identified by SO_PEERPIDFD — or, when
+ * kernel_caps.peer_pidfd is false, SO_PEERCRED's pid whose start_time must
+ * not be later than our connect (a pid reused after the connect is
+ * refused). Its running image's SHA-256 must equal expected_sha256, else
+ * there is no anchor (not ready; the reason is logged and reported through
+ * on_anchor_refused). The anchor is watched through its pidfd: its exit
+ * drops the anchor (socket mode then retries).
+ *
+ * Per flow, all on the libuv thread pool: the accepted socket's tuple
+ * (client -> proxy) -> sock_diag in the workload's netns (workload_netns, or
+ * ours) -> holder search among the anchor's live descendants (found through
+ * /proc/<pid>/task/<tid>/children from the anchor down, never all of /proc)
+ * -> ancestry walk to the anchor -> optional cgroup check -> SHA-256 of the
+ * subject's and the ancestors' running images (hash cache) -> flow_identity
+ * with source local_procfs. Any failure is the walk's / attribution's
+ * reason word.
+ *
+ * WHAT LOCAL CANNOT SEE (compared with delegated): the proc-supervisor's
+ * member table and cookie registry live in another process. Membership here
+ * is the *live* ppid chain through the anchor ("live-chain" membership): a
+ * process adopted by the anchor (nsenter'd orphan) is indistinguishable from
+ * one it spawned, and a socket is attributable only while some descendant
+ * still holds it (connect-and-exit, or a socket handed out of the tree, is
+ * identity_unavailable). With sandbox_cgroup set, the subject must also sit
+ * in that cgroup or below, which catches runtime-exec'd strangers. */
+#pragma once
+
+#include <sys/types.h>
+
+#include "common/kernel.h"
+#include "net-supervisor/identity_strategy.h"
+
+struct identity_local_config {
+	const struct kernel_caps *caps; /* borrowed, must outlive the strategy; NULL: probe */
+	pid_t anchor_pid;               /* > 0: the anchor (combined) */
+	const char *anchor_socket;      /* "unix:PATH" (or a bare path): connect, identify the peer */
+	const char *expected_sha256;    /* required: lower/upper-case hex of the anchor's image */
+	const char *workload_netns;     /* nsfs path for sock_diag (/proc/<pid>/ns/net,
+					   /run/netns/NAME); NULL: our own netns */
+	const char *sandbox_cgroup;     /* as /proc/<pid>/cgroup prints it ("/tether/sbx1"); NULL: no check */
+	uint64_t retry_ms;              /* socket mode: retry after a failure or anchor exit; 0: 500 */
+	size_t max_candidates;          /* descendant scan bound; 0: 65536 */
+	/* The anchor was refused (or lost): reason word and a one-line detail.
+	 * May be NULL. Called on the loop. */
+	void (*on_anchor_refused)(enum reason why, const char *detail, void *data);
+	void *data;
+};
+
+int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
+		       struct identity_strategy **out);
+
+/* The last reason the anchor was refused or lost ("" when none). */
+const char *identity_local_anchor_error(const struct identity_strategy *s);
+
+/* Latency split of the last resolutions, for tests and benchmarks. */
+struct identity_local_stats {
+	uint64_t resolved, denied;
+	uint64_t attribute_ns, walk_ns, hash_ns; /* sums over resolved requests */
+};
+void identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);

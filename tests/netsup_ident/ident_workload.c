@@ -1,0 +1,42 @@
+/* Workload for test_ident_local: forks a child that connects to
+ * 127.0.0.1:PORT. MODE "hold": the child keeps the socket until EOF (or
+ * 20 s); "exit": the child closes and exits at once. The parent waits for
+ * the child, so the chain is anchor -> workload -> workload. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc != 3)
+		return 2;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	pid_t c = fork();
+	if (c < 0)
+		return 1;
+	if (c == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(20);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(1);
+		if (strcmp(argv[2], "exit") == 0)
+			_exit(0);
+		char b;
+		while (read(fd, &b, 1) > 0)
+			;
+		_exit(0);
+	}
+	int st;
+	waitpid(c, &st, 0);
+	return 0;
+}

@@ -1,0 +1,443 @@
+/* The `local` identity strategy end to end, as root, on loopback.
+ *
+ * A stand-in anchor (ident_anchor, whose image hash the test computes)
+ * spawns a workload (ident_workload -> child) that connects to a listener
+ * the test owns; the strategy, given the anchor's pid (or its Unix socket),
+ * must attribute the accepted connection to the workload binary with the
+ * chain up to the anchor. Also: a process outside the anchor's tree, a
+ * wrong expected hash, a workload that exits before resolution, the anchor
+ * exiting. With --bench N it prints identity and policy latency percentiles.
+ * Run it again with TETHER_FORCE_FALLBACK=all for the pre-6.9 paths. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common_test.h"
+#include "net-supervisor/identity_local.h"
+#include "net-supervisor/netpolicy.h"
+#include "policy/network.h"
+#include "policy/policy.h"
+
+static char g_dir[256], g_anchor_bin[600], g_workload_bin[600];
+static char g_anchor_sha[65], g_workload_sha[65];
+static pid_t g_children[16];
+static size_t g_n_children;
+
+static void cleanup(void)
+{
+	for (size_t i = 0; i < g_n_children; i++)
+		if (g_children[i] > 0) {
+			kill(g_children[i], SIGKILL);
+			waitpid(g_children[i], NULL, 0);
+		}
+	g_n_children = 0;
+}
+
+static int sha256_path(const char *path, char out[65])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	unsigned char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+	close(fd);
+	unsigned char h[32];
+	crypto_hash_sha256_final(&st, h);
+	sodium_bin2hex(out, 65, h, 32);
+	return 0;
+}
+
+static pid_t spawn_anchor(const char *sock, int port, const char *mode)
+{
+	char ps[16];
+	snprintf(ps, sizeof(ps), "%d", port);
+	pid_t p = fork();
+	if (p == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl(g_anchor_bin, g_anchor_bin, sock, g_workload_bin, ps, mode, (char *)NULL);
+		_exit(127);
+	}
+	if (p > 0 && g_n_children < 16)
+		g_children[g_n_children++] = p;
+	return p;
+}
+
+static void kill_child(pid_t p)
+{
+	for (size_t i = 0; i < g_n_children; i++)
+		if (g_children[i] == p) {
+			kill(p, SIGKILL);
+			waitpid(p, NULL, 0);
+			g_children[i] = -1;
+		}
+}
+
+static int listen_lo(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	socklen_t l = sizeof(sa);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &l) < 0)
+		return -1;
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static int accept_within(int lfd, int ms, struct flow_tuple *t)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	if (poll(&p, 1, ms) <= 0)
+		return -1;
+	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (c < 0)
+		return -1;
+	socklen_t l = sizeof(t->client);
+	getpeername(c, (struct sockaddr *)&t->client, &l);
+	l = sizeof(t->proxy);
+	getsockname(c, (struct sockaddr *)&t->proxy, &l);
+	return c;
+}
+
+struct watch {
+	bool anchored, lost;
+	int refusals;
+	enum reason last_refusal;
+};
+
+static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
+{
+	(void)s;
+	struct watch *w = data;
+	if (anchored)
+		w->anchored = true;
+	else
+		w->lost = true;
+}
+
+static void on_refused(enum reason why, const char *detail, void *data)
+{
+	struct watch *w = data;
+	(void)detail;
+	w->refusals++;
+	w->last_refusal = why;
+}
+
+struct box {
+	bool done;
+	enum reason reason;
+	struct flow_identity *id;
+	uint64_t latency_ns;
+};
+
+static void res_cb(const struct identity_result *r, void *data)
+{
+	struct box *b = data;
+	b->done = true;
+	b->reason = r->reason;
+	b->id = r->id;
+	b->latency_ns = r->latency_ns;
+}
+
+static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct flow_tuple *t,
+			   struct box *b)
+{
+	memset(b, 0, sizeof(*b));
+	struct identity_request *req;
+	if (identity_resolve(s, t, 3000, res_cb, b, &req) < 0)
+		return REASON__COUNT;
+	run_until(loop, &b->done, 5000);
+	return b->done ? b->reason : REASON__COUNT;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static struct identity_strategy *make(uv_loop_t *loop, pid_t anchor, const char *sock,
+				      const char *expected, struct watch *w)
+{
+	memset(w, 0, sizeof(*w));
+	struct identity_local_config cfg = {
+		.anchor_pid = anchor,
+		.anchor_socket = sock,
+		.expected_sha256 = expected,
+		.retry_ms = 100,
+		.on_anchor_refused = on_refused,
+		.data = w,
+	};
+	struct identity_strategy *s = NULL;
+	int r = identity_local_new(loop, &cfg, &s);
+	CHECK(r == 0, "identity_local_new: %s", strerror(-r));
+	if (s) {
+		s->on_anchor = on_anchor;
+		s->on_anchor_data = w;
+	}
+	return s;
+}
+
+static void destroy(uv_loop_t *loop, struct identity_strategy *s)
+{
+	identity_strategy_destroy(s);
+	bool never = false;
+	run_until(loop, &never, 200);
+}
+
+/* The main case: attributed to the workload, chain to the anchor. */
+static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, int bench)
+{
+	char sock[300];
+	snprintf(sock, sizeof(sock), "%s/anchor.sock", g_dir);
+	pid_t a = spawn_anchor(via_socket ? sock : "-", port, "hold");
+	struct flow_tuple t;
+	int c = accept_within(lfd, 5000, &t);
+	CHECK(c >= 0, "the workload did not connect");
+	struct watch w;
+	struct identity_strategy *s = make(loop, via_socket ? 0 : a, via_socket ? sock : NULL,
+					   g_anchor_sha, &w);
+	if (!s || c < 0)
+		goto out;
+	CHECK(run_until(loop, &w.anchored, 5000), "never anchored (%s)", identity_local_anchor_error(s));
+	struct box b;
+	enum reason r = resolve(loop, s, &t, &b);
+	CHECK(r == REASON_OK, "resolve (%s): %s", via_socket ? "socket" : "pid",
+	      r < REASON__COUNT ? reason_word(r) : "no answer");
+	if (r == REASON_OK) {
+		CHECK(ends_with(b.id->binary_path, "/ident_workload"), "binary %s", b.id->binary_path);
+		CHECK(strcmp(b.id->sha256, g_workload_sha) == 0, "sha256 %s", b.id->sha256);
+		CHECK(b.id->source == FLOW_SOURCE_LOCAL_PROCFS, "source");
+		CHECK(b.id->n_ancestors == 1, "ancestors %zu", b.id->n_ancestors);
+		if (b.id->n_ancestors >= 1) {
+			CHECK(ends_with(b.id->ancestors[0].path, "/ident_workload"), "ancestor %s",
+			      b.id->ancestors[0].path);
+			CHECK(strcmp(b.id->ancestors[0].sha256, g_workload_sha) == 0, "ancestor sha");
+		}
+		CHECK(b.id->process_key && strchr(b.id->process_key, ':'), "key");
+		CHECK(b.id->pid > 0 && b.id->pid != a, "pid %d", b.id->pid);
+	}
+	if (bench > 0 && r == REASON_OK) {
+		/* Identity: the same held flow resolved again and again (warm
+		 * hash and holder caches, the steady state of a busy proxy). */
+		uint64_t *lat = calloc((size_t)bench, sizeof(*lat));
+		size_t n = 0;
+		for (int i = 0; i < bench; i++) {
+			struct box bb;
+			if (resolve(loop, s, &t, &bb) == REASON_OK) {
+				lat[n++] = bb.latency_ns;
+				flow_identity_free(bb.id);
+			}
+		}
+		CHECK(n == (size_t)bench, "bench: %zu/%d resolved", n, bench);
+		/* Policy: the pure decision on that identity. */
+		static const struct policy_section *const secs[] = { &network_policy_section };
+		char yaml[1024];
+		snprintf(yaml, sizeof(yaml),
+			 "version: 1\nnetwork:\n  mode: enforce\n  policies:\n    - name: w\n"
+			 "      binaries:\n        - path: %s\n          sha256: \"%s\"\n"
+			 "      endpoints:\n        - host: api.example.com\n          ports: [443]\n",
+			 b.id->binary_path, g_workload_sha);
+		struct policy *p = NULL;
+		struct policy_diag d;
+		memset(&d, 0, sizeof(d));
+		int lr = policy_load_buffer("bench.yaml", yaml, strlen(yaml), secs, 1, &p, &d);
+		CHECK(lr == 0, "policy load");
+		uint64_t *pl = calloc((size_t)bench, sizeof(*pl));
+		if (lr == 0) {
+			const struct network_policy *np = policy_section_data(p, "network");
+			struct netaddr ip;
+			netaddr_parse("203.0.113.10", &ip);
+			for (int i = 0; i < bench; i++) {
+				uint64_t t0 = (uint64_t)uv_hrtime();
+				struct netpolicy_decision dd = netpolicy_decide(np, b.id, "api.example.com", 443, &ip);
+				pl[i] = (uint64_t)uv_hrtime() - t0;
+				CHECK(dd.allow, "policy allows");
+			}
+			policy_free(p);
+		}
+		struct identity_local_stats st;
+		identity_local_stats(s, &st);
+		printf("BENCH local (%s, fallback=%s): identity p50 %.1f us p99 %.1f us; policy p50 %.2f us "
+		       "p99 %.2f us; mean split attribute %.1f / walk %.1f / hash %.1f us (n=%d)\n",
+		       via_socket ? "anchor-socket" : "anchor-pid",
+		       getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
+		       (double)pct(lat, n, 0.5) / 1e3, (double)pct(lat, n, 0.99) / 1e3,
+		       (double)pct(pl, (size_t)bench, 0.5) / 1e3, (double)pct(pl, (size_t)bench, 0.99) / 1e3,
+		       (double)st.attribute_ns / (double)st.resolved / 1e3,
+		       (double)st.walk_ns / (double)st.resolved / 1e3,
+		       (double)st.hash_ns / (double)st.resolved / 1e3, bench);
+		free(lat);
+		free(pl);
+	}
+	flow_identity_free(b.id);
+
+	/* A process outside the anchor's tree connecting: never attributed. */
+	pid_t f = fork();
+	if (f == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(10);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(1);
+		char x;
+		while (read(fd, &x, 1) > 0)
+			;
+		_exit(0);
+	}
+	if (f > 0 && g_n_children < 16)
+		g_children[g_n_children++] = f;
+	struct flow_tuple ft;
+	int fc = accept_within(lfd, 5000, &ft);
+	CHECK(fc >= 0, "foreign did not connect");
+	if (fc >= 0) {
+		r = resolve(loop, s, &ft, &b);
+		CHECK(r == REASON_IDENTITY_UNAVAILABLE, "foreign: %s",
+		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		flow_identity_free(b.id);
+		close(fc);
+	}
+	kill_child(f);
+
+	/* The anchor exits: not anchored any more, flows are not_ready. */
+	if (!via_socket) {
+		kill_child(a);
+		CHECK(run_until(loop, &w.lost, 3000), "anchor exit not noticed");
+		CHECK(!s->anchored, "still anchored");
+		r = resolve(loop, s, &t, &b);
+		CHECK(r == REASON_NOT_READY, "after anchor exit: %s",
+		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		flow_identity_free(b.id);
+	}
+out:
+	if (c >= 0)
+		close(c);
+	if (s)
+		destroy(loop, s);
+	kill_child(a);
+}
+
+static void test_wrong_hash(uv_loop_t *loop, int lfd, int port)
+{
+	pid_t a = spawn_anchor("-", port, "hold");
+	struct flow_tuple t;
+	int c = accept_within(lfd, 5000, &t);
+	CHECK(c >= 0, "the workload did not connect");
+	struct watch w;
+	struct identity_strategy *s = make(loop, a, NULL, g_workload_sha /* not the anchor's */, &w);
+	if (s) {
+		bool never = false;
+		run_until(loop, &never, 600);
+		CHECK(!w.anchored && !s->anchored, "anchored with the wrong hash");
+		CHECK(w.refusals >= 1 && w.last_refusal == REASON_ANCHOR_UNKNOWN, "refusal %d %s",
+		      w.refusals, reason_word(w.last_refusal));
+		CHECK(strstr(identity_local_anchor_error(s), "expected") != NULL, "error: %s",
+		      identity_local_anchor_error(s));
+		if (c >= 0) {
+			struct box b;
+			enum reason r = resolve(loop, s, &t, &b);
+			CHECK(r == REASON_NOT_READY, "unanchored resolve: %s",
+			      r < REASON__COUNT ? reason_word(r) : "no answer");
+			flow_identity_free(b.id);
+		}
+		destroy(loop, s);
+	}
+	if (c >= 0)
+		close(c);
+	kill_child(a);
+}
+
+static void test_exited(uv_loop_t *loop, int lfd, int port)
+{
+	pid_t a = spawn_anchor("-", port, "exit");
+	struct flow_tuple t;
+	int c = accept_within(lfd, 5000, &t);
+	CHECK(c >= 0, "the workload did not connect");
+	struct watch w;
+	struct identity_strategy *s = make(loop, a, NULL, g_anchor_sha, &w);
+	if (s && c >= 0) {
+		CHECK(run_until(loop, &w.anchored, 5000), "never anchored");
+		/* Wait for the workload's close (EOF), bounded. */
+		struct pollfd p = { .fd = c, .events = POLLIN };
+		CHECK(poll(&p, 1, 5000) == 1, "no EOF from the exiting workload");
+		usleep(50 * 1000);
+		struct box b;
+		enum reason r = resolve(loop, s, &t, &b);
+		CHECK(r == REASON_IDENTITY_UNAVAILABLE, "exited workload: %s",
+		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		flow_identity_free(b.id);
+	}
+	if (s)
+		destroy(loop, s);
+	if (c >= 0)
+		close(c);
+	kill_child(a);
+}
+
+int main(int argc, char **argv)
+{
+	int bench = 0;
+	if (argc >= 3 && strcmp(argv[1], "--bench") == 0)
+		bench = atoi(argv[2]);
+	if (geteuid() != 0) {
+		printf("SKIP: needs root\n");
+		return 77;
+	}
+	if (sodium_init() < 0)
+		return 1;
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return 1;
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	snprintf(g_anchor_bin, sizeof(g_anchor_bin), "%s/ident_anchor", self);
+	snprintf(g_workload_bin, sizeof(g_workload_bin), "%s/ident_workload", self);
+	if (sha256_path(g_anchor_bin, g_anchor_sha) < 0 || sha256_path(g_workload_bin, g_workload_sha) < 0) {
+		fprintf(stderr, "helpers missing beside %s\n", self);
+		return 1;
+	}
+	snprintf(g_dir, sizeof(g_dir), "/tmp/tether-ident-local.XXXXXX");
+	if (!mkdtemp(g_dir))
+		return 1;
+	atexit(cleanup);
+	alarm(90);
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	int port;
+	int lfd = listen_lo(&port);
+	if (lfd < 0)
+		return 1;
+
+	test_resolves(&loop, lfd, port, false, bench);
+	test_resolves(&loop, lfd, port, true, bench);
+	test_wrong_hash(&loop, lfd, port);
+	test_exited(&loop, lfd, port);
+
+	close(lfd);
+	cleanup();
+	char sp[300];
+	snprintf(sp, sizeof(sp), "%s/anchor.sock", g_dir);
+	unlink(sp);
+	rmdir(g_dir);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	uv_loop_close(&loop);
+	printf("%s (%d failure%s)\n", g_failures ? "FAILED" : "ok", g_failures, g_failures == 1 ? "" : "s");
+	return g_failures ? 1 : 0;
+}
