@@ -35,6 +35,7 @@ static void usage(FILE *out)
 "  --identity-timeout-ms N    identity resolution (default 2000; → 403 identity_timeout)\n"
 "  --relay-buffer BYTES       read size (default 262144)\n"
 "  --audit-queue N            queued audit events before drops (default 8192)\n"
+"  --no-splice                relay through user-space buffers instead of splice(2)\n"
 "  --install-fence            install the nftables egress fence in this netns\n"
 "                             (proxy uid = this process's uid; the listen and\n"
 "                             admin ports are reachable on loopback)\n"
@@ -56,7 +57,7 @@ static void usage(FILE *out)
 enum {
 	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
-	O_IDANC, O_IDDELAY, O_IDANCHOR,
+	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -100,6 +101,7 @@ int main(int argc, char **argv)
 		{ "relay-buffer", required_argument, NULL, O_RBUF },
 		{ "audit-queue", required_argument, NULL, O_AQ },
 		{ "install-fence", no_argument, NULL, O_FENCE },
+		{ "no-splice", no_argument, NULL, O_NOSPLICE },
 		{ "fence-allow-port", required_argument, NULL, O_FENCEPORT },
 		{ "identity-static", required_argument, NULL, O_IDS },
 		{ "identity-static-sha256", required_argument, NULL, O_IDSHA },
@@ -181,6 +183,7 @@ int main(int argc, char **argv)
 			cfg.audit_queue = v;
 			break;
 		case O_FENCE: install_fence = true; break;
+		case O_NOSPLICE: cfg.splice = false; break;
 		case O_FENCEPORT:
 			if (parse_u64("--fence-allow-port", optarg, 65535, &v) < 0 || v == 0 ||
 			    fc.n_ports >= FENCE_MAX_PORTS - NETSUP_MAX_LISTEN - 1)

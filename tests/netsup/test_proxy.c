@@ -671,10 +671,10 @@ static void test_connection_limit(void **state)
 	proxy_stop(&p);
 }
 
-static void test_half_close_and_bulk(void **state)
+static void half_close_and_bulk(const char *const *extra)
 {
 	struct proxy p;
-	proxy_start(&p, NULL, NULL);
+	proxy_start(&p, NULL, extra);
 	int fd = tcp_connect(p.port);
 	char req[256], buf[4096];
 	int n = snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", up_echo.port);
@@ -722,6 +722,14 @@ static void test_half_close_and_bulk(void **state)
 	sscanf(s + strlen("tether_bytes_relayed_total{direction=\"upstream\"} "), "%llu", &upb);
 	assert_true(upb >= total);
 	proxy_stop(&p);
+}
+
+/* Both relays: splice(2) (default) and the libuv buffer relay. */
+static void test_half_close_and_bulk(void **state)
+{
+	half_close_and_bulk(NULL);
+	const char *nosplice[] = { "--no-splice", NULL };
+	half_close_and_bulk(nosplice);
 }
 
 static void test_audit_mode(void **state)
