@@ -213,6 +213,7 @@ static int do_query(int argc, char **argv)
 			if (ctx)
 				context_free(ctx);
 			printf("{\"old_reason\":\"%s\"}\n", reason_word(r));
+			fflush(stdout);
 		}
 	}
 	if (first.have_sc)
@@ -226,6 +227,7 @@ static int do_query(int argc, char **argv)
 	uint64_t end = now_ms() + 2000;
 	while (uv_run(&loop, UV_RUN_NOWAIT) && now_ms() < end)
 		;
+	(void)uv_loop_close(&loop);
 	verifier_free(v);
 	if (cfd >= 0)
 		close(cfd);
