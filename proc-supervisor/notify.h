@@ -3,12 +3,17 @@
  * Every spawned tree carries a filter whose connect(2) is SECCOMP_RET_USER_
  * NOTIF; its listener fd is added here and watched on the supervisor's
  * libuv loop. For each notification the notifier: opens a pidfd for the
- * caller's thread group, identifies it (ops.identify, normally
- * procref_from_pidfd), checks with SECCOMP_IOCTL_NOTIF_ID_VALID that the
- * caller is still that very task blocked in connect (so the pid could not
- * have been reused in between), duplicates the socket argument with
- * pidfd_getfd, reads SO_COOKIE, hands (cookie, ref) to ops.record (normally
- * the cookie registry), and always answers SECCOMP_USER_NOTIF_FLAG_CONTINUE.
+ * caller's thread group, identifies it, checks with
+ * SECCOMP_IOCTL_NOTIF_ID_VALID that the caller is still that very task
+ * blocked in connect (so the pid could not have been reused in between),
+ * duplicates the socket argument with pidfd_getfd, reads SO_COOKIE, always
+ * answers SECCOMP_USER_NOTIF_FLAG_CONTINUE, and hands (cookie, ref) to
+ * ops.record (normally the cookie registry). With pidfs keys and our own
+ * /proc (the fast path) only the key (fstat of the pidfd) and the exe
+ * tuple are read while the caller is blocked; the rest of the ref
+ * (ops.identify) is read after CONTINUE through the pinned pidfd, and a
+ * caller already gone by then is recorded with what was proven (key, pid,
+ * exe). Otherwise ops.identify runs before ID_VALID.
  * Nothing is decided from pointer arguments: only the fd number is read.
  * Any failure still continues the connect (attribution then falls back to
  * holder search) and is counted. A listener ends when its tree is gone
@@ -41,8 +46,10 @@ struct notifier_stats {
 	uint64_t failures;      /* identification/dup/cookie/record failed: continued */
 	uint64_t respond_errors;
 	uint64_t listeners;     /* currently watched */
+	uint64_t late_partial;  /* fast path: the caller was gone before its ref was completed;
+				   recorded with the key, pid and image proven while it was blocked */
 	uint64_t handle_ns;     /* total time from RECV to SEND (the caller is blocked) */
-	uint64_t handle_cpu_ns; /* the same, CPU time of the handling thread */
+	uint64_t handle_cpu_ns; /* CPU time of the whole handling, the part after SEND included */
 	bool sync_wakeup;       /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP in use */
 };
 
