@@ -94,3 +94,26 @@ bool exec_gw_peer_allowed(const uid_t *uids, size_t n_uids, const gid_t *gids, s
  * in msg when none is usable. */
 int exec_gw_resolve_shell(const char *policy_shell, uid_t uid, char *out, size_t size, char *msg,
 			  size_t msg_size);
+
+/* ---- the daemon's wiring (proc-supervisor main.c) ---- */
+struct procsup;
+
+#define PROCSUP_SVC_MAX_IDS 16
+struct procsup_services_cfg {
+	const char *exec_socket;      /* --exec-socket PATH */
+	uid_t allow_uids[PROCSUP_SVC_MAX_IDS]; /* --exec-allow-uid (also for the status socket) */
+	size_t n_allow_uids;
+	gid_t allow_gids[PROCSUP_SVC_MAX_IDS]; /* --exec-allow-gid */
+	size_t n_allow_gids;
+	const char *status_socket;    /* --status-socket PATH */
+	const char *control;          /* --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT */
+	const char *provisioning_key; /* --provisioning-key FILE (required with --control) */
+};
+
+/* Start the services cfg names on ps's loop: the exec gateway (spawning
+ * through procsup_spawn as PROCSUP_EXEC_SESSION, shell from the policy's
+ * exec.shell), the status socket (members_to_json of ps->members) and the
+ * identity service (ps->members, ps->cookies, ps->audit). Each closes at
+ * procsup_on_done. Call after procsup_init, before procsup_run. -errno
+ * with a one-line message on stderr. */
+int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg *cfg);
