@@ -63,8 +63,13 @@ struct proc_set {
 
 struct bench {
 	struct kernel_caps caps;
-	int listen_members, listen_others;
-	struct sockaddr_in addr_members, addr_others;
+	/* Several listener ports per kind: connect() picks an ephemeral port
+	 * by probing for a free (src port, dst) pair, and with one destination
+	 * that probe grows with every connection already made to it. */
+#define LISTENERS 16
+	int listen_members[LISTENERS], listen_others[LISTENERS];
+	struct sockaddr_in addr_members[LISTENERS], addr_others[LISTENERS];
+	size_t batches;
 	int sockets;
 	struct proc_set members, others;
 	struct rec *flows; /* the members' flows, in spawn order */
@@ -241,14 +246,25 @@ static void accept_all(int lfd, int **arr, size_t *n, size_t *cap)
 
 /* Fork count children of one kind in batches, collect their reports and
  * accept their connections. */
+static void accept_everything(struct bench *b)
+{
+	for (int i = 0; i < LISTENERS; i++) {
+		accept_all(b->listen_members[i], &b->acc_members, &b->n_acc_members,
+			   &b->cap_acc_members);
+		accept_all(b->listen_others[i], &b->acc_others, &b->n_acc_others,
+			   &b->cap_acc_others);
+	}
+}
+
 static int spawn(struct bench *b, size_t count, bool member)
 {
 	const size_t batch = SPAWN_BATCH;
 	struct proc_set *set = member ? &b->members : &b->others;
-	const struct sockaddr_in *dst = member ? &b->addr_members : &b->addr_others;
 
 	for (size_t done = 0; done < count;) {
 		size_t nb = count - done < batch ? count - done : batch;
+		size_t li = b->batches++ % LISTENERS;
+		const struct sockaddr_in *dst = member ? &b->addr_members[li] : &b->addr_others[li];
 		struct cmd c = { .op = CMD_SPAWN, .count = (int)nb, .sockets = b->sockets, .dst = *dst };
 		pid_t pids[SPAWN_BATCH];
 		if (write_all(CMD_WR, &c, sizeof(c)) < 0 ||
@@ -267,29 +283,31 @@ static int spawn(struct bench *b, size_t count, bool member)
 		size_t want = nb * (size_t)b->sockets, got = 0;
 		unsigned long long deadline = now_mono_ns() + 20ULL * 1000000000ULL;
 		while (got < want) {
-			struct pollfd pf[3] = {
+			struct pollfd pf[2] = {
 				{ .fd = REP_RD, .events = POLLIN },
-				{ .fd = b->listen_members, .events = POLLIN },
-				{ .fd = b->listen_others, .events = POLLIN },
+				{ .fd = member ? b->listen_members[li] : b->listen_others[li],
+				  .events = POLLIN },
 			};
 			if (now_mono_ns() > deadline) {
 				fprintf(stderr, "children did not report in time\n");
 				return -1;
 			}
-			if (poll(pf, 3, 1000) < 0 && errno != EINTR)
+			if (poll(pf, 2, 1000) < 0 && errno != EINTR)
 				return -1;
-			accept_all(b->listen_members, &b->acc_members, &b->n_acc_members,
-				   &b->cap_acc_members);
-			accept_all(b->listen_others, &b->acc_others, &b->n_acc_others,
-				   &b->cap_acc_others);
+			if (pf[1].revents & POLLIN)
+				accept_everything(b);
 			if (pf[0].revents & POLLIN) {
-				struct rec r;
-				if (read(REP_RD, &r, sizeof(r)) != sizeof(r))
+				/* Several records per read: each is written whole. */
+				struct rec rs[64];
+				ssize_t n = read(REP_RD, rs, sizeof(rs));
+				if (n <= 0 || n % (ssize_t)sizeof(struct rec) != 0)
 					return -1;
-				got++;
-				if (member) {
-					GROW(b->flows, b->n_flows, b->cap_flows);
-					b->flows[b->n_flows++] = r;
+				for (ssize_t i = 0; i < n / (ssize_t)sizeof(struct rec); i++) {
+					got++;
+					if (member) {
+						GROW(b->flows, b->n_flows, b->cap_flows);
+						b->flows[b->n_flows++] = rs[i];
+					}
 				}
 			}
 		}
@@ -297,8 +315,7 @@ static int spawn(struct bench *b, size_t count, bool member)
 	}
 	/* Let the last handshakes land in the accept queues, then drain. */
 	usleep(10000);
-	accept_all(b->listen_members, &b->acc_members, &b->n_acc_members, &b->cap_acc_members);
-	accept_all(b->listen_others, &b->acc_others, &b->n_acc_others, &b->cap_acc_others);
+	accept_everything(b);
 	return 0;
 }
 
@@ -329,26 +346,43 @@ static void close_rst(int fd)
 	close(fd);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 /* Keep the first n members: reset the connections of the others, then
  * kill and reap them. */
 static void shrink_members(struct bench *b, size_t n)
 {
 	if (b->members.n <= n)
 		return;
-	static int32_t port_owner[65536]; /* client port -> member index + 1 */
-	memset(port_owner, 0, sizeof(port_owner));
-	for (size_t i = n * (size_t)b->sockets; i < b->n_flows; i++)
-		port_owner[b->flows[i].t.sport] = 1;
+	/* The killed members' connections, by (client port, listener port):
+	 * a client port alone is shared across listeners. */
+	size_t nk = b->n_flows > n * (size_t)b->sockets ? b->n_flows - n * (size_t)b->sockets : 0;
+	uint32_t *dead = calloc(nk + 1, sizeof(*dead));
+	if (!dead)
+		exit(1);
+	for (size_t i = 0; i < nk; i++) {
+		const struct flow_tuple *t = &b->flows[n * (size_t)b->sockets + i].t;
+		dead[i] = (uint32_t)t->sport << 16 | t->dport;
+	}
+	qsort(dead, nk, sizeof(*dead), cmp_u32);
 	size_t keep = 0;
 	for (size_t i = 0; i < b->n_acc_members; i++) {
-		struct sockaddr_in peer;
-		socklen_t pl = sizeof(peer);
+		struct sockaddr_in peer, me;
+		socklen_t pl = sizeof(peer), ml = sizeof(me);
 		int fd = b->acc_members[i];
-		if (getpeername(fd, (void *)&peer, &pl) == 0 && port_owner[ntohs(peer.sin_port)])
+		uint32_t key = 0;
+		if (getpeername(fd, (void *)&peer, &pl) == 0 && getsockname(fd, (void *)&me, &ml) == 0)
+			key = (uint32_t)ntohs(peer.sin_port) << 16 | ntohs(me.sin_port);
+		if (key && bsearch(&key, dead, nk, sizeof(*dead), cmp_u32))
 			close_rst(fd);
 		else
 			b->acc_members[keep++] = fd;
 	}
+	free(dead);
 	b->n_acc_members = keep;
 	kill_pids(b->members.pids + n, b->members.n - n);
 	b->members.n = n;
@@ -732,8 +766,10 @@ int main(int argc, char **argv)
 			sockets);
 		return 1;
 	}
-	b.listen_members = listen_on(&b.addr_members);
-	b.listen_others = listen_on(&b.addr_others);
+	for (int i = 0; i < LISTENERS; i++) {
+		b.listen_members[i] = listen_on(&b.addr_members[i]);
+		b.listen_others[i] = listen_on(&b.addr_others[i]);
+	}
 
 	struct cookie_registry *reg = cookie_registry_new((max_n + 16) * (size_t)sockets);
 	struct attribute_ctx *ctx_reg = attribute_ctx_new(&b.caps, reg);
