@@ -27,8 +27,8 @@ network:
 P
 $NS --listen 127.0.0.1:$NSP --policy $TMP/policy.yaml --audit $TMP/audit.jsonl \
 	--identity-static /usr/bin/true 2> $TMP/ns.err & PIDS+=($!)
-NSQ=19403   # the same with the user-space relay (--no-splice)
-$NS --no-splice --listen 127.0.0.1:$NSQ --policy $TMP/policy.yaml --audit $TMP/audit2.jsonl \
+NSQ=19403   # the same with the splice(2) relay (--splice)
+$NS --splice --listen 127.0.0.1:$NSQ --policy $TMP/policy.yaml --audit $TMP/audit2.jsonl \
 	--identity-static /usr/bin/true 2> $TMP/ns2.err & PIDS+=($!)
 HAVE_TP=0
 if command -v tinyproxy >/dev/null; then
@@ -41,7 +41,7 @@ echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r)); identity: static test
 for r in $(seq $ROUNDS); do
 	$B bulk --port $UP --bytes $BYTES --label direct
 	$B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$NSP --label net-supervisor
-	$B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$NSQ --label net-supervisor-no-splice
+	$B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$NSQ --label net-supervisor-splice
 	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
 	$B short --port $UP --requests $REQS --label direct
 	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor

@@ -476,14 +476,23 @@ static void resolve_work(uv_work_t *w)
 	j->t_walk = now_mono_ns() - t1;
 
 	uint64_t t2 = now_mono_ns();
-	if (at.subject.exe_err < 0) {
+	if (at.subject.exe_err < 0 || at.subject.exe.maps_mismatch) {
+		/* No image, or one whose exe link does not match its main
+		 * mapping (PR_SET_MM_MAP): nothing trustworthy to name. */
 		j->why = REASON_IDENTITY_UNAVAILABLE;
 		goto out;
 	}
-	r = procref_hash_exe(&at.subject, s->cache);
-	if (r < 0) {
-		j->why = hash_error_reason(r);
-		goto out;
+	/* The subject's exe tuple was read from the live process during
+	 * attribution; a cache hit for that tuple is its hash without opening
+	 * the image again. A miss hashes the running image. */
+	if (exe_hash_cache_get(s->cache, &at.subject.exe, at.subject.exe.sha256) == 1) {
+		at.subject.exe.hashed = true;
+	} else {
+		r = procref_hash_exe(&at.subject, s->cache);
+		if (r < 0) {
+			j->why = hash_error_reason(r);
+			goto out;
+		}
 	}
 	struct flow_identity *id = flow_identity_new();
 	if (!id) {
@@ -502,7 +511,11 @@ static void resolve_work(uv_work_t *w)
 	for (size_t i = 0; i + 1 < res.n; i++) {
 		struct procref *h = &res.hops[i].ref;
 		char hex[65] = "";
-		if (res.hops[i].live && h->exe_err == 0) {
+		uint8_t hh[32];
+		if (h->exe_err == 0 && exe_hash_cache_get(s->cache, &h->exe, hh) == 1) {
+			/* The walk read this tuple from the live hop. */
+			hex_encode(hh, 32, hex);
+		} else if (res.hops[i].live && h->exe_err == 0) {
 			char dir[32];
 			snprintf(dir, sizeof(dir), "/proc/%d", h->procfs_pid ? (int)h->procfs_pid : (int)h->pid);
 			_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -26,7 +26,7 @@ void netsup_config_defaults(struct netsup_config *cfg)
 	cfg->relay_buffer = 256 * 1024;
 	cfg->high_water = 1024 * 1024;
 	cfg->audit_queue = 8192;
-	cfg->splice = true;
+	cfg->splice = false;
 }
 
 char *bufpool_get(struct bufpool *p)

@@ -39,7 +39,7 @@ struct netsup_config {
 	size_t relay_buffer;                   /* 256 KiB reads */
 	size_t high_water;                     /* 1 MiB queued → stop reading the other side */
 	size_t audit_queue;                    /* 8192 events */
-	bool splice;                           /* relay tunnels with splice(2) (default on) */
+	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
 	/* TEST ONLY: the static identity strategy. */
 	const char *identity_static;
 	const char *identity_static_sha256;

@@ -551,9 +551,11 @@ static void idle_check(uv_timer_t *t)
 
 /* ---------- splice fast path ----------
  *
- * Once the tunnel is set up (and nothing is queued in libuv), bytes move
- * socket → pipe → socket with splice(2): the proxy never copies them through
- * user space. Each socket is dup()ed and watched with its own uv_poll (the
+ * With --splice, once the tunnel is set up (and nothing is queued in
+ * libuv), bytes move socket → pipe → socket with splice(2): the proxy never
+ * copies them through user space. Measured on loopback it uses ~35% less
+ * proxy CPU but gives lower throughput than the 256 KiB buffer relay, so it
+ * is off by default. Each socket is dup()ed and watched with its own uv_poll (the
  * uv_tcp handles stay idle until close); a full pipe simply stops reading
  * (backpressure), EOF is passed on with shutdown(SHUT_WR) once the pipe is
  * empty. Any setup failure falls back to the libuv relay above. */

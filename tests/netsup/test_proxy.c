@@ -724,12 +724,12 @@ static void half_close_and_bulk(const char *const *extra)
 	proxy_stop(&p);
 }
 
-/* Both relays: splice(2) (default) and the libuv buffer relay. */
+/* Both relays: the libuv buffer relay (default) and splice(2). */
 static void test_half_close_and_bulk(void **state)
 {
 	half_close_and_bulk(NULL);
-	const char *nosplice[] = { "--no-splice", NULL };
-	half_close_and_bulk(nosplice);
+	const char *splice[] = { "--splice", NULL };
+	half_close_and_bulk(splice);
 }
 
 static void test_audit_mode(void **state)
