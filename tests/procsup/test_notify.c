@@ -46,10 +46,14 @@ struct rec {
 	uint64_t cookie[8];
 	pid_t pid[8];
 	char key[8][PROCREF_KEY_MAX];
+	char exe[8][64];
+	bool fail_identify; /* simulate a caller gone before its ref is completed */
 };
 
 static int t_identify(void *u, const struct kernel_caps *caps, int pidfd, struct procref *out)
 {
+	if (((struct rec *)u)->fail_identify)
+		return -ESRCH;
 	return procref_from_pidfd(caps, pidfd, out);
 }
 static int t_record(void *u, uint64_t cookie, const struct procref *ref)
@@ -60,6 +64,8 @@ static int t_record(void *u, uint64_t cookie, const struct procref *ref)
 	r->cookie[r->n] = cookie;
 	r->pid[r->n] = ref->pid;
 	strscpy(r->key[r->n], ref->key, sizeof(r->key[0]));
+	const char *slash = strrchr(ref->exe.path, '/');
+	strscpy(r->exe[r->n], slash ? slash + 1 : ref->exe.path, sizeof(r->exe[0]));
 	r->n++;
 	return 0;
 }
@@ -312,6 +318,29 @@ int main(void)
 	CHECK(notifier_stats(n)->listeners == 0, "listener not closed on POLLHUP");
 	close(pidfd);
 	close(sock);
+
+	/* 4. the caller gone before its ref is completed (fast path only):
+	 * recorded with the key, pid and image proven while it was blocked. */
+	if (caps.pidfs_ino) {
+		rec.n = 0;
+		rec.fail_identify = true;
+		uint64_t partial0 = notifier_stats(n)->late_partial;
+		pid = start_child(&f, &sock, body_one);
+		lfd = recv_fd(sock);
+		(void)!write(sock, "g", 1);
+		CHECK(handle_n(n, lfd, 1) == 0, "handling (4)");
+		CHECK(read_report(sock, &rep) == 0, "no report (4)");
+		CHECK(rec.n == 1 && rec.cookie[0] == rep.main_cookie && rec.pid[0] == pid, "partial record");
+		CHECK(strcmp(rec.exe[0], "test_procsup_notify") == 0, "partial exe '%s'", rec.exe[0]);
+		CHECK(strchr(rec.key[0], ':') != NULL && strchr(rec.key[0], ':') == strrchr(rec.key[0], ':'),
+		      "partial key '%s' is not <boot_id>:<ino>", rec.key[0]);
+		CHECK(notifier_stats(n)->late_partial == partial0 + 1, "late_partial %llu",
+		      (unsigned long long)notifier_stats(n)->late_partial);
+		waitpid(pid, NULL, 0);
+		close(sock);
+		close(lfd);
+		rec.fail_identify = false;
+	}
 
 	notifier_close(n);
 	uv_close((uv_handle_t *)&t, NULL);
