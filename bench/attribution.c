@@ -818,7 +818,9 @@ int main(int argc, char **argv)
 	/* Phase B: the unrelated processes, once. */
 	if (!rc && spawn(&b, nonmembers, false) < 0)
 		rc = 1;
-	PHASE(nonmembers, "spawn non-members (M)");
+	fprintf(stderr, "M=%-5zu spawn non-members        %6.2f s\n", nonmembers,
+		(double)(now_mono_ns() - t_phase) / 1e9);
+	t_phase = now_mono_ns();
 	/* Phase C, N descending (members beyond N are reset and killed): the
 	 * full row with N members and M others on the host. */
 	for (size_t si = n_sizes; si-- > 0 && !rc;) {
