@@ -1,7 +1,8 @@
 /* Workload for test_ident_local: forks a child that connects to
  * 127.0.0.1:PORT. MODE "hold": the child keeps the socket until EOF (or
  * 20 s); "exit": the child closes and exits at once. The parent waits for
- * the child, so the chain is anchor -> workload -> workload. */
+ * the child, so the chain is anchor -> workload -> workload. "hold:N": the
+ * child opens N connections and holds them all (benchmarks). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -26,9 +27,13 @@ int main(int argc, char **argv)
 		alarm(20);
 		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
 		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-			_exit(1);
+		int many = strncmp(argv[2], "hold:", 5) == 0 ? atoi(argv[2] + 5) : 1;
+		int fd = -1;
+		for (int i = 0; i < (many > 0 ? many : 1); i++) {
+			fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+				_exit(1);
+		}
 		if (strcmp(argv[2], "exit") == 0)
 			_exit(0);
 		char b;
