@@ -3,6 +3,8 @@
 #include "identity/attribute.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +23,8 @@ struct attribute_ctx {
 	struct sockdiag *sd;
 	struct holders *holders;
 	bool check_alive;
+	bool registry_holder_check;
+	int proc_fd;
 };
 
 struct attribute_ctx *attribute_ctx_new(const struct kernel_caps *caps, struct cookie_registry *reg)
@@ -32,9 +36,13 @@ struct attribute_ctx *attribute_ctx_new(const struct kernel_caps *caps, struct c
 	struct attribute_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return NULL;
+	ctx->proc_fd = -1;
 	ctx->caps = caps;
 	ctx->reg = reg;
 	ctx->check_alive = true;
+	ctx->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ctx->proc_fd < 0)
+		goto fail;
 	ctx->sd = sockdiag_open();
 	if (!ctx->sd)
 		goto fail;
@@ -55,6 +63,8 @@ void attribute_ctx_free(struct attribute_ctx *ctx)
 		return;
 	sockdiag_close(ctx->sd);
 	holders_free(ctx->holders);
+	if (ctx->proc_fd >= 0)
+		close(ctx->proc_fd);
 	free(ctx);
 }
 
@@ -68,6 +78,12 @@ void attribute_ctx_set_check_alive(struct attribute_ctx *ctx, bool on)
 {
 	if (ctx)
 		ctx->check_alive = on;
+}
+
+void attribute_ctx_set_registry_holder_check(struct attribute_ctx *ctx, bool on)
+{
+	if (ctx)
+		ctx->registry_holder_check = on;
 }
 
 const char *attribution_source_word(enum attribution_source s)
@@ -98,21 +114,40 @@ bool attribute_same_binary(const struct procref *a, const struct procref *b)
 	return true;
 }
 
-/* Does the recorded process still run? With pidfs keys a fresh pidfd's
- * inode answers exactly (never reused within a boot) in three syscalls;
- * otherwise procref_match_pid compares pid + start_time. */
-static bool recorded_alive(const struct kernel_caps *caps, const struct procref *rec)
+/* Is the process behind pidfd (opened on rec->pid) the recorded one? With
+ * pidfs keys the pidfd's inode answers exactly (never reused within a
+ * boot); otherwise procref_match_pid compares pid + start_time, and since
+ * pidfd was opened first and is checked alive by the callers afterwards,
+ * the pid was not reused in between. */
+static bool pidfd_is_recorded(const struct kernel_caps *caps, int pidfd, const struct procref *rec)
 {
 	if (strcmp(rec->boot_id, caps->boot_id) != 0)
 		return false; /* recorded in another boot */
 	if (rec->key_kind == PROCREF_KEY_PIDFS && caps->pidfs_ino && rec->pidfs_ino) {
-		_cleanup_close_ int pidfd = sys_pidfd_open(rec->pid, 0);
 		struct stat st;
-		if (pidfd < 0 || fstat(pidfd, &st) < 0)
-			return false;
-		return (uint64_t)st.st_ino == rec->pidfs_ino;
+		return fstat(pidfd, &st) == 0 && (uint64_t)st.st_ino == rec->pidfs_ino;
 	}
 	return procref_match_pid(caps, rec, rec->pid) == 0;
+}
+
+/* Does the recorded process still run? Three syscalls with pidfs. */
+static bool recorded_alive(const struct kernel_caps *caps, const struct procref *rec)
+{
+	_cleanup_close_ int pidfd = rec->pid > 0 ? sys_pidfd_open(rec->pid, 0) : -1;
+	return pidfd >= 0 && pidfd_is_recorded(caps, pidfd, rec) && pidfd_is_alive(pidfd) == 0;
+}
+
+/* Does the recorded connector still run AND still hold socket:[inode]?
+ * The fd table is read after the pidfd is opened and checked, and the
+ * pidfd is alive after the read: the table read was the connector's. */
+static bool recorded_holds(struct attribute_ctx *ctx, const struct procref *rec, uint32_t inode)
+{
+	_cleanup_close_ int pidfd = rec->pid > 0 ? sys_pidfd_open(rec->pid, 0) : -1;
+	if (pidfd < 0 || !pidfd_is_recorded(ctx->caps, pidfd, rec))
+		return false;
+	if (holders_pid_holds(ctx->proc_fd, rec->pid, inode, NULL) != 1)
+		return false;
+	return pidfd_is_alive(pidfd) == 0;
 }
 
 static void out_init(struct attribution *out)
@@ -153,11 +188,23 @@ int attribute_flow(struct attribute_ctx *ctx, const struct flow_tuple *t, const 
 	if (ctx->reg && cookie_registry_get(ctx->reg, out->sock.cookie, &out->subject) == 0) {
 		/* The connector was recorded before its connect went ahead;
 		 * cookies are never reused, so the record is this socket's. */
-		out->source = ATTRIBUTION_SOURCE_REGISTRY;
-		if (ctx->check_alive)
-			out->subject_alive = recorded_alive(ctx->caps, &out->subject);
-		out->reason = REASON_OK;
-		return 0;
+		if (!ctx->registry_holder_check) {
+			out->source = ATTRIBUTION_SOURCE_REGISTRY;
+			if (ctx->check_alive)
+				out->subject_alive = recorded_alive(ctx->caps, &out->subject);
+			out->reason = REASON_OK;
+			return 0;
+		}
+		/* Strict: the connector must still hold the socket, else it
+		 * may have handed it off — ask the holder search. */
+		if (recorded_holds(ctx, &out->subject, out->sock.inode)) {
+			out->source = ATTRIBUTION_SOURCE_REGISTRY;
+			out->subject_alive = true;
+			out->reason = REASON_OK;
+			return 0;
+		}
+		memset(&out->subject, 0, sizeof(out->subject));
+		out->subject.pidfd = -1;
 	}
 
 	out->source = ATTRIBUTION_SOURCE_HOLDER_SEARCH;

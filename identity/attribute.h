@@ -11,7 +11,8 @@
  *   - several holders of the same binary (fork sharing): attributed to the
  *     first verified holder, n_holders says how many;
  *   - a registry hit is attributable even after the connector exited (its
- *     record is the evidence); subject_alive says whether it still runs.
+ *     record is the evidence); subject_alive says whether it still runs;
+ *     see attribute_ctx_set_registry_holder_check for the strict variant.
  *
  * A context owns one sock_diag handle and one holder cache and is NOT
  * thread-safe (one per thread); the registry it borrows is. It answers for
@@ -59,6 +60,15 @@ void attribute_ctx_clear_cache(struct attribute_ctx *ctx);
 /* Whether a registry hit checks that the recorded process still runs
  * (fills subject_alive; costs a pidfd open). Default on. */
 void attribute_ctx_set_check_alive(struct attribute_ctx *ctx, bool on);
+
+/* Strict registry use (default off). Off: a registry hit names the
+ * recorded connector even if it exited or no longer holds the socket — so
+ * a connector that hands its connected socket to a non-member (SCM_RIGHTS)
+ * before the first request still gets the flow attributed to itself. On: a
+ * hit counts only while the connector still runs and holds the socket
+ * (pidfd-pinned fd check); otherwise the holder search decides, which
+ * denies the hand-off (and also connect-and-exit with no member holder). */
+void attribute_ctx_set_registry_holder_check(struct attribute_ctx *ctx, bool on);
 
 /* Attribute the flow. 0 when attributed (out->reason == REASON_OK); a
  * negative errno otherwise, with out->reason the deny reason:

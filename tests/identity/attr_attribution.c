@@ -430,6 +430,16 @@ static void flow_case(void **state, int family, int proto)
 	/* connect-and-exit: the registry recorded the connector. */
 	assert_int_equal(cookie_registry_put(fx->reg, k.r.cookie, &connector), 0);
 	int copy = steal_copy(k.pid, k.r.fd);
+
+	/* Strict registry use while the connector still holds it: registry. */
+	attribute_ctx_set_registry_holder_check(fx->ctx, true);
+	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, members, 2, &a), 0);
+	assert_int_equal(a.source, ATTRIBUTION_SOURCE_REGISTRY);
+	assert_true(a.subject_alive);
+	assert_true(procref_same(&a.subject, &connector));
+	attribution_release(&a);
+	attribute_ctx_set_registry_holder_check(fx->ctx, false);
+
 	kid_stop(&k);
 	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, members, 2, &a), 0);
 	assert_int_equal(a.reason, REASON_OK);
@@ -440,6 +450,15 @@ static void flow_case(void **state, int family, int proto)
 	assert_int_equal(a.subject.pidfd, -1);
 	assert_false(a.subject_alive);
 	attribution_release(&a);
+
+	/* Strict registry use: the connector is gone and no member holds the
+	 * socket, so nobody can be named. */
+	attribute_ctx_set_registry_holder_check(fx->ctx, true);
+	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, members, 2, &a), -ESRCH);
+	assert_int_equal(a.reason, REASON_IDENTITY_UNAVAILABLE);
+	assert_int_equal(a.source, ATTRIBUTION_SOURCE_HOLDER_SEARCH);
+	attribution_release(&a);
+	attribute_ctx_set_registry_holder_check(fx->ctx, false);
 
 	/* Without the record, the exited connector cannot be named: the only
 	 * holder left is the (non-member) test. */
@@ -554,6 +573,28 @@ static void test_fd_handoff(void **state)
 	assert_int_equal(attribute_flow(fx->ctx, &ka.r.t, both, 2, &a), 0);
 	assert_int_equal(a.subject.pid, kb.pid);
 	attribution_release(&a);
+
+	/* With A recorded as the connector: by default the registry names A
+	 * (the documented limit of registry attribution: a hand-off after
+	 * connect is not seen); strict registry use sees that A no longer
+	 * holds it and refuses. */
+	struct procref ra;
+	assert_int_equal(procref_open(&caps, ka.pid, &ra), 0);
+	assert_int_equal(cookie_registry_put(fx->reg, ka.r.cookie, &ra), 0);
+	assert_int_equal(attribute_flow(fx->ctx, &ka.r.t, only_a, 1, &a), 0);
+	assert_int_equal(a.source, ATTRIBUTION_SOURCE_REGISTRY);
+	assert_true(procref_same(&a.subject, &ra));
+	attribution_release(&a);
+	attribute_ctx_set_registry_holder_check(fx->ctx, true);
+	assert_int_equal(attribute_flow(fx->ctx, &ka.r.t, only_a, 1, &a), -ESRCH);
+	assert_int_equal(a.reason, REASON_IDENTITY_UNAVAILABLE);
+	attribution_release(&a);
+	assert_int_equal(attribute_flow(fx->ctx, &ka.r.t, both, 2, &a), 0);
+	assert_int_equal(a.source, ATTRIBUTION_SOURCE_HOLDER_SEARCH);
+	assert_int_equal(a.subject.pid, kb.pid);
+	attribution_release(&a);
+	attribute_ctx_set_registry_holder_check(fx->ctx, false);
+	procref_close(&ra);
 
 	kid_stop(&ka);
 	kid_stop(&kb);
