@@ -1,0 +1,222 @@
+/* tether run: a local composition of both supervisors in one topology
+ * (topology/launcher.h does the work). This file is the CLI edge: options,
+ * policy validation before anything is created (a bad policy is 125 with
+ * the loader's FILE:LINE:COL message), --dry-run, and exit statuses. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "policy/network.h"
+#include "policy/policy.h"
+#include "proc-supervisor/env_build.h"
+#include "proc-supervisor/env_redact.h"
+#include "topology/launcher.h"
+#include "topology/model.h"
+
+extern char **environ;
+
+#define EXIT_TETHER 125
+#define MAX_POLICY_FILES 32
+
+static void usage(FILE *out)
+{
+	char names[256];
+	if (topology_names_format(names, sizeof(names), "|") < 0)
+		strscpy(names, "combined|shared-pid|vm|split", sizeof(names));
+	fprintf(out,
+		"usage: tether run [--topology NAME] [--policy FILE]... [--agent NAME]\n"
+		"                  [--audit FILE] [--exec-socket PATH] [--dry-run] -- CMD [ARG...]\n"
+		"\n"
+		"Build a sandbox on this machine with namespaces, start the proc-supervisor\n"
+		"and the net-supervisor where the topology puts them, run CMD as the\n"
+		"entrypoint, and tear everything down when it exits (also when tether or\n"
+		"either supervisor crashes: a cleanup guardian removes what was created).\n"
+		"\n"
+		"  --topology NAME    %s (default combined;\n"
+		"                     only combined can be built locally so far)\n"
+		"  --policy FILE      policy file for both supervisors (repeatable, layered)\n"
+		"  --agent NAME       agent preset for the env boundary\n"
+		"  --audit FILE       JSONL audit log of both supervisors (default: none)\n"
+		"  --exec-socket PATH proc-supervisor exec gateway socket (tether exec)\n"
+		"  --dry-run          print the resolved plan, env names kept/dropped and the\n"
+		"                     redacted command; create and run nothing\n"
+		"  -v, --verbose      say what is being set up\n"
+		"\n"
+		"Exit status: CMD's own (128+N when killed by signal N); 125 tether failed\n"
+		"(bad policy, setup error, a supervisor died) with a one-line reason;\n"
+		"126 CMD not executable; 127 CMD not found; 2 usage error.\n"
+		"Must run as root (namespaces, veth). Binaries are looked up next to tether\n"
+		"(or in $TETHER_BIN_DIR).\n",
+		names);
+}
+
+/* The same layered load the daemons do, with the network section, so a
+ * broken policy fails here before anything is built. */
+static int load_policy(const char *const *files, size_t n, const char *agent, struct policy **out)
+{
+	static const struct policy_section *const sections[] = { &network_policy_section };
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd))) {
+		fprintf(stderr, "tether run: cannot determine the working directory: %m\n");
+		return -1;
+	}
+	struct policy_paths paths;
+	if (policy_paths_default(&paths, cwd) < 0) {
+		fprintf(stderr, "tether run: out of memory\n");
+		return -1;
+	}
+	paths.agent = agent;
+	paths.command_files = files;
+	paths.n_command_files = n;
+	struct policy_diag diag;
+	int r = policy_load_layers(&paths, sections, 1, out, &diag);
+	policy_paths_done(&paths);
+	if (r < 0) {
+		fprintf(stderr, "tether run: bad policy: %s\n", diag.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int dry_run(const struct launch_config *cfg, const struct policy *pol)
+{
+	struct launch_plan plan;
+	struct topology_error err = { 0 };
+	int r = launch_plan_resolve(cfg, &plan, &err);
+	if (r < 0) {
+		fprintf(stderr, "tether run: %s\n", err.msg);
+		launch_plan_done(&plan);
+		return EXIT_TETHER;
+	}
+	printf("# tether run --dry-run: nothing was created or started\n");
+	topology_plan_write(cfg->topo, stdout);
+	launch_plan_write(cfg, &plan, stdout);
+	char cwd[PATH_MAX];
+	struct envb_extra x = { .cwd = getcwd(cwd, sizeof(cwd)), .has_target_uid = true,
+				.target_uid = getuid(), .proxy_url = plan.proxy_url };
+	struct envb_result res;
+	r = envb_build(pol, environ, &x, &res);
+	printf("# environment of the entrypoint\n");
+	envb_dry_run_print(stdout, &res, cfg->argv);
+	int status = 0;
+	if (r < 0) {
+		fprintf(stderr, "tether run: %s\n", res.error[0] ? res.error : strerror(-r));
+		status = EXIT_TETHER;
+	}
+	envb_result_done(&res);
+	launch_plan_done(&plan);
+	fflush(stdout);
+	return status;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	enum { O_WAIT_READY = 256 };
+	static const struct option opts[] = {
+		{ "topology", required_argument, NULL, 't' },
+		{ "policy", required_argument, NULL, 'p' },
+		{ "agent", required_argument, NULL, 'a' },
+		{ "audit", required_argument, NULL, 'A' },
+		{ "exec-socket", required_argument, NULL, 'x' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		/* internal: the entrypoint's gate inside the sandbox */
+		{ "wait-ready", required_argument, NULL, O_WAIT_READY },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *files[MAX_POLICY_FILES];
+	size_t n_files = 0;
+	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL;
+	const char *wait_ready = NULL;
+	bool dry = false, verbose = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+hv", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': topo_name = optarg; break;
+		case 'p':
+			if (n_files == MAX_POLICY_FILES) {
+				fprintf(stderr, "tether run: too many --policy files (max %d)\n", MAX_POLICY_FILES);
+				return 2;
+			}
+			files[n_files++] = optarg;
+			break;
+		case 'a': agent = optarg; break;
+		case 'A': audit = optarg; break;
+		case 'x': exec_socket = optarg; break;
+		case 'n': dry = true; break;
+		case 'v': verbose = true; break;
+		case O_WAIT_READY: wait_ready = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "tether run: missing command (tether run [OPTIONS] -- CMD [ARG...])\n");
+		return 2;
+	}
+	char **cmd = argv + optind;
+	if (wait_ready)
+		return launcher_wait_ready_exec(wait_ready, 15000, cmd);
+
+	const struct topology *t = topology_by_name(topo_name);
+	if (!t) {
+		char names[256];
+		topology_names_format(names, sizeof(names), ", ");
+		fprintf(stderr, "tether run: unknown topology '%s' (one of: %s)\n", topo_name, names);
+		return 2;
+	}
+	if (audit && audit[0] != '/' && strcmp(audit, "-") != 0) {
+		/* both daemons get the same path; make it absolute now */
+		static char abs_audit[PATH_MAX];
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs_audit, sizeof(abs_audit), "%s/%s", cwd, audit) >= (int)sizeof(abs_audit)) {
+			fprintf(stderr, "tether run: --audit path too long\n");
+			return 2;
+		}
+		audit = abs_audit;
+	}
+	struct policy *pol = NULL;
+	if (load_policy(files, n_files, agent, &pol) < 0)
+		return EXIT_TETHER;
+	for (size_t i = 0; i < pol->n_warnings; i++)
+		fprintf(stderr, "tether run: warning: %s\n", pol->warnings[i]);
+
+	struct launch_config cfg = {
+		.topo = t, .policy_files = files, .n_policy_files = n_files, .agent = agent,
+		.audit = audit, .exec_socket = exec_socket, .argv = cmd, .verbose = verbose,
+		.no_network_policy = policy_section_data(pol, "network") == NULL,
+	};
+	if (!launcher_supports(t)) {
+		policy_free(pol);
+		fprintf(stderr, "tether run: topology %s cannot be built locally yet (only combined)\n",
+			t->name);
+		return EXIT_TETHER;
+	}
+	if (dry) {
+		int s = dry_run(&cfg, pol);
+		policy_free(pol);
+		return s;
+	}
+	policy_free(pol);
+	if (geteuid() != 0) {
+		fprintf(stderr, "tether run: must run as root (namespaces, veth)\n");
+		return EXIT_TETHER;
+	}
+	int status = 0;
+	struct topology_error err = { 0 };
+	int r = launcher_run(&cfg, &status, &err);
+	if (r < 0) {
+		fprintf(stderr, "tether run: %s\n", err.msg[0] ? err.msg : strerror(-r));
+		return EXIT_TETHER;
+	}
+	return status;
+}

@@ -1,0 +1,767 @@
+/* The local launcher (`tether run`). See launcher.h for the arrangement. */
+#include "topology/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "common/kernel.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "topology/cleanup.h"
+#include "topology/netns.h"
+
+#define PROXY_PORT 3128
+#define RUN_DIR_BASE "/run/tether"
+
+bool launcher_supports(const struct topology *t)
+{
+	return t && t->id == TOPOLOGY_COMBINED;
+}
+
+static unsigned long long mono_ms(void)
+{
+	return now_mono_ns() / 1000000ULL;
+}
+
+static char *plan_keep(struct launch_plan *p, char *s)
+{
+	if (!s)
+		return NULL;
+	if (p->n_strings == sizeof(p->strings) / sizeof(p->strings[0])) {
+		free(s);
+		return NULL;
+	}
+	p->strings[p->n_strings++] = s;
+	return s;
+}
+
+void launch_plan_done(struct launch_plan *plan)
+{
+	for (size_t i = 0; i < plan->n_strings; i++)
+		free(plan->strings[i]);
+	plan->n_strings = 0;
+}
+
+static int find_binary(const struct launch_config *cfg, const char *name, char *out, size_t size,
+		       struct topology_error *err)
+{
+	char dir[PATH_MAX];
+	const char *d = cfg->bin_dir ? cfg->bin_dir : getenv("TETHER_BIN_DIR");
+	if (d && *d) {
+		if (strscpy(dir, d, sizeof(dir)) < 0)
+			return topology_error_set(err, -ENAMETOOLONG, "TETHER_BIN_DIR is too long");
+	} else {
+		ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+		if (n < 0)
+			return topology_error_errno(err, -errno, "cannot read /proc/self/exe");
+		dir[n] = '\0';
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			return topology_error_set(err, -EINVAL, "cannot locate the tether binary's directory");
+		*slash = '\0';
+	}
+	int r = snprintf(out, size, "%s/%s", dir, name);
+	if (r < 0 || (size_t)r >= size)
+		return topology_error_set(err, -ENAMETOOLONG, "path of %s is too long", name);
+	if (access(out, X_OK) < 0)
+		return topology_error_errno(err, -errno, "cannot execute %s", out);
+	return 0;
+}
+
+static int hash_file(const char *path, char hex[65], struct topology_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return topology_error_errno(err, -errno, "cannot open %s", path);
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	unsigned char buf[65536];
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return topology_error_errno(err, -errno, "cannot read %s", path);
+		}
+		if (n == 0)
+			break;
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+	}
+	unsigned char md[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_final(&st, md);
+	hex_encode(md, sizeof(md), hex);
+	return 0;
+}
+
+/* A free TCP port on 127.0.0.1 in our netns (bound and released: the daemon
+ * binds it a moment later; a clash makes it fail, which we report). */
+static int free_port(void)
+{
+	_cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		return -errno;
+	return ntohs(a.sin_port);
+}
+
+int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
+			struct topology_error *err)
+{
+	memset(p, 0, sizeof(*p));
+	if (!launcher_supports(cfg->topo))
+		return topology_error_set(err, -EOPNOTSUPP,
+					  "topology %s cannot be run locally yet (supported: combined)",
+					  cfg->topo ? cfg->topo->name : "(none)");
+	if (!cfg->argv || !cfg->argv[0])
+		return topology_error_set(err, -EINVAL, "no command to run");
+	int r = find_binary(cfg, "proc-supervisor", p->procsup_path, sizeof(p->procsup_path), err);
+	if (r < 0)
+		return r;
+	r = find_binary(cfg, "net-supervisor", p->netsup_path, sizeof(p->netsup_path), err);
+	if (r < 0)
+		return r;
+	if (cfg->topo->id == TOPOLOGY_VM_LOCAL) {
+		r = find_binary(cfg, "tether-runtime-init", p->runtime_init_path,
+				sizeof(p->runtime_init_path), err);
+		if (r < 0)
+			return r;
+	}
+	if (cfg->self_exe) {
+		if (strscpy(p->self_path, cfg->self_exe, sizeof(p->self_path)) < 0)
+			return topology_error_set(err, -ENAMETOOLONG, "tether path too long");
+	} else {
+		ssize_t n = readlink("/proc/self/exe", p->self_path, sizeof(p->self_path) - 1);
+		if (n < 0)
+			return topology_error_errno(err, -errno, "cannot read /proc/self/exe");
+		p->self_path[n] = '\0';
+	}
+	r = hash_file(p->procsup_path, p->procsup_sha256, err);
+	if (r < 0)
+		return r;
+
+	/* Per-run names and a /30 picked by pid: concurrent runs get distinct
+	 * interfaces, and (mostly) distinct links; the fake internet of the
+	 * demo and tests uses 198.51.100.0/24, never this range. */
+	pid_t me = getpid();
+	unsigned k = (unsigned)me % 63u;
+	snprintf(p->netns_name, sizeof(p->netns_name), "tt%dw", (int)me);
+	snprintf(p->veth_outer, sizeof(p->veth_outer), "tt%da", (int)me);
+	snprintf(p->veth_inner, sizeof(p->veth_inner), "tt%db", (int)me);
+	snprintf(p->addr_outer, sizeof(p->addr_outer), "192.0.2.%u/30", 4 * k + 1);
+	snprintf(p->addr_inner, sizeof(p->addr_inner), "192.0.2.%u/30", 4 * k + 2);
+	snprintf(p->proxy_listen, sizeof(p->proxy_listen), "192.0.2.%u:%d", 4 * k + 1, PROXY_PORT);
+	snprintf(p->proxy_url, sizeof(p->proxy_url), "http://%s", p->proxy_listen);
+	int port = free_port();
+	if (port < 0)
+		return topology_error_errno(err, port, "cannot pick an admin port on 127.0.0.1");
+	snprintf(p->admin, sizeof(p->admin), "127.0.0.1:%d", port);
+	snprintf(p->run_dir, sizeof(p->run_dir), RUN_DIR_BASE "/run-%d", (int)me);
+	snprintf(p->ready_file, sizeof(p->ready_file), "%s/ready", p->run_dir);
+
+	/* A per-run cgroup parent that the guardian removes (cgroup.kill, then
+	 * rmdir) even when the proc-supervisor is SIGKILLed; its own
+	 * tether-<pid> name would collide across runs, since it is always PID 1. */
+	struct kernel_caps caps;
+	if (kernel_caps_probe(&caps) == 0 && caps.cgroup_v2) {
+		char self[PATH_MAX] = "";
+		char buf[4096];
+		ssize_t len = read_file_at(AT_FDCWD, "/proc/self/cgroup", buf, sizeof(buf));
+		for (char *line = len > 0 ? buf : NULL, *next; line && *line; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = '\0';
+			if (strncmp(line, "0::", 3) == 0)
+				strscpy(self, line + 3, sizeof(self));
+		}
+		snprintf(p->cgroup_parent, sizeof(p->cgroup_parent), "%s%s/tether-run-%d", caps.cgroup_root,
+			 strcmp(self, "/") == 0 ? "" : self, (int)me);
+	}
+
+	const char *audit = cfg->audit ? cfg->audit : "/dev/null";
+	char netns_path[PATH_MAX];
+	snprintf(netns_path, sizeof(netns_path), NETNS_RUN_DIR "/%s", p->netns_name);
+	/* the anchor's pid as the net-supervisor sees it: PID 1 in combined,
+	 * the runtime init's child in vm-local */
+	snprintf(p->anchor_pid, sizeof(p->anchor_pid), "%d", cfg->topo->id == TOPOLOGY_VM_LOCAL ? 2 : 1);
+
+	/* net-supervisor */
+	size_t n = 0;
+	const char **v = p->netsup_argv;
+	v[n++] = p->netsup_path;
+	v[n++] = "--listen";
+	v[n++] = p->proxy_listen;
+	v[n++] = "--admin";
+	v[n++] = p->admin;
+	v[n++] = "--topology";
+	v[n++] = cfg->topo->name;
+	v[n++] = "--audit";
+	v[n++] = audit;
+	for (size_t i = 0; i < cfg->n_policy_files; i++) {
+		if (n + 2 >= LAUNCH_ARGV_MAX - 12)
+			return topology_error_set(err, -E2BIG, "too many --policy files");
+		v[n++] = "--policy";
+		v[n++] = cfg->policy_files[i];
+	}
+	v[n++] = "--identity";
+	v[n++] = "local";
+	v[n++] = "--anchor-pid";
+	v[n++] = p->anchor_pid;
+	v[n++] = "--anchor-sha256";
+	v[n++] = p->procsup_sha256;
+	v[n++] = "--workload-netns";
+	v[n++] = plan_keep(p, strdup(netns_path));
+	if (!v[n - 1])
+		return topology_error_set(err, -ENOMEM, "out of memory");
+	v[n] = NULL;
+
+	/* proc-supervisor (vm-local: under tether-runtime-init) */
+	n = 0;
+	v = p->procsup_argv;
+	v[n++] = p->procsup_path;
+	v[n++] = "--topology";
+	v[n++] = cfg->topo->name;
+	v[n++] = "--audit";
+	v[n++] = audit;
+	v[n++] = "--proxy";
+	v[n++] = p->proxy_url;
+	v[n++] = "--grace";
+	v[n++] = "2";
+	if (p->cgroup_parent[0]) {
+		v[n++] = "--cgroup";
+		v[n++] = p->cgroup_parent;
+	}
+	for (size_t i = 0; i < cfg->n_policy_files; i++) {
+		if (n + 2 >= LAUNCH_ARGV_MAX - 12)
+			return topology_error_set(err, -E2BIG, "too many --policy files");
+		v[n++] = "--policy";
+		v[n++] = cfg->policy_files[i];
+	}
+	if (cfg->agent) {
+		v[n++] = "--agent";
+		v[n++] = cfg->agent;
+	}
+	if (cfg->exec_socket) {
+		v[n++] = "--exec-socket";
+		v[n++] = cfg->exec_socket;
+	}
+	v[n++] = "--";
+	v[n++] = p->self_path;
+	v[n++] = "run";
+	v[n++] = "--wait-ready";
+	v[n++] = p->ready_file;
+	v[n++] = "--";
+	size_t argc = 0;
+	while (cfg->argv[argc])
+		argc++;
+	if (n + argc + 1 > sizeof(p->procsup_argv) / sizeof(p->procsup_argv[0]))
+		return topology_error_set(err, -E2BIG, "too many arguments");
+	for (size_t i = 0; i < argc; i++)
+		v[n++] = cfg->argv[i];
+	v[n] = NULL;
+	return 0;
+}
+
+int launch_plan_write(const struct launch_config *cfg, const struct launch_plan *p, FILE *f)
+{
+	fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route)\n", p->netns_name,
+		p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner);
+	fprintf(f, "proxy: %s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url);
+	fprintf(f, "admin: %s (outer loopback; /readyz gates the entrypoint)\n", p->admin);
+	fprintf(f, "anchor: proc-supervisor sha256 %s, pid %s in the sandbox PID namespace\n",
+		p->procsup_sha256, p->anchor_pid);
+	if (cfg->topo->id == TOPOLOGY_VM_LOCAL)
+		fprintf(f, "pid1: %s (runtime init stand-in)\n", p->runtime_init_path);
+	/* argv of both daemons; the entrypoint's own argv is printed redacted
+	 * by the caller (it may carry secrets), so stop at "--" here */
+	fprintf(f, "net-supervisor:");
+	for (size_t i = 0; p->netsup_argv[i]; i++)
+		fprintf(f, " %s", p->netsup_argv[i]);
+	fputc('\n', f);
+	fprintf(f, "proc-supervisor:");
+	for (size_t i = 0; p->procsup_argv[i]; i++) {
+		fprintf(f, " %s", p->procsup_argv[i]);
+		if (strcmp(p->procsup_argv[i], "--") == 0 && i > 0 &&
+		    strcmp(p->procsup_argv[i - 1], p->ready_file) == 0) {
+			fprintf(f, " <command>");
+			break;
+		}
+	}
+	fputc('\n', f);
+	return ferror(f) ? -EIO : 0;
+}
+
+/* ---------- readiness ---------- */
+
+/* 1 when GET /readyz on addr ("127.0.0.1:PORT") answers 200, 0 otherwise. */
+static int readyz(const char *addr, const char *path)
+{
+	char host[48];
+	strscpy(host, addr, sizeof(host));
+	char *colon = strrchr(host, ':');
+	if (!colon)
+		return 0;
+	*colon = '\0';
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)) };
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		return 0;
+	_cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	struct timeval tv = { .tv_sec = 0, .tv_usec = 300000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return 0;
+	char req[128];
+	int len = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: tether\r\n\r\n", path);
+	if (len < 0 || send(fd, req, (size_t)len, MSG_NOSIGNAL) != len)
+		return 0;
+	char buf[64];
+	size_t got = 0;
+	while (got < 12) {
+		ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+		if (r <= 0)
+			return 0;
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+	return strncmp(buf, "HTTP/1.", 7) == 0 && strncmp(buf + 9, "200", 3) == 0;
+}
+
+int launcher_wait_ready_exec(const char *file, int timeout_ms, char *const *argv)
+{
+	unsigned long long deadline = mono_ms() + (unsigned long long)(timeout_ms > 0 ? timeout_ms : 15000);
+	struct stat st;
+	while (stat(file, &st) < 0) {
+		if (mono_ms() > deadline) {
+			fprintf(stderr, "tether: the proxy did not become ready in time\n");
+			return 125;
+		}
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	execvp(argv[0], argv);
+	int e = errno;
+	fprintf(stderr, "tether: cannot execute %s: %s\n", argv[0], strerror(e));
+	return (e == ENOENT || e == ENOTDIR) ? 127 : 126;
+}
+
+/* ---------- the sandbox's PID 1 side ---------- */
+
+struct child_ctx {
+	const struct launch_config *cfg;
+	const struct launch_plan *plan;
+	int wns_fd;
+	int report_sock; /* child end: N's pidfd goes back to the launcher */
+	sigset_t oldmask;
+};
+
+static int send_fd(int sock, int fd)
+{
+	char c = 'N';
+	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+}
+
+static int recv_fd(int sock, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	int r = poll(&pfd, 1, timeout_ms);
+	if (r == 0)
+		return -ETIMEDOUT;
+	if (r < 0)
+		return -errno;
+	char c;
+	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return n == 0 ? -EPIPE : -errno;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -EBADMSG;
+	int fd;
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+static void __attribute__((noreturn)) child_die(const char *what)
+{
+	/* one line; the launcher reports the exit status */
+	fprintf(stderr, "tether: sandbox setup: %s: %s\n", what, strerror(errno));
+	_exit(125);
+}
+
+/* In the new PID + mount namespace, as its PID 1. Never returns: forks the
+ * net-supervisor (which stays in the outer netns), joins the workload
+ * netns and becomes the proc-supervisor. */
+static void __attribute__((noreturn)) sandbox_side(struct child_ctx *c)
+{
+	const struct launch_plan *p = c->plan;
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		child_die("cannot make / a slave mount");
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		child_die("cannot mount /proc for the sandbox PID namespace");
+
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) < 0)
+		child_die("pipe");
+	pid_t n = fork();
+	if (n < 0)
+		child_die("cannot fork the net-supervisor");
+	if (n == 0) {
+		/* N: wait until our parent has exec'd the proc-supervisor (its
+		 * CLOEXEC write end closes), so the anchor we hash is final. */
+		close(gate[1]);
+		char b;
+		ssize_t r;
+		do
+			r = read(gate[0], &b, 1);
+		while (r < 0 && errno == EINTR);
+		close(gate[0]);
+		execv(p->netsup_path, (char *const *)p->netsup_argv);
+		fprintf(stderr, "tether: cannot execute %s: %s\n", p->netsup_path, strerror(errno));
+		_exit(125);
+	}
+	close(gate[0]);
+	int nfd = sys_pidfd_open(n, 0);
+	if (nfd < 0 || send_fd(c->report_sock, nfd) < 0)
+		child_die("cannot report the net-supervisor");
+	close(nfd);
+	close(c->report_sock);
+	if (setns(c->wns_fd, CLONE_NEWNET) < 0)
+		child_die("cannot join the workload netns");
+	close(c->wns_fd);
+	execv(p->procsup_path, (char *const *)p->procsup_argv);
+	child_die("cannot execute proc-supervisor");
+	_exit(125); /* child_die does not return; this tells the compiler */
+}
+
+static int wait_child_exit(pid_t pid, int *wstatus, int timeout_ms)
+{
+	unsigned long long deadline = mono_ms() + (unsigned long long)timeout_ms;
+	for (;;) {
+		pid_t r = waitpid(pid, wstatus, WNOHANG);
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (mono_ms() > deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* The exit status of a process that is not our child (the net-supervisor
+ * is the proc-supervisor's), via PIDFD_GET_INFO's exit info (kernel >=
+ * 6.15, available once it is reaped). -ENODATA when unknown. */
+static int pidfd_exit_status(int pidfd, int wait_ms)
+{
+	unsigned long long deadline = mono_ms() + (unsigned long long)wait_ms;
+	for (;;) {
+		struct tether_pidfd_info info = { .mask = TETHER_PIDFD_INFO_EXIT };
+		if (ioctl(pidfd, TETHER_PIDFD_GET_INFO, &info) < 0 && errno != ESRCH)
+			return -ENODATA;
+		if (info.mask & TETHER_PIDFD_INFO_EXIT)
+			return info.exit_code;
+		if (mono_ms() > deadline)
+			return -ENODATA;
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int mkdir_p_run(const char *dir, struct topology_error *err)
+{
+	if (mkdir(RUN_DIR_BASE, 0711) < 0 && errno != EEXIST)
+		return topology_error_errno(err, -errno, "cannot create %s", RUN_DIR_BASE);
+	if (mkdir(dir, 0700) < 0)
+		return topology_error_errno(err, -errno, "cannot create %s", dir);
+	return 0;
+}
+
+static int describe_status(int ws, char *buf, size_t size)
+{
+	if (WIFEXITED(ws))
+		return snprintf(buf, size, "exited with status %d", WEXITSTATUS(ws));
+	if (WIFSIGNALED(ws))
+		return snprintf(buf, size, "was killed by signal %d", WTERMSIG(ws));
+	return snprintf(buf, size, "ended (status 0x%x)", ws);
+}
+
+int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err)
+{
+	struct launch_plan plan;
+	struct cleanup_guardian g = CLEANUP_GUARDIAN_INIT;
+	struct netns wns = NETNS_INIT;
+	int sp[2] = { -1, -1 };
+	int pfd = -1, nfd = -1, sfd = -1;
+	pid_t ppid = -1;
+	bool reaped = false;
+	int ws = 0;
+	sigset_t mask, oldmask;
+	bool masked = false;
+
+	int r = launch_plan_resolve(cfg, &plan, err);
+	if (r < 0) {
+		launch_plan_done(&plan);
+		return r;
+	}
+	/* The guardian first: before any thread (netns helpers) and before
+	 * anything exists that it must remove. */
+	r = cleanup_guardian_start(&g, err);
+	if (r < 0)
+		goto out;
+
+	r = mkdir_p_run(plan.run_dir, err);
+	if (r < 0)
+		goto out;
+	r = cleanup_guardian_add(&g, CLEANUP_TEMP_DIR, plan.run_dir, -1, NULL);
+	if (r < 0) {
+		topology_error_errno(err, r, "cannot register %s with the cleanup guardian", plan.run_dir);
+		goto out;
+	}
+
+	if (plan.cgroup_parent[0]) {
+		if (mkdir(plan.cgroup_parent, 0755) < 0) {
+			/* not fatal: the proc-supervisor falls back to lineage */
+			log_warn("cannot create cgroup %s: %m; running without --cgroup", plan.cgroup_parent);
+			plan.cgroup_parent[0] = '\0';
+		} else {
+			r = cleanup_guardian_add(&g, CLEANUP_CGROUP, plan.cgroup_parent, -1, NULL);
+			if (r < 0) {
+				topology_error_errno(err, r, "cannot register cgroup %s", plan.cgroup_parent);
+				goto out;
+			}
+		}
+	}
+
+	r = netns_create(plan.netns_name, &wns, err);
+	if (r < 0)
+		goto out;
+	r = cleanup_guardian_add(&g, CLEANUP_NETNS, plan.netns_name, -1, NULL);
+	if (r < 0) {
+		topology_error_errno(err, r, "cannot register netns %s", plan.netns_name);
+		goto out;
+	}
+	r = netns_veth_create(-1, plan.veth_outer, wns.fd, plan.veth_inner, err);
+	if (r < 0)
+		goto out;
+	r = cleanup_guardian_add(&g, CLEANUP_LINK, plan.veth_outer, -1, NULL);
+	if (r < 0) {
+		topology_error_errno(err, r, "cannot register link %s", plan.veth_outer);
+		goto out;
+	}
+	if ((r = netns_addr_add(-1, plan.veth_outer, plan.addr_outer, err)) < 0 ||
+	    (r = netns_addr_add(wns.fd, plan.veth_inner, plan.addr_inner, err)) < 0 ||
+	    (r = netns_link_up(-1, plan.veth_outer, err)) < 0 ||
+	    (r = netns_link_up(wns.fd, plan.veth_inner, err)) < 0)
+		goto out;
+	/* Deliberately no default route in the workload netns: the on-link /30
+	 * to the proxy is its only route. */
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		r = topology_error_errno(err, -errno, "socketpair");
+		goto out;
+	}
+	/* Signals we forward are taken through a signalfd; block them before
+	 * the clone so none is lost, and unblock in the child before exec. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, &oldmask) < 0) {
+		r = topology_error_errno(err, -errno, "sigprocmask");
+		goto out;
+	}
+	masked = true;
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		r = topology_error_errno(err, -errno, "signalfd");
+		goto out;
+	}
+	fflush(NULL);
+
+	struct tether_clone_args ca = { .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD,
+					.pidfd = (uint64_t)(uintptr_t)&pfd, .exit_signal = SIGCHLD };
+	ppid = sys_clone3(&ca, sizeof(ca));
+	if (ppid < 0) {
+		r = topology_error_errno(err, -errno, "cannot create the sandbox PID namespace");
+		goto out;
+	}
+	if (ppid == 0) {
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+		close(sp[0]);
+		struct child_ctx c = { .cfg = cfg, .plan = &plan, .wns_fd = wns.fd, .report_sock = sp[1] };
+		sandbox_side(&c);
+	}
+	close(sp[1]);
+	sp[1] = -1;
+	r = cleanup_guardian_add(&g, CLEANUP_PID, NULL, pfd, NULL);
+	if (r < 0) {
+		topology_error_errno(err, r, "cannot register the proc-supervisor");
+		goto out;
+	}
+	nfd = recv_fd(sp[0], 5000);
+	if (nfd < 0) {
+		r = topology_error_errno(err, nfd, "the sandbox did not report its net-supervisor");
+		goto out;
+	}
+	r = cleanup_guardian_add(&g, CLEANUP_PID, NULL, nfd, NULL);
+	if (r < 0) {
+		topology_error_errno(err, r, "cannot register the net-supervisor");
+		goto out;
+	}
+
+	/* Wait for readiness, then run; watch both daemons and signals. */
+	bool ready = false;
+	unsigned long long deadline = mono_ms() + (unsigned long long)(cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : 10000);
+	for (;;) {
+		struct pollfd fds[3] = {
+			{ .fd = pfd, .events = POLLIN },
+			{ .fd = nfd, .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+		};
+		int pr = poll(fds, 3, ready ? -1 : 20);
+		if (pr < 0 && errno != EINTR) {
+			r = topology_error_errno(err, -errno, "poll");
+			goto out;
+		}
+		if (fds[2].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo != SIGCHLD)
+					sys_pidfd_send_signal(pfd, (int)si.ssi_signo, NULL, 0);
+			}
+		}
+		if (fds[0].revents & POLLIN) {
+			if (wait_child_exit(ppid, &ws, 5000) == 0)
+				reaped = true;
+			break;
+		}
+		if (fds[1].revents & POLLIN) {
+			/* The proc-supervisor stops its children (us included) when
+			 * the entrypoint is done: an orderly exit (0, or SIGTERM) is
+			 * that, and its own exit follows. Anything else is a crash:
+			 * the sandbox goes down, 125. */
+			int ns = pidfd_exit_status(nfd, 500);
+			bool orderly = ns == -ENODATA ||
+				       (ns >= 0 && ((WIFEXITED(ns) && WEXITSTATUS(ns) == 0) ||
+						    (WIFSIGNALED(ns) && WTERMSIG(ns) == SIGTERM)));
+			struct pollfd pp = { .fd = pfd, .events = POLLIN };
+			if (ready && poll(&pp, 1, orderly ? 5000 : 0) == 1 &&
+			    wait_child_exit(ppid, &ws, 5000) == 0) {
+				reaped = true;
+				break;
+			}
+			char d[64] = "";
+			if (ns >= 0)
+				describe_status(ns, d, sizeof(d));
+			r = topology_error_set(err, -ECHILD, "net-supervisor %s%s (see its message above)",
+					       ns >= 0 ? d : "exited unexpectedly",
+					       ready ? "" : " before it was ready");
+			goto out;
+		}
+		if (!ready) {
+			if (readyz(plan.admin, cfg->no_network_policy ? "/healthz" : "/readyz")) {
+				_cleanup_close_ int fd = open(plan.ready_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+				if (fd < 0) {
+					r = topology_error_errno(err, -errno, "cannot create %s", plan.ready_file);
+					goto out;
+				}
+				ready = true;
+			} else if (mono_ms() > deadline) {
+				r = topology_error_set(err, -ETIMEDOUT,
+						       "net-supervisor not ready within %d ms (no policy or no anchor; see /readyz on %s)",
+						       cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : 10000, plan.admin);
+				goto out;
+			}
+		}
+	}
+	if (!reaped) {
+		r = topology_error_set(err, -ECHILD, "proc-supervisor did not exit cleanly");
+		goto out;
+	}
+	if (WIFSIGNALED(ws)) {
+		char d[64];
+		describe_status(ws, d, sizeof(d));
+		r = topology_error_set(err, -ECHILD, "proc-supervisor %s", d);
+		goto out;
+	}
+	*status = WEXITSTATUS(ws);
+	r = 0;
+out:
+	if (ppid > 0 && !reaped) {
+		/* the PID namespace dies with its init; the guardian kills it too */
+		if (pfd >= 0)
+			sys_pidfd_send_signal(pfd, SIGKILL, NULL, 0);
+		wait_child_exit(ppid, &ws, 3000);
+	}
+	if (g.pid > 0) {
+		struct topology_error cerr = { 0 };
+		int cr = cleanup_guardian_finish(&g, 5000, &cerr);
+		if (cr < 0 && r >= 0)
+			r = topology_error_set(err, cr, "cleanup: %s", cerr.msg);
+		else if (cr < 0)
+			log_warn("cleanup: %s", cerr.msg);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	if (nfd >= 0)
+		close(nfd);
+	if (sfd >= 0)
+		close(sfd);
+	if (sp[0] >= 0)
+		close(sp[0]);
+	if (sp[1] >= 0)
+		close(sp[1]);
+	netns_close(&wns);
+	if (masked)
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	launch_plan_done(&plan);
+	return r;
+}

@@ -1,0 +1,100 @@
+/* The local launcher behind `tether run`: builds one topology on this
+ * machine with namespaces, starts both daemons where the model
+ * (topology/model.h) puts them, runs the entrypoint, and tears everything
+ * down when it ends.
+ *
+ * Every resource (processes by pidfd, the workload netns, the veth, the run
+ * directory) is registered with the cleanup guardian right after it is
+ * created, so a crash or SIGKILL of the launcher, or of either daemon,
+ * still leaves nothing behind. The daemons are separate binaries found next
+ * to the running `tether` (or in $TETHER_BIN_DIR); the launcher knows their
+ * command lines, never their internals.
+ *
+ * combined (the only topology built so far; the others are -EOPNOTSUPP):
+ *   launcher ── clone(NEWPID|NEWNS) ──► P = PID 1: mounts /proc, forks N, joins the workload netns and
+ *   execs proc-supervisor. N waits until P has exec'd (a CLOEXEC pipe's EOF),
+ *   then execs net-supervisor in the outer netns: N is the proc-supervisor's
+ *   own child, as the model says, and sees its anchor's final image.
+ *   The workload netns has one veth end and no default route; the proxy
+ *   listens on the other end. The proc-supervisor sits in the workload netns
+ *   too: it makes no network connections in these topologies, and it has no
+ *   way (yet) to place only its children into a netns (workloads cannot
+ *   setns: the seccomp profile denies it).
+ *
+ * The entrypoint starts only once the proxy is ready (/readyz on an admin
+ * port bound to the outer loopback): proc-supervisor runs
+ * `tether run --wait-ready FILE -- CMD...`, which waits for FILE and then
+ * execs CMD (same process, so ancestry is unchanged). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "topology/error.h"
+#include "topology/model.h"
+
+struct launch_config {
+	const struct topology *topo;
+	const char *const *policy_files; /* passed to both daemons, in order */
+	size_t n_policy_files;
+	const char *agent;               /* NULL: none */
+	const char *audit;               /* NULL: audit to /dev/null */
+	const char *exec_socket;         /* NULL: no exec gateway */
+	char *const *argv;               /* the entrypoint, NULL-terminated, argv[0] non-NULL */
+	const char *bin_dir;             /* NULL: $TETHER_BIN_DIR, else the dir of /proc/self/exe */
+	const char *self_exe;            /* the tether binary for --wait-ready; NULL: /proc/self/exe target */
+	int ready_timeout_ms;            /* 0: 10000 */
+	/* No network policy at all: the proxy never becomes ready (every flow
+	 * is refused not_ready, which is the right answer), so the entrypoint
+	 * is gated on /healthz (listening) instead of /readyz. */
+	bool no_network_policy;
+	bool verbose;
+};
+
+/* The concrete, resolved facts of one run (names, addresses, ports, argv of
+ * both daemons). Filled by launch_plan_resolve() for --dry-run and by
+ * launcher_run() itself. */
+#define LAUNCH_ARGV_MAX 64
+struct launch_plan {
+	char netns_name[32];       /* workload netns, /run/netns/NAME */
+	char veth_outer[16], veth_inner[16];
+	char addr_outer[32], addr_inner[32]; /* "192.0.2.X/30" */
+	char proxy_listen[48];     /* "192.0.2.X:3128" */
+	char proxy_url[64];        /* "http://192.0.2.X:3128" */
+	char admin[48];            /* "127.0.0.1:PORT" */
+	char run_dir[128];         /* run directory (ready file) */
+	char cgroup_parent[4096];  /* per-run cgroup v2 dir for --cgroup; "" when none */
+	char ready_file[192];
+	char procsup_path[4096], netsup_path[4096], runtime_init_path[4096], self_path[4096];
+	char procsup_sha256[65];
+	const char *procsup_argv[LAUNCH_ARGV_MAX + 8];
+	const char *netsup_argv[LAUNCH_ARGV_MAX];
+	char anchor_pid[16];
+	char *strings[16];         /* owned strings the argv vectors point into */
+	size_t n_strings;
+};
+
+/* Which topologies the launcher can build (the rest: -EOPNOTSUPP with a
+ * message). */
+bool launcher_supports(const struct topology *t);
+
+/* Resolve names, addresses, binaries and both daemons' argv without creating
+ * anything. run_dir/ready_file are placeholders until launcher_run. */
+int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *plan,
+			struct topology_error *err);
+void launch_plan_done(struct launch_plan *plan);
+/* The concrete part of --dry-run (after topology_plan_write). */
+int launch_plan_write(const struct launch_config *cfg, const struct launch_plan *plan, FILE *f);
+
+/* Build, run, tear down. Returns 0 and *status = the entrypoint's exit
+ * status as proc-supervisor reports it (128+N by signal N, 126, 127), or
+ * -errno with err->msg one line naming the step (the CLI exits 125).
+ * A daemon that dies before the entrypoint ends is -ECHILD ("proc-supervisor
+ * was killed by signal 9"). Start it before any thread exists. */
+int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err);
+
+/* `tether run --wait-ready FILE -- CMD...` in the workload: wait (bounded)
+ * until FILE exists, then execvp(CMD). Returns only on failure: the exit
+ * status to use (125 not ready in time, 126, 127). */
+int launcher_wait_ready_exec(const char *file, int timeout_ms, char *const *argv);
