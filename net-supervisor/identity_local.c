@@ -419,8 +419,15 @@ struct resolve_job {
 	struct netsup_flow_tuple tuple;
 	enum reason why;
 	struct flow_identity *id;
-	uint64_t t_attr, t_walk, t_hash;
+	uint64_t t_attr, t_walk, t_hash, t_cpu;
 };
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static enum reason hash_error_reason(int r)
 {
@@ -431,7 +438,7 @@ static void resolve_work(uv_work_t *w)
 {
 	struct resolve_job *j = w->data;
 	struct local_strategy *s = j->s;
-	uint64_t t0 = now_mono_ns();
+	uint64_t t0 = now_mono_ns(), c0 = thread_cpu_ns();
 	j->why = REASON_IDENTITY_UNAVAILABLE;
 
 	struct flow_tuple ft;
@@ -541,6 +548,7 @@ static void resolve_work(uv_work_t *w)
 	j->why = REASON_OK;
 out:
 	j->t_hash = now_mono_ns() - t2;
+	j->t_cpu = thread_cpu_ns() - c0;
 	ancestry_result_free(&res);
 	attribution_release(&at);
 }
@@ -556,6 +564,7 @@ static void resolve_after(uv_work_t *w, int status)
 		s->stats.attribute_ns += j->t_attr;
 		s->stats.walk_ns += j->t_walk;
 		s->stats.hash_ns += j->t_hash;
+		s->stats.cpu_ns += j->t_cpu;
 	} else {
 		s->stats.denied++;
 	}

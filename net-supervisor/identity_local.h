@@ -61,6 +61,7 @@ const char *identity_local_anchor_error(const struct identity_strategy *s);
 /* Latency split of the last resolutions, for tests and benchmarks. */
 struct identity_local_stats {
 	uint64_t resolved, denied;
-	uint64_t attribute_ns, walk_ns, hash_ns; /* sums over resolved requests */
+	uint64_t attribute_ns, walk_ns, hash_ns; /* sums over resolved requests (wall clock) */
+	uint64_t cpu_ns;                          /* worker-thread CPU time, same requests */
 };
 void identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);

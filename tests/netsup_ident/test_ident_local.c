@@ -273,14 +273,15 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 		struct identity_local_stats st;
 		identity_local_stats(s, &st);
 		printf("BENCH local (%s, fallback=%s): identity p50 %.1f us p99 %.1f us; policy p50 %.2f us "
-		       "p99 %.2f us; mean split attribute %.1f / walk %.1f / hash %.1f us (n=%d)\n",
+		       "p99 %.2f us; mean split attribute %.1f / walk %.1f / hash %.1f us, worker CPU %.1f us (n=%d)\n",
 		       via_socket ? "anchor-socket" : "anchor-pid",
 		       getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
 		       (double)pct(lat, n, 0.5) / 1e3, (double)pct(lat, n, 0.99) / 1e3,
 		       (double)pct(pl, (size_t)bench, 0.5) / 1e3, (double)pct(pl, (size_t)bench, 0.99) / 1e3,
 		       (double)st.attribute_ns / (double)st.resolved / 1e3,
 		       (double)st.walk_ns / (double)st.resolved / 1e3,
-		       (double)st.hash_ns / (double)st.resolved / 1e3, bench);
+		       (double)st.hash_ns / (double)st.resolved / 1e3,
+		       (double)st.cpu_ns / (double)st.resolved / 1e3, bench);
 		free(lat);
 		free(pl);
 	}
@@ -362,12 +363,13 @@ static void bench_distinct(uv_loop_t *loop, int lfd, int port, int n)
 		struct identity_local_stats st;
 		identity_local_stats(s, &st);
 		printf("BENCH local distinct flows (anchor-pid, fallback=%s): identity p50 %.1f us p99 %.1f us; "
-		       "mean split attribute %.1f / walk %.1f / hash %.1f us (n=%zu)\n",
+		       "mean split attribute %.1f / walk %.1f / hash %.1f us, worker CPU %.1f us (n=%zu)\n",
 		       getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
 		       (double)pct(lat, ok, 0.5) / 1e3, (double)pct(lat, ok, 0.99) / 1e3,
 		       (double)st.attribute_ns / (double)(st.resolved ? st.resolved : 1) / 1e3,
 		       (double)st.walk_ns / (double)(st.resolved ? st.resolved : 1) / 1e3,
-		       (double)st.hash_ns / (double)(st.resolved ? st.resolved : 1) / 1e3, ok);
+		       (double)st.hash_ns / (double)(st.resolved ? st.resolved : 1) / 1e3,
+		       (double)st.cpu_ns / (double)(st.resolved ? st.resolved : 1) / 1e3, ok);
 	}
 	if (s)
 		destroy(loop, s);
