@@ -44,7 +44,8 @@ for mode in auto none; do
 	# ignores SIGTERM (needs the SIGKILL after the grace period).
 	rm -f "$D/f.pids"
 	start=$(date +%s%N)
-	timeout 30 "$PS" --cgroup $mode --grace 1 -- sh -c "
+	rm -f "$D/f-$mode.jsonl"
+	timeout 30 "$PS" --cgroup $mode --grace 1 --audit "$D/f-$mode.jsonl" -- sh -c "
 		sleep 1000 & echo \$! >>$D/f.pids
 		(setsid sleep 1000 & echo \$! >>$D/f.pids)
 		(sh -c 'trap \"\" TERM; echo \$\$ >>$D/f.pids; exec sleep 1000' &)
@@ -55,9 +56,12 @@ for mode in auto none; do
 	expect_eq "[$mode] forced: entrypoint's status" "$rc" 3
 	[ "$(wc -l <"$D/f.pids")" -eq 3 ] && ok "[$mode] forced: 3 background pids" || fail "[$mode] forced: pids $(cat "$D/f.pids")"
 	all_gone "$D/f.pids" && ok "[$mode] forced: nothing left (${ms} ms)" || fail "[$mode] forced: processes left"
-	if [ -n "$cg_root" ]; then
-		ls -d "$cg_root"/tether-* 2>/dev/null | grep -q . && fail "[$mode] cgroup dirs left: $(ls -d "$cg_root"/tether-*)" || ok "[$mode] no cgroup left"
-	fi
+	# Only our own supervisors' cgroups (other suites may run in parallel).
+	for a in "$D/a-$mode.jsonl" "$D/f-$mode.jsonl"; do
+		cg=$(grep -o '"cgroup":"[^"]*"' "$a" | head -1 | sed 's/"cgroup":"\(.*\)"/\1/')
+		[ -n "$cg" ] || continue
+		[ -e "$cg" ] || [ -e "${cg%/workload}" ] && fail "[$mode] cgroup left: ${cg%/workload}" || ok "[$mode] cgroup removed: ${cg%/workload}"
+	done
 done
 
 # In cgroup mode the whole tree sits in <cgroup>/tether-<pid>/workload.
