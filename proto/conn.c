@@ -21,6 +21,11 @@ struct proto_conn {
 	bool closing, expecting, reading;
 	int close_err;
 	unsigned frames_in_feed;
+	/* Frames queued while a write is in flight go out together in the next
+	 * write: one syscall for a burst of answers instead of one each. */
+	unsigned writes_inflight;
+	uint8_t *pend;
+	size_t pend_len, pend_cap;
 	uint8_t rbuf[READ_BUF];
 };
 
@@ -37,6 +42,7 @@ static void handle_closed(uv_handle_t *h)
 	if (c->cbs.on_close)
 		c->cbs.on_close(c, c->close_err, c->userdata);
 	frame_decoder_free(&c->dec);
+	free(c->pend);
 	free(c);
 }
 
@@ -198,40 +204,81 @@ int proto_conn_accept(uv_stream_t *server, const struct proto_conn_opts *opts,
 	return conn_start(c, out);
 }
 
+static int submit(struct proto_conn *c, uint8_t *buf, size_t len);
+
 static void write_cb(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
 	struct proto_conn *c = req->handle->data;
 	free(w->buf);
 	free(w);
-	if (status < 0 && status != UV_ECANCELED && !c->closing)
-		proto_conn_close(c, status);
+	c->writes_inflight--;
+	if (status < 0) {
+		if (status != UV_ECANCELED && !c->closing)
+			proto_conn_close(c, status);
+		return;
+	}
+	if (!c->closing && c->writes_inflight == 0 && c->pend_len) {
+		uint8_t *buf = c->pend;
+		size_t len = c->pend_len;
+		c->pend = NULL;
+		c->pend_len = c->pend_cap = 0;
+		submit(c, buf, len);
+	}
+}
+
+/* Write buf (owned) now. */
+static int submit(struct proto_conn *c, uint8_t *buf, size_t len)
+{
+	struct write_req *w = calloc(1, sizeof(*w));
+	if (!w) {
+		free(buf);
+		proto_conn_close(c, -ENOMEM);
+		return -ENOMEM;
+	}
+	w->buf = buf;
+	uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+	int r = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, write_cb);
+	if (r < 0) {
+		free(buf);
+		free(w);
+		proto_conn_close(c, r);
+		return r;
+	}
+	c->writes_inflight++;
+	return 0;
 }
 
 int proto_conn_send(struct proto_conn *c, const struct ctl_msg *m)
 {
 	if (c->closing)
 		return -ENOTCONN;
-	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > c->max_write_queue) {
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) + c->pend_len > c->max_write_queue) {
 		proto_conn_close(c, -ENOBUFS);
 		return -ENOBUFS;
 	}
-	struct write_req *w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
+	uint8_t *buf;
 	size_t len;
-	int r = ctl_encode(m, &w->buf, &len);
-	if (r < 0) {
-		free(w);
+	int r = ctl_encode(m, &buf, &len);
+	if (r < 0)
 		return r;
+	if (c->writes_inflight == 0)
+		return submit(c, buf, len);
+	if (c->pend_len + len > c->pend_cap) {
+		size_t ncap = c->pend_cap ? c->pend_cap : 4096;
+		while (ncap < c->pend_len + len)
+			ncap *= 2;
+		uint8_t *n = realloc(c->pend, ncap);
+		if (!n) {
+			free(buf);
+			proto_conn_close(c, -ENOMEM);
+			return -ENOMEM;
+		}
+		c->pend = n;
+		c->pend_cap = ncap;
 	}
-	uv_buf_t b = uv_buf_init((char *)w->buf, (unsigned)len);
-	r = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, write_cb);
-	if (r < 0) {
-		free(w->buf);
-		free(w);
-		proto_conn_close(c, r);
-		return r;
-	}
+	memcpy(c->pend + c->pend_len, buf, len);
+	c->pend_len += len;
+	free(buf);
 	return 0;
 }
