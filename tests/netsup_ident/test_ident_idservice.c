@@ -1,0 +1,262 @@
+/* The `delegated` strategy against the real proc-side identity service
+ * (proc-supervisor/idservice.c, in this process: the test is the anchor).
+ * A workload spawned by the test (recorded as its entrypoint) forks a child
+ * that connects to a loopback listener; the child is learnt as born in the
+ * tree, and the strategy must get its signed identity through the channel.
+ * A process the test forks but never records is refused. As root.
+ * With --bench N it prints identity latency percentiles. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/kernel.h"
+#include "common/util.h"
+#include "common_test.h"
+#include "identity/members.h"
+#include "identity/procref.h"
+#include "proc-supervisor/idservice.h"
+#define flow_tuple netsup_flow_tuple /* identity/sockdiag.h owns the name here */
+#include "net-supervisor/identity_delegated.h"
+#undef flow_tuple
+
+static pid_t g_kids[4];
+static int g_nkids;
+static void cleanup(void)
+{
+	for (int i = 0; i < g_nkids; i++)
+		if (g_kids[i] > 0) {
+			kill(g_kids[i], SIGKILL);
+			waitpid(g_kids[i], NULL, 0);
+		}
+	g_nkids = 0;
+}
+
+struct box {
+	bool done;
+	enum reason reason;
+	struct flow_identity *id;
+	uint64_t latency_ns;
+};
+static void res_cb(const struct identity_result *r, void *data)
+{
+	struct box *b = data;
+	b->done = true;
+	b->reason = r->reason;
+	b->id = r->id;
+	b->latency_ns = r->latency_ns;
+}
+static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, const struct netsup_flow_tuple *t,
+		       struct box *b)
+{
+	memset(b, 0, sizeof(*b));
+	struct identity_request *req;
+	if (identity_resolve(st, t, 2000, res_cb, b, &req) < 0)
+		return REASON__COUNT;
+	run_until(loop, &b->done, 4000);
+	return b->done ? b->reason : REASON__COUNT;
+}
+static const char *word(enum reason r) { return r < REASON__COUNT ? reason_word(r) : "no answer"; }
+
+static int accept_within(int lfd, int ms, struct netsup_flow_tuple *t)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	if (poll(&p, 1, ms) <= 0)
+		return -1;
+	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	socklen_t l = sizeof(t->client);
+	getpeername(c, (struct sockaddr *)&t->client, &l);
+	l = sizeof(t->proxy);
+	getsockname(c, (struct sockaddr *)&t->proxy, &l);
+	return c;
+}
+
+static bool g_anch;
+static void on_anchor(struct identity_strategy *s, bool a, void *d)
+{
+	(void)s;
+	(void)d;
+	g_anch = a;
+}
+
+static bool stopped;
+static void stop_done(void *u)
+{
+	(void)u;
+	stopped = true;
+}
+
+int main(int argc, char **argv)
+{
+	int bench = argc >= 3 && strcmp(argv[1], "--bench") == 0 ? atoi(argv[2]) : 0;
+	if (geteuid() != 0) {
+		printf("SKIP: needs root\n");
+		return 77;
+	}
+	alarm(50);
+	atexit(cleanup);
+	if (proto_crypto_init() < 0)
+		return 1;
+	char self[600];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 40);
+	if (n <= 0)
+		return 1;
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	char wbin[700];
+	snprintf(wbin, sizeof(wbin), "%s/ident_workload", self);
+	char dir[] = "/tmp/tether-ident-ids.XXXXXX";
+	if (!mkdtemp(dir))
+		return 1;
+	char ep[128], sockp[100];
+	snprintf(sockp, sizeof(sockp), "%s/ctl.sock", dir);
+	snprintf(ep, sizeof(ep), "unix:%s", sockp);
+
+	struct kernel_caps caps;
+	if (kernel_caps_probe(&caps) < 0)
+		return 1;
+	struct procref me;
+	if (procref_open(&caps, getpid(), &me) < 0)
+		return 1;
+	struct members *mem = NULL;
+	struct members_config mc = { .mode = MEMBERSHIP_LINEAGE };
+	if (members_create(&caps, &me, &mc, &mem) < 0)
+		return 1;
+	procref_close(&me);
+	struct sign_key *prov = NULL;
+	sign_key_generate(&prov);
+	struct pub_key prov_pub;
+	sign_key_public(prov, &prov_pub);
+
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	struct idservice *ids = NULL;
+	struct idservice_opts io = { .endpoint = ep, .caps = &caps, .members = mem, .provisioning = prov,
+				     .topology = PROTO_TOPOLOGY_SPLIT };
+	int r = idservice_start(&loop, &io, &ids);
+	CHECK(r == 0, "idservice_start: %s", strerror(-r));
+	if (r < 0)
+		return 1;
+
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	socklen_t sl = sizeof(sa);
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &sl) < 0)
+		return 1;
+	char port[16];
+	snprintf(port, sizeof(port), "%d", ntohs(sa.sin_port));
+
+	/* The entrypoint, recorded as spawned by the anchor (this process). */
+	pid_t w = fork();
+	if (w == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl(wbin, wbin, port, "hold", (char *)NULL);
+		_exit(127);
+	}
+	g_kids[g_nkids++] = w;
+	int pfd = sys_pidfd_open(w, 0);
+	struct procref wref;
+	CHECK(pfd >= 0 && procref_from_pidfd(&caps, pfd, &wref) == 0, "open the workload");
+	CHECK(members_add_spawned(mem, &wref, MEMBER_ENTRYPOINT) == 0, "record the workload");
+	procref_close(&wref);
+	if (pfd >= 0)
+		close(pfd);
+	struct netsup_flow_tuple t;
+	memset(&t, 0, sizeof(t));
+	int c = accept_within(lfd, 5000, &t);
+	CHECK(c >= 0, "the workload did not connect");
+	/* Learn the connecting child (born in the tree), as the supervisor's
+	 * process tracking would. */
+	char kp[64], kb[64] = "";
+	snprintf(kp, sizeof(kp), "/proc/%d/task/%d/children", (int)w, (int)w);
+	read_file_at(AT_FDCWD, kp, kb, sizeof(kb));
+	pid_t gchild = (pid_t)atoi(kb);
+	enum reason why = REASON_OK;
+	CHECK(gchild > 0 && members_learn(mem, gchild, &why, NULL) == 0, "learn pid %d: %s", (int)gchild,
+	      reason_word(why));
+
+	struct identity_delegated_config dc = { .endpoint = ep, .pinned = &prov_pub, .n_pinned = 1,
+						.backoff_min_ms = 50, .backoff_max_ms = 200 };
+	struct identity_strategy *st = NULL;
+	CHECK(identity_delegated_new(&loop, &dc, &st) == 0, "strategy");
+	if (!st)
+		return 1;
+	st->on_anchor = on_anchor;
+	CHECK(run_until(&loop, &g_anch, 3000), "never anchored to the real identity service");
+	struct box b;
+	enum reason rr = ask(&loop, st, &t, &b);
+	CHECK(rr == REASON_OK, "real service: %s", word(rr));
+	if (rr == REASON_OK) {
+		size_t bl = strlen(b.id->binary_path);
+		CHECK(bl > 15 && strcmp(b.id->binary_path + bl - 15, "/ident_workload") == 0, "binary %s",
+		      b.id->binary_path);
+		CHECK(b.id->pid == gchild, "pid %d want %d", b.id->pid, (int)gchild);
+		CHECK(b.id->n_ancestors == 1 && b.id->ancestors[0].pid == w, "ancestors %zu", b.id->n_ancestors);
+		CHECK(b.id->sha256[0] && b.id->signed_context_len > 0, "hash and context");
+		CHECK(b.id->source == FLOW_SOURCE_DELEGATED, "source");
+	}
+	flow_identity_free(b.id);
+	if (bench > 0 && rr == REASON_OK) {
+		uint64_t *lat = calloc((size_t)bench, sizeof(*lat));
+		size_t k = 0;
+		for (int i = 0; i < bench; i++) {
+			if (ask(&loop, st, &t, &b) == REASON_OK)
+				lat[k++] = b.latency_ns;
+			flow_identity_free(b.id);
+		}
+		printf("BENCH delegated vs real idservice (unix socket, same host, fallback=%s): identity p50 %.1f us "
+		       "p99 %.1f us (n=%zu)\n",
+		       getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
+		       (double)pct(lat, k, 0.5) / 1e3, (double)pct(lat, k, 0.99) / 1e3, k);
+		free(lat);
+	}
+
+	/* A child of the anchor that it never recorded: refused. */
+	pid_t f = fork();
+	if (f == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(10);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(1);
+		char x;
+		while (read(fd, &x, 1) > 0)
+			;
+		_exit(0);
+	}
+	g_kids[g_nkids++] = f;
+	struct netsup_flow_tuple ft;
+	int fc = accept_within(lfd, 5000, &ft);
+	CHECK(fc >= 0, "foreign connect");
+	rr = ask(&loop, st, &ft, &b);
+	CHECK(rr == REASON_IDENTITY_UNAVAILABLE || rr == REASON_FOREIGN_PROCESS, "unrecorded child: %s", word(rr));
+	flow_identity_free(b.id);
+	if (fc >= 0)
+		close(fc);
+
+	identity_strategy_destroy(st);
+	idservice_stop(ids, stop_done, NULL);
+	run_until(&loop, &stopped, 3000);
+	if (c >= 0)
+		close(c);
+	close(lfd);
+	cleanup();
+	members_free(mem);
+	sign_key_free(prov);
+	unlink(sockp);
+	rmdir(dir);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	uv_loop_close(&loop);
+	printf("%s (%d failure%s)\n", g_failures ? "FAILED" : "ok", g_failures, g_failures == 1 ? "" : "s");
+	return g_failures ? 1 : 0;
+}
