@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "identity/procfs.h"
@@ -205,6 +207,16 @@ int members_create(const struct kernel_caps *caps, const struct procref *anchor,
 		while (l > 1 && t->cgroup_path[l - 1] == '/')
 			t->cgroup_path[--l] = '\0';
 		t->cgroup_id = cfg->cgroup_id;
+		if (!t->cgroup_id) {
+			/* On cgroup v2 a cgroup's id is its directory's inode.
+			 * Best effort: without it every check reads the path. */
+			char dir[PATH_MAX + 256];
+			struct stat st;
+			snprintf(dir, sizeof(dir), "%s%s", caps->cgroup_root,
+				 strcmp(t->cgroup_path, "/") == 0 ? "" : t->cgroup_path);
+			if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+				t->cgroup_id = st.st_ino;
+		}
 	}
 	procref_copy_recorded(&t->anchor, anchor);
 	t->anchor.pidfd = -1;
@@ -246,6 +258,15 @@ static int check_cgroup(struct members *t, const struct procref *ref)
 {
 	if (t->mode != MEMBERSHIP_CGROUP)
 		return 0;
+	/* Directly in the sandbox cgroup (the common case): a fresh id from
+	 * PIDFD_GET_INFO says so without a procfs read. Never ref->cgroup_id:
+	 * it is as old as the ref, and root may have moved the process. */
+	if (t->cgroup_id && t->caps->pidfd_info) {
+		struct tether_pidfd_info info = { .mask = TETHER_PIDFD_INFO_CGROUPID };
+		if (ioctl(ref->pidfd, TETHER_PIDFD_GET_INFO, &info) == 0 &&
+		    (info.mask & TETHER_PIDFD_INFO_CGROUPID) && info.cgroupid == t->cgroup_id)
+			return procref_revalidate(t->caps, ref);
+	}
 	char dir[32];
 	snprintf(dir, sizeof(dir), "/proc/%d", (int)ref->pid);
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

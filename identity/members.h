@@ -49,7 +49,9 @@ struct members_config {
 	enum membership_mode mode;
 	/* MEMBERSHIP_CGROUP: the sandbox cgroup as /proc/<pid>/cgroup prints it
 	 * for the table's reader (e.g. "/tether/sbx1"), and optionally its id
-	 * (the cgroup directory's inode; 0 = not checked). */
+	 * (the cgroup directory's inode; 0 = looked up under caps->cgroup_root).
+	 * The path decides; a matching id is only a shortcut for a process
+	 * directly in the sandbox cgroup. */
 	const char *cgroup_path;
 	uint64_t cgroup_id;
 	/* ONLY for one-shot tools without a supervisor table (tether inspect):

@@ -127,6 +127,13 @@ static void scenario(enum membership_mode mode)
 	struct procref cref;
 	LT_REQUIRE(procref_open(&caps, c, &cref) == 0, "open C");
 	LT_REQUIRE(members_add_spawned(t, &cref, MEMBER_ENTRYPOINT) == 0, "add C");
+	if (mode == MEMBERSHIP_CGROUP) {
+		/* The table's id shortcut rests on "cgroup id = directory inode". */
+		struct stat cst;
+		LT_CHECK(stat(cg_dir, &cst) == 0 && cref.cgroup_id == (uint64_t)cst.st_ino,
+			 "cgroup id %llu is not the inode of %s", (unsigned long long)cref.cgroup_id,
+			 cg_dir);
+	}
 	lt_send_byte(go[1]);
 
 	pid_t m, d, d2, d3;
@@ -199,8 +206,20 @@ static void scenario(enum membership_mode mode)
 	ancestry_result_free(&res);
 
 	if (mode == MEMBERSHIP_CGROUP) {
+		/* Below the sandbox cgroup is inside it. */
+		char sub[1700];
+		snprintf(sub, sizeof(sub), "%s/sub", cg_dir);
+		LT_REQUIRE(mkdir(sub, 0755) == 0, "mkdir %s", sub);
+		LT_REQUIRE(move_to_cgroup(sub, d) == 0, "move D below the sandbox");
+		r = ancestry_walk(&caps, t, &dref, NULL, &res);
+		LT_CHECK(r == 0, "walk D in a child cgroup: %s (%s)", reason_word(res.reason),
+			 res.detail);
+		ancestry_result_free(&res);
+		LT_CHECK(members_check_cgroup(t, &dref) == 0, "D in a child cgroup is outside");
 		/* A recorded member moved out of the sandbox fails the walk. */
 		LT_REQUIRE(move_to_cgroup(cg_parent_dir, d) == 0, "move D out");
+		LT_CHECK(rmdir(sub) == 0, "rmdir %s: %s", sub, strerror(errno));
+		LT_CHECK(members_check_cgroup(t, &dref) == -EPERM, "D outside is inside");
 		r = ancestry_walk(&caps, t, &dref, NULL, &res);
 		LT_CHECK(r == -EPERM && res.reason == REASON_FOREIGN_PROCESS,
 			 "walk D outside the cgroup: %s (%s)", reason_word(res.reason), res.detail);
