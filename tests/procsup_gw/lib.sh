@@ -38,6 +38,18 @@ wait_file() { # wait_file PATH [tenths]
 start_harness() {
 	local name=$1 key=$2; shift 2
 	rm -f "$TMP/$name.ready"
+	if [ "${GW_SUP:-harness}" = procsup ]; then
+		# The real supervisor code: procsup_init + procsup_services_start.
+		rm -f "$TMP/$name.exec"
+		"${GW_PROCSUP:-$B/proc-supervisor}" --exec-socket "$TMP/$name.exec" --status-socket "$TMP/$name.status" \
+			--control "unix:$TMP/$name.ctl" --provisioning-key "$key" --audit "$TMP/$name.audit" \
+			--grace 1 "$@" -- sleep 60 >"$TMP/$name.ready" 2>"$TMP/$name.log" &
+		PIDS+=($!)
+		HPID=$!
+		wait_file "$TMP/$name.exec" 50 && return 0
+		echo "supervisor $name did not start:"; cat "$TMP/$name.log"
+		return 1
+	fi
 	"$TT/gw_harness" --exec-socket "$TMP/$name.exec" --status-socket "$TMP/$name.status" \
 		--control "unix:$TMP/$name.ctl" --provisioning-key "$key" --audit "$TMP/$name.audit" "$@" \
 		>"$TMP/$name.ready" 2>"$TMP/$name.log" &

@@ -14,7 +14,7 @@ start_sup() { # start_sup NAME [harness args]: sets SOCK, STATUS, HPID
 	local name=$1; shift
 	if [ "${GW_SUP:-harness}" = procsup ]; then
 		rm -f "$TMP/$name.exec"
-		"$B/proc-supervisor" --exec-socket "$TMP/$name.exec" --status-socket "$TMP/$name.status" \
+		"${GW_PROCSUP:-$B/proc-supervisor}" --exec-socket "$TMP/$name.exec" --status-socket "$TMP/$name.status" \
 			--grace 1 "$@" -- sleep 60 >"$TMP/$name.log" 2>&1 &
 		HPID=$!
 		PIDS+=($HPID)

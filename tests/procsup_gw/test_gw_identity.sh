@@ -74,6 +74,26 @@ check "foreign flow: refused ($R)" bash -c '[ "$1" = identity_unavailable ] || [
 check "foreign flow: no subject in the answer" [ -z "$(jget "$L" subject_pid)" ]
 check "audit: identity_issued with the reason" grep -q "\"event\":\"identity_issued\".*\"reason\":\"$R\"" "$TMP/a.audit"
 
+# 3b. (real supervisor only: its seccomp notifier records connects) a
+# grandchild: the chain is subject -> sh -> anchor.
+if [ "${GW_SUP:-harness}" = procsup ]; then
+	rm -f "$TMP/port"
+	timeout 30 "$IDC" query --control "unix:$TMP/a.ctl" --pub "$PUB" --port-file "$TMP/port" >"$TMP/q5.out" 2>"$TMP/q5.log" &
+	PIDS+=($!)
+	wait_file "$TMP/port" 50 || fail "query client did not listen"
+	timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- sh -c 'echo $$; "$0" connect 127.0.0.1 "$1" 3; true' \
+		"$IDC" "$(cat "$TMP/port")" >"$TMP/c5.out" &
+	PIDS+=($!)
+	for _ in $(seq 1 100); do [ -s "$TMP/q5.out" ] && break; sleep 0.1; done
+	L=$(sed -n 1p "$TMP/q5.out")
+	SHPID=$(sed -n 1p "$TMP/c5.out"); GPID=$(sed -n 2p "$TMP/c5.out" | awk '{print $1}')
+	echo "grandchild: $L"
+	check "grandchild: verified context" [ "$(jget "$L" reason)" = ok ]
+	check "grandchild: subject ($GPID)" [ "$(jget "$L" subject_pid)" = "$GPID" ]
+	check "grandchild: ancestors = [sh $SHPID], anchor = supervisor" \
+		bash -c 'grep -q "\"ancestor_pids\":\[$2\],\"state_reason\"" <<<"$1" && grep -q "\"anchor_pid\":$3," <<<"$1"' _ "$L" "$SHPID" "$HPID"
+fi
+
 # 4. an impostor supervisor without the provisioning key (its own key pair)
 start_harness imp "$TMP/other/provisioning.key" || exit 1
 rm -f "$TMP/port"

@@ -22,7 +22,7 @@ chmod 0711 "$TMP"
 : >"$TMP/empty"; chmod 0755 "$TMP/empty"
 SOCK=$TMP/exec.sock
 if [ "${GW_SUP:-harness}" = procsup ]; then
-	SUPCMD="exec \"$B/proc-supervisor\" --exec-socket \"$SOCK\" --status-socket \"$TMP/status.sock\" --grace 1 -- sleep 60"
+	SUPCMD="exec \"${GW_PROCSUP:-$B/proc-supervisor}\" --exec-socket \"$SOCK\" --status-socket \"$TMP/status.sock\" --grace 1 -- sleep 60"
 else
 	"$B/tether" keygen --out "$TMP/keys" >/dev/null || exit 1
 	SUPCMD="exec \"$TT/gw_harness\" --exec-socket \"$SOCK\""
