@@ -363,8 +363,26 @@ int launcher_wait_ready_exec(const char *file, int timeout_ms, char *const *argv
 		struct timespec ts = { 0, 5 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
-	execvp(argv[0], argv);
-	int e = errno;
+	/* execvp would run a non-executable text file through /bin/sh
+	 * (ENOEXEC fallback); search PATH ourselves and use execv. */
+	int e = ENOENT;
+	if (strchr(argv[0], '/')) {
+		execv(argv[0], argv);
+		e = errno;
+	} else {
+		const char *path = getenv("PATH");
+		char buf[PATH_MAX];
+		for (const char *s = path ? path : "/usr/bin:/bin"; *s;) {
+			const char *colon = strchrnul(s, ':');
+			int n = snprintf(buf, sizeof(buf), "%.*s/%s", (int)(colon - s), s, argv[0]);
+			if (colon > s && n > 0 && (size_t)n < sizeof(buf)) {
+				execv(buf, argv);
+				if (errno != ENOENT && errno != ENOTDIR)
+					e = errno; /* remember EACCES/ENOEXEC, keep looking */
+			}
+			s = *colon ? colon + 1 : colon;
+		}
+	}
 	fprintf(stderr, "tether: cannot execute %s: %s\n", argv[0], strerror(e));
 	return (e == ENOENT || e == ENOTDIR) ? 127 : 126;
 }

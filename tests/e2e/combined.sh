@@ -1,0 +1,305 @@
+#!/bin/bash
+# e2e: `tether run --topology combined` end to end, one CASE per call.
+#
+#   combined.sh CASE      (env: TETHER_BIN, TETHER_SRC; TETHER_BIN_DIR optional)
+#
+# Every case builds a private "outer" netns (so nothing touches the host's
+# network) and a fake-internet netns on TEST-NET-2 (198.51.100.10:8080, a
+# python3 http.server) joined to it by a veth, then runs tether run inside
+# the outer netns. Every audit line of every case is checked for `topology`
+# (= combined) and every egress decision for identity_source (= local_procfs).
+# Exit 0 pass, 1 fail, 77 skip (a daemon lacks a feature this case needs).
+set -u
+CASE=${1:?case}
+BIN=${TETHER_BIN:?TETHER_BIN}
+SRC=${TETHER_SRC:?TETHER_SRC}
+TETHER="$BIN/tether"
+TAG="te$$"
+OUTER="${TAG}o" INET="${TAG}i"
+WORK=$(mktemp -d /tmp/tether-e2e.XXXXXX)
+AUDIT="$WORK/audit.jsonl"
+SERVER_PID="" RUN_PID=""
+URL=http://198.51.100.10:8080/
+
+fail() { echo "FAIL [$CASE]: $*" >&2; dump; exit 1; }
+skip() { echo "SKIP [$CASE]: $*"; exit 77; }
+dump() {
+	[ -s "$AUDIT" ] && { echo "--- audit (events other than env_boundary)"; grep -v '"event":"env_boundary"' "$AUDIT" | tail -20; } >&2
+	[ -s "$WORK/out" ] && { echo "--- output"; tail -20 "$WORK/out"; } >&2
+	true
+}
+
+cleanup() {
+	[ -n "$RUN_PID" ] && kill -9 "$RUN_PID" 2>/dev/null
+	[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null
+	wait 2>/dev/null
+	ip netns del "$INET" 2>/dev/null
+	ip netns del "$OUTER" 2>/dev/null
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+[ "$(id -u)" = 0 ] || skip "needs root"
+NETSUP_BIN="${TETHER_BIN_DIR:-$BIN}/net-supervisor"
+PROCSUP_BIN="${TETHER_BIN_DIR:-$BIN}/proc-supervisor"
+if [ -z "${TETHER_BIN_DIR:-}" ] && ! "$NETSUP_BIN" --help 2>&1 | grep -q -- '--anchor-pid'; then
+	case "$CASE" in dry_run) ;; *) skip "net-supervisor has no --identity local / --anchor-pid yet";; esac
+fi
+
+inside() { ip netns exec "$OUTER" "$@"; }
+
+setup_net() {
+	ip netns add "$OUTER" && ip netns add "$INET" || fail "cannot create netns"
+	ip netns exec "$OUTER" ip link set lo up
+	ip netns exec "$INET" ip link set lo up
+	ip link add "${TAG}h" netns "$OUTER" type veth peer name "${TAG}n" netns "$INET" || fail "veth"
+	inside ip addr add 198.51.100.1/24 dev "${TAG}h"
+	inside ip link set "${TAG}h" up
+	ip netns exec "$INET" ip addr add 198.51.100.10/24 dev "${TAG}n"
+	ip netns exec "$INET" ip link set "${TAG}n" up
+	mkdir -p "$WORK/www" && echo hello > "$WORK/www/index.html"
+	ip netns exec "$INET" python3 -m http.server 8080 --bind 198.51.100.10 --directory "$WORK/www" \
+		>"$WORK/server.log" 2>&1 &
+	SERVER_PID=$!
+	for _ in $(seq 100); do
+		inside curl -s -o /dev/null --noproxy '*' --max-time 1 "$URL" && return 0
+		sleep 0.1
+	done
+	fail "test server did not start"
+}
+
+policy() { # policy FILE [sha256-pin]
+	{
+		echo "version: 1"
+		echo "network:"
+		echo "  mode: enforce"
+		echo "  policies:"
+		echo "    - name: test-server"
+		echo "      binaries:"
+		echo "        - path: /usr/bin/curl"
+		[ -n "${2:-}" ] && echo "          sha256: \"$2\""
+		echo "      endpoints:"
+		echo "        - cidr: 198.51.100.0/24"
+		echo "          ports: [8080]"
+	} >"$1"
+}
+
+run() { # run [tether run options] -- CMD...; sets RC
+	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" "$@" >"$WORK/out" 2>&1
+	RC=$?
+}
+
+# Every line has topology combined; every egress decision local_procfs.
+check_audit_common() {
+	python3 - "$AUDIT" <<'PY' || fail "audit lines lack topology/identity_source"
+import json, sys
+ok = True
+for n, l in enumerate(open(sys.argv[1]), 1):
+    e = json.loads(l)
+    if e.get("topology") != "combined" or "ts" not in e or "event" not in e:
+        print(f"line {n}: topology={e.get('topology')} event={e.get('event')}"); ok = False
+    if e.get("event") == "egress_decision" and e.get("identity_source") != "local_procfs":
+        print(f"line {n}: identity_source={e.get('identity_source')}"); ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+# decisions BINARY -> "decision:reason" lines
+decisions() {
+	python3 - "$AUDIT" "$1" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == "egress_decision" and (e.get("binary") or {}).get("path") == sys.argv[2]:
+        print(f"{e.get('decision')}:{e.get('reason')}")
+PY
+}
+
+expect_decision() { # BINARY decision:reason
+	local got
+	got=$(decisions "$1")
+	echo "$got" | grep -qx "$2" || fail "expected $2 for $1, audit says: ${got:-nothing}"
+}
+
+# the host pid of a descendant of $1 with exe $2 (breadth first, bounded
+# depth; a walk down from processes we started, never a system-wide search)
+descendant_of_exe() {
+	local pids=$1 want=$2 p c
+	for _ in 1 2 3 4 5 6 7; do
+		local next=""
+		for p in $pids; do
+			for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+				[ "$(readlink /proc/"$c"/exe 2>/dev/null)" = "$want" ] && { echo "$c"; return 0; }
+				next="$next $c"
+			done
+		done
+		pids=$next
+	done
+	return 1
+}
+sandbox_pid_of_exe() { descendant_of_exe "$RUN_PID" "$1"; }
+
+nothing_left() {
+	local t=$1
+	ip -n "$OUTER" -o link | grep -q "tt${t}a" && fail "veth tt${t}a left behind"
+	[ -e "/run/netns/tt${t}w" ] && fail "netns tt${t}w left behind"
+	[ -e "/run/tether/run-$t" ] && fail "/run/tether/run-$t left behind"
+	ls -d /sys/fs/cgroup/*/tether-run-"$t" /sys/fs/cgroup/tether-run-"$t" 2>/dev/null | grep -q . &&
+		fail "cgroup tether-run-$t left behind"
+	true
+}
+
+wait_for() { # wait_for SECONDS CMD...
+	local n=$(( $1 * 20 )); shift
+	for _ in $(seq "$n"); do "$@" && return 0; sleep 0.05; done
+	return 1
+}
+
+case "$CASE" in
+dry_run)
+	policy "$WORK/p.yaml"
+	SECRET=ghp_abcdefghijklmnopqrstuvwxyz0123456789 \
+	"$TETHER" run --dry-run --policy "$WORK/p.yaml" -- curl -H "Authorization: Bearer sk-abcdefghijklmnopqrstuvwx" "$URL" >"$WORK/out" 2>&1 ||
+		fail "dry-run failed"
+	grep -q "topology combined" "$WORK/out" || fail "no topology in plan"
+	grep -q "net-supervisor: " "$WORK/out" || fail "no net-supervisor argv"
+	grep -q "dropped SECRET" "$WORK/out" || fail "SECRET not listed as dropped"
+	grep -q "abcdefghijklmnopqrstuvwx" "$WORK/out" && fail "secret printed"
+	grep -q "^command:" "$WORK/out" || fail "no redacted command"
+	ls /run/netns 2>/dev/null | grep -q "^tt" && fail "dry-run created a netns"
+	"$TETHER" run --topology nosuch -- true 2>/dev/null; [ $? = 2 ] || fail "unknown topology not a usage error"
+	"$TETHER" run --topology split -- true 2>"$WORK/err"; [ $? = 125 ] || fail "split not 125"
+	grep -q "cannot be built locally" "$WORK/err" || fail "split reason missing"
+	echo "PASS [$CASE]"; exit 0 ;;
+esac
+
+setup_net
+policy "$WORK/p.yaml"
+
+case "$CASE" in
+allowed)
+	run --policy "$WORK/p.yaml" -- curl -sS -o /dev/null -w '%{http_code}\n' --max-time 10 "$URL"
+	[ "$RC" = 0 ] || fail "tether run rc=$RC"
+	grep -qx 200 "$WORK/out" || fail "curl did not get 200"
+	expect_decision /usr/bin/curl allow:allowed
+	check_audit_common
+	grep -q '"event":"process_spawn"' "$AUDIT" || fail "no process_spawn"
+	;;
+unnamed_denied)
+	run --policy "$WORK/p.yaml" -- wget -q -O /dev/null -T 10 -t 1 "$URL"
+	[ "$RC" != 0 ] || fail "wget succeeded"
+	expect_decision /usr/bin/wget deny:no_matching_policy
+	check_audit_common
+	;;
+hash_mismatch)
+	policy "$WORK/pin.yaml" 0000000000000000000000000000000000000000000000000000000000000000
+	run --policy "$WORK/pin.yaml" -- curl -sS -o /dev/null -w '%{http_code}\n' --max-time 10 "$URL"
+	grep -qx 403 "$WORK/out" || fail "pinned curl not refused with 403"
+	expect_decision /usr/bin/curl deny:binary_hash_mismatch
+	check_audit_common
+	;;
+direct_blocked)
+	# no proxy: no route out of the workload netns; the proxy sees nothing
+	run --policy "$WORK/p.yaml" -- sh -c "ip route; curl -sS --noproxy '*' --max-time 3 -o /dev/null $URL && echo DIRECT-OK"
+	grep -q DIRECT-OK "$WORK/out" && fail "direct connection succeeded"
+	grep -q "^default" "$WORK/out" && fail "workload netns has a default route"
+	[ -z "$(decisions /usr/bin/curl)" ] || fail "a direct connection reached the proxy"
+	check_audit_common
+	;;
+daemonize)
+	# double fork: the daemon's parent exits, it is reparented, connects later
+	cat >"$WORK/d.sh" <<EOF
+#!/bin/sh
+( ( sleep 0.5; curl -sS -o /dev/null -w '%{http_code}' --max-time 10 $URL > $WORK/daemon.out ) & ) &
+wait
+i=0; while [ ! -s $WORK/daemon.out ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i+1)); done
+cat $WORK/daemon.out
+EOF
+	chmod +x "$WORK/d.sh"
+	run --policy "$WORK/p.yaml" -- "$WORK/d.sh"
+	grep -q 200 "$WORK/out" || fail "daemonized curl did not get 200"
+	expect_decision /usr/bin/curl allow:allowed
+	check_audit_common
+	;;
+exec_gateway)
+	"$PROCSUP_BIN" --help 2>&1 | grep -q -- '--exec-socket' || skip "proc-supervisor has no --exec-socket yet"
+	SOCK="$WORK/exec.sock"
+	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" --policy "$WORK/p.yaml" \
+		--exec-socket "$SOCK" -- sh -c "i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
+		>"$WORK/out" 2>&1 &
+	RUN_PID=$!
+	wait_for 10 test -S "$SOCK" || fail "exec socket did not appear"
+	wait_for 10 grep -q '"event":"process_spawn"' "$AUDIT" || fail "entrypoint did not start"
+	"$TETHER" exec --socket "$SOCK" -- curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "$URL" >"$WORK/exec.out" 2>&1
+	touch "$WORK/done"
+	wait "$RUN_PID"; RUN_PID=""
+	grep -q 200 "$WORK/exec.out" || fail "exec session curl: $(cat "$WORK/exec.out")"
+	expect_decision /usr/bin/curl allow:allowed
+	check_audit_common
+	;;
+nsenter_denied)
+	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" --policy "$WORK/p.yaml" \
+		-- sh -c "i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
+		>"$WORK/out" 2>&1 &
+	RUN_PID=$!
+	wait_for 10 grep -q '"event":"process_spawn"' "$AUDIT" || fail "entrypoint did not start"
+	P=$(sandbox_pid_of_exe "$(readlink -f "$PROCSUP_BIN")") || fail "proc-supervisor not found"
+	PROXY=$(tr '\0' '\n' < /proc/"$P"/cmdline | grep -A1 -x -- --proxy | tail -1)
+	# a stranger entering the sandbox's PID, mount and network namespaces
+	nsenter --target "$P" --pid --mount --net -- env HTTP_PROXY="$PROXY" http_proxy="$PROXY" \
+		curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "$URL" >"$WORK/ns.out" 2>&1
+	touch "$WORK/done"
+	wait "$RUN_PID"; RUN_PID=""
+	grep -q 200 "$WORK/ns.out" && fail "nsenter'd curl was allowed"
+	got=$(decisions /usr/bin/curl)
+	[ -n "$got" ] || fail "no decision for the nsenter'd curl"
+	echo "$got" | grep -q '^allow' && fail "nsenter'd curl allowed: $got"
+	check_audit_common
+	;;
+procsup_killed|netsup_killed|launcher_killed)
+	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" --policy "$WORK/p.yaml" \
+		-- sh -c "sleep 20" >"$WORK/out" 2>&1 &
+	RUN_PID=$!
+	wait_for 10 grep -q '"event":"process_spawn"' "$AUDIT" || fail "entrypoint did not start"
+	TPID=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")") || fail "tether run process not found"
+	SAVE=$RUN_PID; RUN_PID=$TPID
+	case "$CASE" in
+	procsup_killed) V=$(sandbox_pid_of_exe "$(readlink -f "$PROCSUP_BIN")") ;;
+	netsup_killed) V=$(sandbox_pid_of_exe "$(readlink -f "$BIN/net-supervisor")") ;;
+	launcher_killed) V=$TPID ;;
+	esac
+	RUN_PID=$SAVE
+	[ -n "$V" ] || fail "victim not found"
+	T0=$(date +%s%N)
+	kill -9 "$V"
+	wait "$RUN_PID"; RC=$?; RUN_PID=""
+	T1=$(date +%s%N)
+	[ $(( (T1 - T0) / 1000000 )) -lt 8000 ] || fail "teardown took $(( (T1 - T0) / 1000000 )) ms"
+	case "$CASE" in
+	launcher_killed) [ "$RC" = 137 ] || fail "rc=$RC" ;;
+	*) [ "$RC" = 125 ] || fail "tether run rc=$RC, expected 125"
+	   grep -q "^tether run: .*supervisor" "$WORK/out" || fail "no one-line reason" ;;
+	esac
+	# the guardian finishes right after the launcher; give it a moment
+	wait_for 5 sh -c "! ip -n $OUTER -o link | grep -q tt${TPID}a" || true
+	sleep 0.2
+	nothing_left "$TPID"
+	# and nothing of the sandbox runs on (the sleep 20 entrypoint)
+	kill -0 "$V" 2>/dev/null && fail "victim still alive"
+	check_audit_common
+	;;
+exit_status)
+	run --policy "$WORK/p.yaml" -- sh -c 'exit 7'; [ "$RC" = 7 ] || fail "exit 7 -> $RC"
+	run --policy "$WORK/p.yaml" -- sh -c 'kill -TERM $$'; [ "$RC" = 143 ] || fail "SIGTERM -> $RC"
+	run --policy "$WORK/p.yaml" -- /nonexistent/cmd; [ "$RC" = 127 ] || fail "not found -> $RC"
+	run --policy "$WORK/p.yaml" -- /etc/hostname; [ "$RC" = 126 ] || fail "not executable -> $RC"
+	echo "version: 1
+bogus: 1" >"$WORK/bad.yaml"
+	run --policy "$WORK/bad.yaml" -- true; [ "$RC" = 125 ] || fail "bad policy -> $RC"
+	[ "$(grep -c . "$WORK/out")" = 1 ] || fail "bad policy: not one line: $(cat "$WORK/out")"
+	check_audit_common
+	;;
+*) fail "unknown case" ;;
+esac
+echo "PASS [$CASE]"
+exit 0
