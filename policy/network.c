@@ -168,7 +168,17 @@ bool netpol_path_match(const char *pattern, const char *path)
 		return false;
 	dp[0] = true;
 	for (size_t i = 0; i < pn;) {
-		if (pattern[i] == '*') {
+		if (pattern[i] == '*' && pattern[i + 1] == '*' && pattern[i + 2] == '/') {
+			/* "**" + "/": zero or more whole directories, so /usr/[**]/git
+			 * also matches /usr/git. */
+			bool seen = dp[0];
+			nx[0] = dp[0];
+			for (size_t j = 1; j <= sn; j++) {
+				nx[j] = dp[j] || (seen && path[j - 1] == '/');
+				seen = seen || dp[j];
+			}
+			i += 3;
+		} else if (pattern[i] == '*') {
 			bool dstar = pattern[i + 1] == '*';
 			nx[0] = dp[0];
 			for (size_t j = 1; j <= sn; j++)
