@@ -7,6 +7,7 @@
 #undef flow_tuple
 
 #include <dirent.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -722,6 +723,32 @@ fail:
 	free(s->sandbox_cgroup);
 	free(s);
 	return r;
+}
+
+int identity_local_default_expected(char out[65], char *path, size_t path_size)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -errno;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -EINVAL;
+	*slash = '\0';
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof(p), "%s/proc-supervisor", self);
+	if (path)
+		strscpy(path, p, path_size);
+	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uint8_t h[32];
+	int r = exe_hash_fd(fd, h);
+	if (r < 0)
+		return r;
+	hex_encode(h, 32, out);
+	return 0;
 }
 
 const char *identity_local_anchor_error(const struct identity_strategy *base)

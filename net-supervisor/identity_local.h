@@ -55,6 +55,12 @@ struct identity_local_config {
 int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 		       struct identity_strategy **out);
 
+/* The default expected anchor digest: SHA-256 of the proc-supervisor
+ * installed beside this executable (dirname(/proc/self/exe)/proc-supervisor).
+ * path (may be NULL) receives that path. BLOCKING (hashes a file): call at
+ * startup, before the loop runs. -errno when it cannot be read. */
+int identity_local_default_expected(char out[65], char *path, size_t path_size);
+
 /* The last reason the anchor was refused or lost ("" when none). */
 const char *identity_local_anchor_error(const struct identity_strategy *s);
 

@@ -17,8 +17,8 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: ident_anchor SOCKPATH|- WORKLOAD_BIN PORT MODE\n");
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr, "usage: ident_anchor SOCKPATH|- WORKLOAD_BIN PORT MODE [ADDR]\n");
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
 	if (w == 0) {
 		if (lfd >= 0)
 			close(lfd);
-		execl(argv[2], argv[2], argv[3], argv[4], (char *)NULL);
+		execl(argv[2], argv[2], argv[3], argv[4], argc == 6 ? argv[5] : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	time_t end = time(NULL) + 60;

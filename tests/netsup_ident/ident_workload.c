@@ -1,5 +1,5 @@
 /* Workload for test_ident_local: forks a child that connects to
- * 127.0.0.1:PORT. MODE "hold": the child keeps the socket until EOF (or
+ * 127.0.0.1:PORT (or ADDR:PORT, third argument). MODE "hold": the child keeps the socket until EOF (or
  * 20 s); "exit": the child closes and exits at once. The parent waits for
  * the child, so the chain is anchor -> workload -> workload. "hold:N": the
  * child opens N connections and holds them all (benchmarks). */
@@ -16,8 +16,9 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
+	if (argc != 3 && argc != 4)
 		return 2;
+	const char *addr = argc == 4 ? argv[3] : "127.0.0.1";
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	pid_t c = fork();
 	if (c < 0)
@@ -26,7 +27,7 @@ int main(int argc, char **argv)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(20);
 		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
-		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		inet_pton(AF_INET, addr, &sa.sin_addr);
 		int many = strncmp(argv[2], "hold:", 5) == 0 ? atoi(argv[2] + 5) : 1;
 		int fd = -1;
 		for (int i = 0; i < (many > 0 ? many : 1); i++) {

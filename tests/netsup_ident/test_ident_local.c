@@ -26,6 +26,7 @@
 #include "net-supervisor/netpolicy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
+#include "topology/netns.h"
 
 static char g_dir[256], g_anchor_bin[600], g_workload_bin[600];
 static char g_anchor_sha[65], g_workload_sha[65];
@@ -438,6 +439,102 @@ static void test_exited(uv_loop_t *loop, int lfd, int port)
 	kill_child(a);
 }
 
+/* Combined topology shape: the workload in its own netns behind a veth,
+ * the proxy's listener in another one. sock_diag must run in the
+ * workload's netns (/proc/<anchor>/ns/net): without it the client socket
+ * is not found. Both namespaces are anonymous (gone with their fds and
+ * processes); TEST-NET-2 addresses only. */
+static void test_netns(uv_loop_t *loop)
+{
+	struct netns pa = NETNS_INIT, wb = NETNS_INIT;
+	struct topology_error err = { 0 };
+	char va[16], vb[16];
+	snprintf(va, sizeof(va), "tia%d", (int)(getpid() % 100000));
+	snprintf(vb, sizeof(vb), "tib%d", (int)(getpid() % 100000));
+	int lfd = -1, c = -1;
+	pid_t a = -1;
+	struct identity_strategy *s = NULL;
+	if (netns_create(NULL, &pa, &err) < 0 || netns_create(NULL, &wb, &err) < 0 ||
+	    netns_veth_create(pa.fd, va, wb.fd, vb, &err) < 0 ||
+	    netns_addr_add(pa.fd, va, "198.51.100.1/24", &err) < 0 ||
+	    netns_addr_add(wb.fd, vb, "198.51.100.2/24", &err) < 0 || netns_link_up(pa.fd, va, &err) < 0 ||
+	    netns_link_up(wb.fd, vb, &err) < 0) {
+		CHECK(0, "netns setup: %s", err.msg);
+		goto out;
+	}
+	lfd = netns_socket(pa.fd, AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "198.51.100.1", &sa.sin_addr);
+	socklen_t l = sizeof(sa);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 8) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &l) < 0) {
+		CHECK(0, "listener in the proxy netns");
+		goto out;
+	}
+	char ps[16];
+	snprintf(ps, sizeof(ps), "%d", ntohs(sa.sin_port));
+	a = fork();
+	if (a == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (netns_enter(wb.fd) < 0)
+			_exit(126);
+		execl(g_anchor_bin, g_anchor_bin, "-", g_workload_bin, ps, "hold", "198.51.100.1", (char *)NULL);
+		_exit(127);
+	}
+	if (a > 0 && g_n_children < 64)
+		g_children[g_n_children++] = a;
+	struct flow_tuple t;
+	c = accept_within(lfd, 5000, &t);
+	CHECK(c >= 0, "the workload did not connect across the veth");
+	if (c < 0)
+		goto out;
+	/* Our own netns: the client socket is not there. */
+	struct watch w;
+	s = make(loop, a, NULL, g_anchor_sha, &w);
+	if (!s)
+		goto out;
+	CHECK(run_until(loop, &w.anchored, 5000), "never anchored");
+	struct box b;
+	enum reason r = resolve(loop, s, &t, &b);
+	CHECK(r == REASON_IDENTITY_UNAVAILABLE, "without --workload-netns: %s",
+	      r < REASON__COUNT ? reason_word(r) : "no answer");
+	flow_identity_free(b.id);
+	destroy(loop, s);
+	/* In the workload's netns: found. */
+	char nsp[64];
+	snprintf(nsp, sizeof(nsp), "/proc/%d/ns/net", (int)a);
+	memset(&w, 0, sizeof(w));
+	struct identity_local_config cfg = { .anchor_pid = a, .expected_sha256 = g_anchor_sha,
+					     .workload_netns = nsp };
+	s = NULL;
+	int rr = identity_local_new(loop, &cfg, &s);
+	CHECK(rr == 0, "identity_local_new with netns: %s", strerror(-rr));
+	if (!s)
+		goto out;
+	s->on_anchor = on_anchor;
+	s->on_anchor_data = &w;
+	CHECK(run_until(loop, &w.anchored, 5000), "never anchored");
+	r = resolve(loop, s, &t, &b);
+	CHECK(r == REASON_OK, "with --workload-netns: %s", r < REASON__COUNT ? reason_word(r) : "no answer");
+	if (r == REASON_OK)
+		CHECK(ends_with(b.id->binary_path, "/ident_workload") && b.id->n_ancestors == 1, "identity %s",
+		      b.id->binary_path);
+	flow_identity_free(b.id);
+out:
+	if (s)
+		destroy(loop, s);
+	if (c >= 0)
+		close(c);
+	if (lfd >= 0)
+		close(lfd);
+	if (a > 0)
+		kill_child(a);
+	if (pa.fd >= 0)
+		netns_link_delete(pa.fd, va, NULL);
+	netns_close(&pa);
+	netns_close(&wb);
+}
+
 int main(int argc, char **argv)
 {
 	int bench = 0;
@@ -477,6 +574,7 @@ int main(int argc, char **argv)
 	test_resolves(&loop, lfd, port, true, bench);
 	test_wrong_hash(&loop, lfd, port);
 	test_exited(&loop, lfd, port);
+	test_netns(&loop);
 	if (bench > 0)
 		bench_distinct(&loop, lfd, port, bench > 400 ? 400 : bench);
 
