@@ -603,7 +603,7 @@ static void test_not_ready(void **state)
 	assert_int_equal(atomic_load(&up_http.accepts), before);
 	proxy_stop(&p);
 	/* Anchor established later: 503 until then, 200 after. */
-	const char *late[] = { "--identity-static", "/usr/bin/curl", "--identity-static-anchor-delay-ms", "1500", NULL };
+	const char *late[] = { "--identity-static", "/usr/bin/curl", "--identity-static-anchor-delay-ms", "800", NULL };
 	proxy_start(&p, NULL, late);
 	connect_req(p.port, dest, buf, sizeof(buf));
 	expect_reason(buf, 503, "not_ready");
@@ -687,7 +687,7 @@ static void half_close_and_bulk(const char *const *extra)
 		got++;
 	}
 	assert_int_equal(status_of(buf), 200);
-	size_t total = 8u << 20;
+	size_t total = 4u << 20;
 	unsigned char *data = malloc(total), *back = malloc(total);
 	for (size_t i = 0; i < total; i++)
 		data[i] = (unsigned char)(i * 2654435761u >> 13);
