@@ -52,6 +52,13 @@ void proto_conn_close(struct proto_conn *c, int err)
 		return;
 	c->closing = true;
 	c->close_err = err;
+	/* Best effort for frames still coalescing: what was sent before a
+	 * close goes out if the socket takes it now (as a plain uv_write would
+	 * have); uv_close cancels whatever is still queued. */
+	if (c->pend_len && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0) {
+		uv_buf_t b = uv_buf_init((char *)c->pend, (unsigned)c->pend_len);
+		(void)uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
+	}
 	uv_timer_stop(&c->timer);
 	uv_close((uv_handle_t *)&c->timer, handle_closed);
 	uv_close((uv_handle_t *)&c->pipe, handle_closed);

@@ -52,7 +52,9 @@ int proto_conn_accept(uv_stream_t *server, const struct proto_conn_opts *opts,
 int proto_conn_send(struct proto_conn *c, const struct ctl_msg *m);
 /* Require the next complete message within read_deadline_ms. */
 void proto_conn_expect(struct proto_conn *c);
-/* Idempotent; on_close follows from the loop. */
+/* Idempotent; on_close follows from the loop. Frames queued but not yet
+ * written are sent if the socket accepts them at once, else dropped: to be
+ * sure the peer got the last message, wait for it to close (or linger). */
 void proto_conn_close(struct proto_conn *c, int err);
 bool proto_conn_is_closing(const struct proto_conn *c);
 int proto_conn_fd(const struct proto_conn *c);

@@ -22,6 +22,7 @@
 
 #include "common/util.h"
 #include "proto/client.h"
+#include "proto/conn.h"
 #include "proto/frame.h"
 #include "proto/message.h"
 #include "proto/server.h"
@@ -794,6 +795,41 @@ static void test_silent_server(void **state)
 	fix_free(&f);
 }
 
+static void noop_close(struct proto_conn *c, int err, void *ud) { *(int *)ud = 1; }
+
+/* Frames sent back to back (the later ones coalescing behind the first
+ * write) and a close right after: the peer still receives all of them. */
+static void test_send_then_close(void **state)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	int closed = 0;
+	struct proto_conn_cbs cbs = { .on_close = noop_close };
+	struct proto_conn *c;
+	assert_int_equal(proto_conn_open(&loop, sv[0], NULL, &cbs, &closed, &c), 0);
+	for (int i = 1; i <= 3; i++) {
+		struct ctl_msg m = { .kind = CTL_EXEC_SIGNAL };
+		m.u.exec_signal.signo = i;
+		assert_int_equal(proto_conn_send(c, &m), 0);
+	}
+	proto_conn_close(c, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(closed, 1);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	struct frame_decoder d;
+	frame_decoder_init(&d, 0);
+	int frames = 0;
+	uint8_t buf[4096];
+	ssize_t k;
+	while ((k = read(sv[1], buf, sizeof(buf))) > 0)
+		assert_int_equal(frame_decoder_feed(&d, buf, (size_t)k, count_frame, &frames), 0);
+	assert_int_equal(frames, 3);
+	frame_decoder_free(&d);
+	close(sv[1]);
+}
+
 static int group_setup(void **state)
 {
 	strcpy(sockdir, "/tmp/tether-proto-XXXXXX");
@@ -830,6 +866,7 @@ int main(void)
 		cmocka_unit_test(test_peer_pidfd_fallback),
 		cmocka_unit_test(test_tcp_loopback),
 		cmocka_unit_test(test_silent_server),
+		cmocka_unit_test(test_send_then_close),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
