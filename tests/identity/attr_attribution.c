@@ -692,6 +692,83 @@ static void test_cache_revalidation(void **state)
 	close(srv.fd);
 }
 
+/* cache revalidation under pid reuse: the cached holder dies and a new
+ * process is given its pid (clone3 set_tid) while holding the same socket
+ * at the same fd. The entry's procref key no longer matches, so the cache
+ * must not answer; the scan finds the newcomer, under its own key. */
+static void test_cache_pid_reuse(void **state)
+{
+	struct server srv;
+	struct flow_tuple t;
+	uint64_t cookie;
+	struct kid a;
+	struct holder_list hl;
+	struct sockdiag_result res;
+
+	server_open(&srv, AF_INET, IPPROTO_TCP);
+	int fd = connect_to(&srv, true, &t, &cookie); /* inherited by a and b */
+	assert_true(fd >= 0);
+	kid_start(&a, KID_HOLD, &srv, -1);
+	struct sockdiag *sd = sockdiag_open();
+	struct holders *h = holders_new(&caps, 16);
+	assert_non_null(sd);
+	assert_non_null(h);
+	assert_int_equal(sockdiag_lookup(sd, &t, &res), 0);
+
+	pid_t m[] = { a.pid };
+	char key_a[PROCREF_KEY_MAX];
+	assert_int_equal(holders_find(h, res.inode, res.cookie, m, 1, &hl), 0);
+	assert_int_equal(hl.n, 1);
+	snprintf(key_a, sizeof(key_a), "%s", hl.refs[0].key);
+	holder_list_release(&hl);
+	assert_int_equal(holders_find(h, res.inode, res.cookie, m, 1, &hl), 0);
+	assert_true(hl.from_cache);
+	holder_list_release(&hl);
+
+	pid_t old = a.pid;
+	kid_stop(&a);
+	/* pid_start keys (forced fallback) are only as fine as the 10 ms
+	 * start_time tick: make the newcomer's tick differ. */
+	usleep(30 * 1000);
+	struct tether_clone_args ca = {
+		.exit_signal = SIGCHLD,
+		.set_tid = (uint64_t)(uintptr_t)&old,
+		.set_tid_size = 1,
+	};
+	pid_t b = sys_clone3(&ca, sizeof(ca));
+	if (b == 0) {
+		alarm(30);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	if (b < 0) {
+		/* No CAP_SYS_ADMIN over our pid namespace, or the pid was
+		 * taken meanwhile: nothing to test here. */
+		sockdiag_close(sd);
+		holders_free(h);
+		close(fd);
+		close(srv.fd);
+		skip();
+	}
+	track(b);
+	assert_int_equal(b, old);
+
+	assert_int_equal(holders_find(h, res.inode, res.cookie, m, 1, &hl), 0);
+	assert_false(hl.from_cache);
+	assert_int_equal(hl.n, 1);
+	assert_int_equal(hl.refs[0].pid, b);
+	assert_string_not_equal(hl.refs[0].key, key_a);
+	holder_list_release(&hl);
+
+	kill(b, SIGKILL);
+	reap(b);
+	sockdiag_close(sd);
+	holders_free(h);
+	close(fd);
+	close(srv.fd);
+}
+
 /* Bad input fails closed, never crashes. */
 static void test_bad_input(void **state)
 {
@@ -743,6 +820,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shared_socket, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fd_handoff, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_revalidation, setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_cache_pid_reuse, setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
