@@ -1,6 +1,6 @@
 /* The per-sandbox cgroup v2: <parent>/tether-<pid>/workload.
  *
- * Children are placed into `workload` atomically with CLONE_INTO_CGROUP,
+ * Children place themselves into `workload` before exec (spawn.h),
  * which a non-root workload cannot leave (it was not delegated), so
  * cgroup.kill ends the whole tree, daemons and double-forked orphans
  * included. <parent> is the supervisor's own cgroup (so a delegated
@@ -20,7 +20,7 @@ struct sandbox_cgroup {
 	bool active;
 	char base[PATH_MAX];     /* <parent>/tether-<pid> (created by us) */
 	char workload[PATH_MAX]; /* base/workload */
-	int workload_fd;         /* O_DIRECTORY, for CLONE_INTO_CGROUP; -1 */
+	int workload_fd;         /* O_PATH directory fd (the spawner opens cgroup.procs from it); -1 */
 };
 
 /* Parse "auto" | "none" | PATH. */

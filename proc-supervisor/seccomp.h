@@ -3,7 +3,7 @@
  * The filter is compiled with libseccomp in the supervisor (where malloc is
  * safe) into a plain BPF program; the spawned child installs that program
  * with the raw seccomp(2) syscall, which is async-signal-safe, so nothing
- * between clone3 and execve allocates. Default action: allow. Each deny rule
+ * between clone and execve allocates. Default action: allow. Each deny rule
  * and why it exists is listed in docs/threat-model.md; the table in
  * seccomp.c is the single source of truth for both.
  *

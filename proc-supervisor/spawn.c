@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <termios.h>
 
@@ -114,7 +115,6 @@ enum child_step {
 	STEP_LANDLOCK,
 	STEP_SECCOMP,
 	STEP_SEND_LISTENER,
-	STEP_WAIT_ACK,
 	STEP_EXECVE,
 };
 
@@ -134,7 +134,6 @@ static const char *step_name(int step)
 	case STEP_LANDLOCK: return "landlock";
 	case STEP_SECCOMP: return "seccomp";
 	case STEP_SEND_LISTENER: return "send listener";
-	case STEP_WAIT_ACK: return "wait for ack";
 	case STEP_EXECVE: return "execve";
 	}
 	return "?";
@@ -147,6 +146,7 @@ struct child_msg {
 };
 #define MSG_ERROR 1
 #define MSG_LISTENER 2
+#define MSG_CGROUP 3 /* step = 1 joined the sandbox cgroup, 0 not (err says why) */
 
 static _Noreturn void child_fail(int sock, int step, int err)
 {
@@ -178,7 +178,7 @@ static int drop_ptrace_cap(void)
 }
 
 static _Noreturn void child_run(const struct spawn_opts *o, const char *path, char *const *envp, int sock,
-				pid_t parent)
+				pid_t parent, int cg_procs)
 {
 	/* 1. Signals: default dispositions (ignored ones too); the mask stays
 	 * full (inherited from the blocked parent) until just before execve. */
@@ -187,6 +187,17 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 			continue;
 		struct sigaction sa = { .sa_handler = SIG_DFL };
 		(void)sigaction(s, &sa, NULL); /* EINVAL for libc-reserved ones */
+	}
+
+	/* Into the sandbox cgroup before anything of the workload runs (vfork
+	 * clone has no CLONE_INTO_CGROUP; moving ourselves first is as good:
+	 * no workload code exists yet). A failure means lineage membership. */
+	if (cg_procs >= 0) {
+		struct child_msg cm = { .kind = MSG_CGROUP, .step = 1 };
+		if (write(cg_procs, "0", 1) != 1)
+			cm.step = 0, cm.err = errno;
+		(void)!write(sock, &cm, sizeof(cm));
+		close(cg_procs);
 	}
 
 	/* 2. Session. */
@@ -273,14 +284,11 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 			memcpy(CMSG_DATA(c), &lfd, sizeof(int));
 			if (sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(m))
 				child_fail(sock, STEP_SEND_LISTENER, errno);
+			/* No ack to wait for (the parent is suspended until execve,
+			 * CLONE_VFORK): the listener in flight is held by the socket,
+			 * so notifications queue until the supervisor receives it, and
+			 * fail (ENOSYS) if it never does. */
 			close(lfd);
-			char ack;
-			ssize_t n;
-			do
-				n = read(sock, &ack, 1);
-			while (n < 0 && errno == EINTR);
-			if (n != 1)
-				child_fail(sock, STEP_WAIT_ACK, n < 0 ? errno : EPIPE);
 		} else if ((r = workload_filter_install(o->filter)) < 0)
 			child_fail(sock, STEP_SECCOMP, -r);
 	}
@@ -290,6 +298,21 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	execve(path, o->argv, envp);
 	child_fail(sock, STEP_EXECVE, errno);
+}
+
+struct child_args {
+	const struct spawn_opts *o;
+	const char *path;
+	char *const *envp;
+	int sock;
+	pid_t parent;
+	int cg_procs;
+};
+
+static int child_entry(void *arg)
+{
+	const struct child_args *a = arg;
+	child_run(a->o, a->path, a->envp, a->sock, a->parent, a->cg_procs);
 }
 
 /* ---- the parent side ---- */
@@ -370,38 +393,43 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 	_cleanup_close_ int sock = sv[0];
 	int child_sock = sv[1];
 
-	int pidfd = -1;
-	struct tether_clone_args ca = {
-		.flags = CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)&pidfd,
-		.exit_signal = SIGCHLD,
-	};
-	if (o->cgroup_fd >= 0) {
-		ca.flags |= CLONE_INTO_CGROUP;
-		ca.cgroup = (uint64_t)o->cgroup_fd;
+	/* The cgroup.procs fd the child writes itself into. */
+	int cg_procs = -1;
+	if (o->cgroup_fd >= 0)
+		cg_procs = openat(o->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+
+	/* vfork-style: the child shares our memory and we sleep until it has
+	 * exec'd or exited, like posix_spawn; no page-table copy. It runs on
+	 * its own stack, with every signal blocked (our handlers are libuv's). */
+	const size_t stack_size = 256 * 1024, guard = 4096;
+	char *stack = mmap(NULL, stack_size + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		r = -errno;
+		if (cg_procs >= 0)
+			close(cg_procs);
+		close(child_sock);
+		set_error(err, 127, "stack", -r, prog);
+		return r;
 	}
-	pid_t parent = getpid();
+	(void)mprotect(stack, guard, PROT_NONE);
+	struct child_args ca = { .o = o, .path = res->path, .envp = envp, .sock = child_sock, .parent = getpid(),
+				 .cg_procs = cg_procs };
+	int pidfd = -1;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = sys_clone3(&ca, sizeof(ca));
-	if (pid < 0 && o->cgroup_fd >= 0) {
-		/* e.g. EBUSY (controllers in a threaded subtree) or an old kernel:
-		 * fall back to lineage membership for this child. */
-		ca.flags &= ~CLONE_INTO_CGROUP;
-		ca.cgroup = 0;
-		pid = sys_clone3(&ca, sizeof(ca));
-	} else if (pid >= 0)
-		res->in_cgroup = o->cgroup_fd >= 0;
-	if (pid == 0) {
-		close(sv[0]);
-		child_run(o, res->path, envp, child_sock, parent);
-	}
+	pid_t pid = clone(child_entry, stack + stack_size + guard, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &ca,
+			  &pidfd);
+	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	munmap(stack, stack_size + guard);
 	close(child_sock);
+	if (cg_procs >= 0)
+		close(cg_procs);
 	if (pid < 0) {
-		set_error(err, 127, "clone3", -pid, prog);
-		return pid;
+		r = -clone_errno;
+		set_error(err, 127, "clone", clone_errno, prog);
+		return r;
 	}
 	res->pid = pid;
 	res->pidfd = pidfd;
@@ -427,12 +455,10 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 		}
 		if (m.kind == MSG_LISTENER && fd >= 0 && res->listener_fd < 0) {
 			res->listener_fd = fd;
-			char ack = 1;
-			if (write(sock, &ack, 1) != 1) {
-				r = -errno;
-				set_error(err, 127, "ack", -r, prog);
-				goto fail;
-			}
+			continue;
+		}
+		if (m.kind == MSG_CGROUP && fd < 0) {
+			res->in_cgroup = m.step == 1;
 			continue;
 		}
 		if (fd >= 0)

@@ -1,17 +1,22 @@
 /* The hardened spawner: every workload process starts here.
  *
  * spawn_process() resolves the program (PATH of the child's environment),
- * then clone3(CLONE_PIDFD [| CLONE_INTO_CGROUP]) with all signals blocked.
- * The child, in order: resets every signal disposition and the mask,
- * starts a session or process group, moves stdio into place, closes every
- * other fd except keep_fds, chdir, PR_SET_PDEATHSIG(SIGKILL),
- * PR_SET_NO_NEW_PRIVS, RLIMIT_CORE=0, drops CAP_SYS_PTRACE, enters the Landlock scope domain,
- * installs the seccomp program (with a listener that it hands to the parent
- * over SCM_RIGHTS, then waits for the ack), and execs. Between clone3 and
- * execve the child runs only async-signal-safe code (the supervisor may
- * have threads). Any failure is reported back over a CLOEXEC socket as
- * (step, errno) and the child exits 127; EOF on that socket means execve
- * succeeded. The call blocks until then (bounded by a timeout). */
+ * then clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD) on a private stack with
+ * all signals blocked - posix_spawn's shape (no page-table copy; we sleep
+ * until the child has exec'd or died) with a pidfd from birth. The child,
+ * in order: resets every signal disposition, writes itself into the
+ * sandbox cgroup's cgroup.procs (before any workload code exists: as good
+ * as CLONE_INTO_CGROUP, which vfork-style clone cannot use), starts a
+ * session or process group, moves stdio into place, closes every other fd
+ * except keep_fds, chdir, PR_SET_PDEATHSIG(SIGKILL), PR_SET_NO_NEW_PRIVS,
+ * RLIMIT_CORE=0, drops CAP_SYS_PTRACE, enters the Landlock scope domain,
+ * installs the seccomp program (with a listener it sends to the parent over
+ * SCM_RIGHTS: the in-flight fd keeps it alive until the parent, resumed
+ * after execve, receives it; no ack is possible or needed), restores the
+ * signal mask and execs. The child runs only async-signal-safe code and
+ * writes nothing but its own stack (it shares our memory). Failures come
+ * back over a CLOEXEC socket as (step, errno) and the child exits 127; EOF
+ * on that socket means execve succeeded. */
 #pragma once
 
 #include <stdbool.h>
@@ -39,15 +44,15 @@ struct spawn_opts {
 	int tty_fd;               /* SPAWN_FOREGROUND: the terminal (-1 none) */
 	const struct workload_filter *filter; /* NULL: no seccomp (--no-seccomp) */
 	int landlock_fd;          /* scope ruleset, -1 none */
-	int cgroup_fd;            /* CLONE_INTO_CGROUP target, -1 none */
-	int timeout_ms;           /* for the exec handshake; 0 => 5000 */
+	int cgroup_fd;            /* sandbox cgroup directory (O_PATH ok), -1 none */
+	int timeout_ms;           /* reading the child's report; 0 => 5000 */
 };
 
 struct spawn_result {
 	pid_t pid;
 	int pidfd;       /* owned by the caller */
 	int listener_fd; /* seccomp listener, owned by the caller; -1 when no filter */
-	bool in_cgroup;  /* CLONE_INTO_CGROUP succeeded */
+	bool in_cgroup;  /* the child joined the sandbox cgroup before exec */
 	char path[4096]; /* the program that was executed */
 };
 
