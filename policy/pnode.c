@@ -16,6 +16,7 @@ enum policy_layer pctx_layer(const struct pctx *ctx) { return ctx->layer; }
 const char *pctx_file(const struct pctx *ctx) { return ctx->file; }
 bool pctx_immutable(const struct pctx *ctx) { return ctx->immutable; }
 
+__attribute__((format(printf, 6, 0)))
 static void vformat_at(char *out, size_t size, const char *file, unsigned line, unsigned col,
 		       const char *fmt, va_list ap)
 {
