@@ -112,6 +112,49 @@ static int hash_file(const char *path, char hex[65], struct topology_error *err)
 	return 0;
 }
 
+/* The daemon's --help text (bounded), to learn which flags this build of
+ * it has: the launcher composes separately built binaries and must not
+ * pass a flag a daemon does not know. */
+static int help_text(const char *path, char *buf, size_t size)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int r = -errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return r;
+	}
+	if (pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(pfd[1], STDERR_FILENO);
+		execl(path, path, "--help", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	size_t got = 0;
+	unsigned long long deadline = mono_ms() + 3000;
+	for (;;) {
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+		int left = (int)(deadline - mono_ms());
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			break;
+		ssize_t n = read(pfd[0], buf + got, size - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == size - 1)
+			break;
+	}
+	buf[got] = '\0';
+	close(pfd[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
 /* A free TCP port on 127.0.0.1 in our netns (bound and released: the daemon
  * binds it a moment later; a clash makes it fail, which we report). */
 static int free_port(void)
@@ -161,6 +204,16 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	r = hash_file(p->procsup_path, p->procsup_sha256, err);
 	if (r < 0)
 		return r;
+	static char help[65536];
+	r = help_text(p->netsup_path, help, sizeof(help));
+	if (r < 0)
+		return topology_error_errno(err, r, "cannot run %s --help", p->netsup_path);
+	if (!strstr(help, "--anchor-pid") || !strstr(help, "--workload-netns"))
+		snprintf(p->unsupported, sizeof(p->unsupported),
+			 "%.3000s has no local identity strategy (--identity local --anchor-pid "
+			 "--workload-netns); this build cannot run the combined topology",
+			 p->netsup_path);
+	bool netsup_pins = strstr(help, "--anchor-sha256") != NULL;
 
 	/* Per-run names and a /30 picked by pid: concurrent runs get distinct
 	 * interfaces, and (mostly) distinct links; the fake internet of the
@@ -229,8 +282,12 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	v[n++] = "local";
 	v[n++] = "--anchor-pid";
 	v[n++] = p->anchor_pid;
-	v[n++] = "--anchor-sha256";
-	v[n++] = p->procsup_sha256;
+	/* Without the flag the net-supervisor pins the proc-supervisor
+	 * installed beside itself, which is the one we start. */
+	if (netsup_pins) {
+		v[n++] = "--anchor-sha256";
+		v[n++] = p->procsup_sha256;
+	}
 	v[n++] = "--workload-netns";
 	v[n++] = plan_keep(p, strdup(netns_path));
 	if (!v[n - 1])
@@ -286,6 +343,8 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 
 int launch_plan_write(const struct launch_config *cfg, const struct launch_plan *p, FILE *f)
 {
+	if (p->unsupported[0])
+		fprintf(f, "WARNING: %s\n", p->unsupported);
 	fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route)\n", p->netns_name,
 		p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner);
 	fprintf(f, "proxy: %s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url);
@@ -563,6 +622,8 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 	bool masked = false;
 
 	int r = launch_plan_resolve(cfg, &plan, err);
+	if (r >= 0 && plan.unsupported[0])
+		r = topology_error_set(err, -EOPNOTSUPP, "%s", plan.unsupported);
 	if (r < 0) {
 		launch_plan_done(&plan);
 		return r;

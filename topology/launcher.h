@@ -71,6 +71,7 @@ struct launch_plan {
 	const char *procsup_argv[LAUNCH_ARGV_MAX + 8];
 	const char *netsup_argv[LAUNCH_ARGV_MAX];
 	char anchor_pid[16];
+	char unsupported[3300];    /* non-empty: a daemon lacks what this topology needs (run refuses) */
 	char *strings[16];         /* owned strings the argv vectors point into */
 	size_t n_strings;
 };
