@@ -44,6 +44,20 @@ static void usage(FILE *out)
 "  -v, --verbose              debug logging\n"
 "  -h, --help\n"
 "\n"
+"Identity (which verified process owns a flow):\n"
+"  --identity local|delegated|static\n"
+"  local (combined, shared-pid, vm): the proc-supervisor shares our PID namespace\n"
+"    --anchor-pid PID|parent  the anchor (combined: our parent)\n"
+"    --anchor-socket unix:PATH  or the peer of this Unix socket (SO_PEERPIDFD)\n"
+"    --expected-anchor-sha256 HEX  the anchor image's digest (default: that of\n"
+"                             the proc-supervisor installed beside this binary)\n"
+"    --workload-netns PATH    netns of the workload's sockets (e.g. /proc/PID/ns/net)\n"
+"    --sandbox-cgroup PATH    members must also be in this cgroup (as /proc/PID/cgroup)\n"
+"  delegated (split, vm with a host-side proxy): signed contexts\n"
+"    --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT  the identity service\n"
+"    --provisioning-pubkey FILE  pinned provisioning key (repeatable, up to 4)\n"
+"  --identity-timeout MS      same as --identity-timeout-ms\n"
+"\n"
 "TESTING ONLY (no identity verification at all):\n"
 "  --identity-static PATH     every flow comes from binary PATH (identity_source\n"
 "                             \"static_test\"); the real strategies (local,\n"
@@ -58,7 +72,8 @@ static void usage(FILE *out)
 enum {
 	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
-	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE,
+	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS,
+	O_SBXCG, O_CONTROL, O_PROVPUB,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -104,6 +119,15 @@ int main(int argc, char **argv)
 		{ "install-fence", no_argument, NULL, O_FENCE },
 		{ "splice", no_argument, NULL, O_NOSPLICE },
 		{ "fence-allow-port", required_argument, NULL, O_FENCEPORT },
+		{ "identity", required_argument, NULL, O_IDMODE },
+		{ "identity-timeout", required_argument, NULL, O_IDTO },
+		{ "anchor-pid", required_argument, NULL, O_ANCPID },
+		{ "anchor-socket", required_argument, NULL, O_ANCSOCK },
+		{ "expected-anchor-sha256", required_argument, NULL, O_ANCSHA },
+		{ "workload-netns", required_argument, NULL, O_WNETNS },
+		{ "sandbox-cgroup", required_argument, NULL, O_SBXCG },
+		{ "control", required_argument, NULL, O_CONTROL },
+		{ "provisioning-pubkey", required_argument, NULL, O_PROVPUB },
 		{ "identity-static", required_argument, NULL, O_IDS },
 		{ "identity-static-sha256", required_argument, NULL, O_IDSHA },
 		{ "identity-static-ancestor", required_argument, NULL, O_IDANC },
@@ -191,6 +215,28 @@ int main(int argc, char **argv)
 				return 2;
 			fc.ports[fc.n_ports++] = (uint16_t)v;
 			break;
+		case O_IDMODE: cfg.identity_mode = optarg; break;
+		case O_ANCPID:
+			if (strcmp(optarg, "parent") == 0) {
+				cfg.anchor_pid = (int)getppid();
+			} else {
+				if (parse_u64("--anchor-pid", optarg, 4194304, &v) < 0 || v == 0)
+					return 2;
+				cfg.anchor_pid = (int)v;
+			}
+			break;
+		case O_ANCSOCK: cfg.anchor_socket = optarg; break;
+		case O_ANCSHA: cfg.expected_anchor_sha256 = optarg; break;
+		case O_WNETNS: cfg.workload_netns = optarg; break;
+		case O_SBXCG: cfg.sandbox_cgroup = optarg; break;
+		case O_CONTROL: cfg.control = optarg; break;
+		case O_PROVPUB:
+			if (cfg.n_provisioning_pubkey >= 4) {
+				log_error("at most 4 --provisioning-pubkey");
+				return 2;
+			}
+			cfg.provisioning_pubkey[cfg.n_provisioning_pubkey++] = optarg;
+			break;
 		case O_IDS: cfg.identity_static = optarg; break;
 		case O_IDSHA: cfg.identity_static_sha256 = optarg; break;
 		case O_IDANC:
@@ -219,6 +265,35 @@ int main(int argc, char **argv)
 	}
 	if (cfg.n_listen == 0)
 		cfg.listen[cfg.n_listen++] = "127.0.0.1:3128";
+	if (cfg.identity_mode) {
+		const char *m = cfg.identity_mode;
+		if (strcmp(m, "local") && strcmp(m, "delegated") && strcmp(m, "static")) {
+			log_error("--identity must be local, delegated or static");
+			return 2;
+		}
+		if (!strcmp(m, "static") && !cfg.identity_static) {
+			log_error("--identity static needs --identity-static PATH (testing only)");
+			return 2;
+		}
+		if (strcmp(m, "static") && cfg.identity_static) {
+			log_error("--identity-static is only for --identity static");
+			return 2;
+		}
+		if (!strcmp(m, "local") && (cfg.anchor_pid > 0) == (cfg.anchor_socket != NULL)) {
+			log_error("--identity local needs exactly one of --anchor-pid, --anchor-socket");
+			return 2;
+		}
+		if (!strcmp(m, "local") && cfg.expected_anchor_sha256 &&
+		    (strlen(cfg.expected_anchor_sha256) != 64 ||
+		     strspn(cfg.expected_anchor_sha256, "0123456789abcdefABCDEF") != 64)) {
+			log_error("--expected-anchor-sha256 needs 64 hex digits");
+			return 2;
+		}
+		if (!strcmp(m, "delegated") && (!cfg.control || cfg.n_provisioning_pubkey == 0)) {
+			log_error("--identity delegated needs --control ENDPOINT and --provisioning-pubkey FILE");
+			return 2;
+		}
+	}
 	if (cfg.identity_static && cfg.identity_static[0] != '/') {
 		log_error("--identity-static needs an absolute path");
 		return 2;

@@ -9,6 +9,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/admin.h"
+#include "net-supervisor/identity_delegated.h"
+#include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
 
 void netsup_config_defaults(struct netsup_config *cfg)
@@ -121,6 +123,84 @@ static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 	json_object_set_new(o, "anchor", json_string(s->anchor_desc));
 	netsup_audit(ns, anchored ? "anchor_established" : "anchor_lost", o);
 	netsup_update_ready(ns);
+}
+
+/* local: the anchor was refused or lost (wrong digest, gone, ...). */
+static void on_local_refused(enum reason why, const char *detail, void *data)
+{
+	struct netsup *ns = data;
+	json_t *o = json_object();
+	json_object_set_new(o, "strategy", json_string("local"));
+	json_object_set_new(o, "reason", json_string(reason_word(why)));
+	json_object_set_new(o, "detail", json_string(detail));
+	netsup_audit(ns, "anchor_refused", o);
+}
+
+/* delegated: a new certificate replaced the previous instance. */
+static void on_delegated_event(enum anchor_event_kind kind, const char *word, const char *desc,
+			       void *data)
+{
+	struct netsup *ns = data;
+	if (kind != ANCHOR_CHANGED)
+		return; /* established/lost are audited by on_anchor */
+	json_t *o = json_object();
+	json_object_set_new(o, "strategy", json_string("delegated"));
+	json_object_set_new(o, "kind", json_string(word));
+	json_object_set_new(o, "anchor", json_string(desc));
+	netsup_audit(ns, "anchor_changed", o);
+}
+
+static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)
+{
+	if (strcmp(cfg->identity_mode, "local") == 0) {
+		char expected[65], path[4096] = "";
+		const char *exp = cfg->expected_anchor_sha256;
+		if (!exp) {
+			int r = identity_local_default_expected(expected, path, sizeof(path));
+			if (r < 0) {
+				log_error("local identity: no --expected-anchor-sha256 and cannot hash %s: %s",
+					  path[0] ? path : "the proc-supervisor beside this executable",
+					  strerror(-r));
+				return r;
+			}
+			log_info("local identity: expecting the anchor image of %s (sha256 %s)", path, expected);
+			exp = expected;
+		}
+		struct identity_local_config lc = {
+			.anchor_pid = cfg->anchor_pid,
+			.anchor_socket = cfg->anchor_socket,
+			.expected_sha256 = exp,
+			.workload_netns = cfg->workload_netns,
+			.sandbox_cgroup = cfg->sandbox_cgroup,
+			.on_anchor_refused = on_local_refused,
+			.data = ns,
+		};
+		int r = identity_local_new(loop, &lc, &ns->identity);
+		if (r < 0)
+			log_error("local identity strategy: %s", strerror(-r));
+		return r;
+	}
+	struct pub_key keys[4];
+	for (size_t i = 0; i < cfg->n_provisioning_pubkey; i++) {
+		int r = provkey_load_public(cfg->provisioning_pubkey[i], &keys[i]);
+		if (r < 0) {
+			log_error("cannot load provisioning public key %s: %s", cfg->provisioning_pubkey[i],
+				  strerror(-r));
+			return r;
+		}
+	}
+	struct identity_delegated_config dc = {
+		.endpoint = cfg->control,
+		.pinned = keys,
+		.n_pinned = cfg->n_provisioning_pubkey,
+		.request_timeout_ms = cfg->identity_timeout_ms,
+		.on_anchor_event = on_delegated_event,
+		.data = ns,
+	};
+	int r = identity_delegated_new(loop, &dc, &ns->identity);
+	if (r < 0)
+		log_error("delegated identity strategy (%s): %s", cfg->control, strerror(-r));
+	return r;
 }
 
 static void on_policy(struct policystore *ps, bool ok, const char *msg, void *data)
@@ -236,9 +316,17 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 		ns->identity->on_anchor_data = ns;
 		if (ns->identity->anchored)
 			on_anchor(ns->identity, true, ns);
+	} else if (cfg->identity_mode && strcmp(cfg->identity_mode, "static") != 0) {
+		r = identity_real_new(ns, loop, cfg);
+		if (r < 0)
+			return r;
+		ns->identity->on_anchor = on_anchor;
+		ns->identity->on_anchor_data = ns;
+		if (ns->identity->anchored)
+			on_anchor(ns->identity, true, ns);
 	} else {
-		log_warn("no identity strategy configured (the local and delegated strategies are not "
-			 "built yet): not ready, every connection gets 503 not_ready");
+		log_warn("no identity strategy configured (--identity local|delegated): not ready, "
+			 "every connection gets 503 not_ready");
 	}
 	for (size_t i = 0; i < cfg->n_listen; i++) {
 		r = proxy_listen(ns, cfg->listen[i], &ns->listeners[ns->n_listeners]);

@@ -47,6 +47,18 @@ struct netsup_config {
 	size_t n_identity_static_ancestors;
 	uint64_t identity_static_delay_ms;
 	uint64_t identity_static_anchor_delay_ms;
+	/* The real strategies (identity_local.h, identity_delegated.h).
+	 * identity_mode: "local", "delegated", "static" or NULL (static when
+	 * identity_static is set, else none). */
+	const char *identity_mode;
+	int anchor_pid;                        /* local: > 0 */
+	const char *anchor_socket;             /* local: unix:PATH */
+	const char *expected_anchor_sha256;    /* local: NULL = the proc-supervisor beside us */
+	const char *workload_netns;            /* local: sock_diag netns (nsfs path) */
+	const char *sandbox_cgroup;            /* local: optional cgroup membership */
+	const char *control;                   /* delegated: endpoint */
+	const char *provisioning_pubkey[4];    /* delegated: pinned key files */
+	size_t n_provisioning_pubkey;
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
