@@ -2,12 +2,14 @@
  * container init (no control channel yet). */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "proc-supervisor/exec_gateway.h"
 #include "proc-supervisor/supervisor.h"
 
 static void usage(FILE *f)
@@ -33,6 +35,13 @@ static void usage(FILE *f)
 		"  --policy FILE          env boundary policy (command layer; repeatable)\n"
 		"  --agent NAME           agent preset for the env boundary\n"
 		"  --proxy URL            proxy URL children get in HTTP(S)_PROXY/ALL_PROXY\n"
+		"  --exec-socket PATH     exec gateway (tether exec): sessions as our own children\n"
+		"  --exec-allow-uid UID   peer uid allowed on the exec/status sockets (repeatable;\n"
+		"                         default: our own euid only)\n"
+		"  --exec-allow-gid GID   peer primary gid allowed (repeatable)\n"
+		"  --status-socket PATH   the supervised tree as JSON (tether ps)\n"
+		"  --control ENDPOINT     identity service: unix:PATH | tcp:HOST:PORT | vsock:CID:PORT\n"
+		"  --provisioning-key FILE  signs the anchor certificate (required with --control)\n"
 		"  --debug-registry FILE  at exit, write the connect attributions as JSON\n"
 		"  --list-seccomp         print the workload seccomp rules and exit\n"
 		"  -v, --verbose          debug logging\n"
@@ -52,7 +61,9 @@ int main(int argc, char **argv)
 	struct procsup_config cfg = { .grace_s = 10, .cgroup_mode = CGROUP_MODE_AUTO };
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
-	       OPT_POLICY, OPT_AGENT, OPT_PROXY };
+	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
+	       OPT_CONTROL, OPT_PROV_KEY };
+	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
 	static const struct option opts[] = {
@@ -68,6 +79,12 @@ int main(int argc, char **argv)
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "agent", required_argument, NULL, OPT_AGENT },
 		{ "proxy", required_argument, NULL, OPT_PROXY },
+		{ "exec-socket", required_argument, NULL, OPT_EXEC_SOCKET },
+		{ "exec-allow-uid", required_argument, NULL, OPT_EXEC_UID },
+		{ "exec-allow-gid", required_argument, NULL, OPT_EXEC_GID },
+		{ "status-socket", required_argument, NULL, OPT_STATUS_SOCKET },
+		{ "control", required_argument, NULL, OPT_CONTROL },
+		{ "provisioning-key", required_argument, NULL, OPT_PROV_KEY },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -126,6 +143,36 @@ int main(int argc, char **argv)
 		case OPT_PROXY:
 			cfg.proxy_url = optarg;
 			break;
+		case OPT_EXEC_SOCKET:
+			svc.exec_socket = optarg;
+			break;
+		case OPT_EXEC_UID:
+		case OPT_EXEC_GID: {
+			char *end;
+			errno = 0;
+			unsigned long v = strtoul(optarg, &end, 10);
+			bool uid = c == OPT_EXEC_UID;
+			size_t *n = uid ? &svc.n_allow_uids : &svc.n_allow_gids;
+			if (errno || *end || end == optarg || v > 0xfffffffeUL || *n == PROCSUP_SVC_MAX_IDS) {
+				fprintf(stderr, "proc-supervisor: --exec-allow-%s: a numeric id (at most %d): %s\n",
+					uid ? "uid" : "gid", PROCSUP_SVC_MAX_IDS, optarg);
+				return 2;
+			}
+			if (uid)
+				svc.allow_uids[(*n)++] = (uid_t)v;
+			else
+				svc.allow_gids[(*n)++] = (gid_t)v;
+			break;
+		}
+		case OPT_STATUS_SOCKET:
+			svc.status_socket = optarg;
+			break;
+		case OPT_CONTROL:
+			svc.control = optarg;
+			break;
+		case OPT_PROV_KEY:
+			svc.provisioning_key = optarg;
+			break;
 		case OPT_LIST_SECCOMP:
 			list_seccomp();
 			return 0;
@@ -151,6 +198,13 @@ int main(int argc, char **argv)
 	int r = procsup_init(&ps, &cfg);
 	if (r < 0) {
 		fprintf(stderr, "proc-supervisor: setup failed: %s\n", strerror(-r));
+		procsup_destroy(&ps);
+		return 125;
+	}
+	/* Services first, so an exec session or an identity request can come
+	 * in as soon as the workload runs. */
+	r = procsup_services_start(&ps, &svc);
+	if (r < 0) {
 		procsup_destroy(&ps);
 		return 125;
 	}
