@@ -2,7 +2,9 @@
  * 127.0.0.1:PORT (or ADDR:PORT, third argument). MODE "hold": the child keeps the socket until EOF (or
  * 20 s); "exit": the child closes and exits at once. The parent waits for
  * the child, so the chain is anchor -> workload -> workload. "hold:N": the
- * child opens N connections and holds them all (benchmarks). */
+ * child opens N connections and holds them all (benchmarks).
+ * "connect:HOST:PORT": the child asks the proxy at ADDR:PORT for
+ * CONNECT HOST:PORT and prints the status line it gets. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -26,6 +28,10 @@ int main(int argc, char **argv)
 	if (c == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(20);
+		/* Scripts start the workload before the proxy is ready. */
+		const char *wf = getenv("IDENT_WAIT_FILE");
+		for (int i = 0; wf && i < 200 && access(wf, F_OK) != 0; i++)
+			usleep(50 * 1000);
 		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
 		inet_pton(AF_INET, addr, &sa.sin_addr);
 		int many = strncmp(argv[2], "hold:", 5) == 0 ? atoi(argv[2] + 5) : 1;
@@ -37,6 +43,24 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(argv[2], "exit") == 0)
 			_exit(0);
+		if (strncmp(argv[2], "connect:", 8) == 0) {
+			char req[512];
+			int n = snprintf(req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+					 argv[2] + 8, argv[2] + 8);
+			if (write(fd, req, (size_t)n) != n)
+				_exit(1);
+			char resp[256];
+			ssize_t r = read(fd, resp, sizeof(resp) - 1);
+			if (r <= 0)
+				_exit(1);
+			resp[r] = '\0';
+			char *eol = strstr(resp, "\r\n");
+			if (eol)
+				*eol = '\0';
+			printf("workload: %s\n", resp);
+			fflush(stdout);
+			_exit(strstr(resp, " 200") ? 0 : 3);
+		}
 		char b;
 		while (read(fd, &b, 1) > 0)
 			;

@@ -1,0 +1,137 @@
+#!/bin/bash
+# net-supervisor end to end with the real identity strategies, on loopback:
+#   local: a stand-in anchor (ident_anchor) whose workload asks the proxy for
+#     CONNECT; allowed with identity_source local_procfs; a wrong expected
+#     digest never becomes ready (audit anchor_refused);
+#   delegated: the real proc-supervisor with its identity service; a process
+#     it spawns (tether exec -- curl) is allowed with a signed context; the
+#     supervisor stopping makes the proxy not ready; an unpinned key never
+#     becomes ready.
+# Every wait is bounded; only pids started here are killed.
+set -u
+B=${TETHER_BIN:?}
+TT=${TETHER_TESTS:?}
+TMP=$(mktemp -d /tmp/tether-nsid.XXXXXX)
+PIDS=()
+FAILS=0
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do
+		for _ in $(seq 1 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null
+	done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
+freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+readyz() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/readyz"; }
+wait_ready() { # PORT WANT [tenths]
+	for _ in $(seq 1 "${3:-50}"); do [ "$(readyz "$1")" = "$2" ] && return 0; sleep 0.1; done
+	return 1
+}
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
+
+PP=$(freeport); AP=$(freeport)
+while [ "$AP" = "$PP" ]; do AP=$(freeport); done
+cat >"$TMP/policy.yaml" <<YAML
+version: 1
+network:
+  mode: enforce
+  policies:
+    - name: loopback-admin
+      binaries:
+        - path: $TT/ident_workload
+        - path: /usr/bin/curl
+      endpoints:
+        - cidr: 127.0.0.1/32
+          ports: [$AP]
+YAML
+
+# ---- local ----
+IDENT_WAIT_FILE=$TMP/go "$TT/ident_anchor" - "$TT/ident_workload" "$PP" "connect:127.0.0.1:$AP" \
+	>"$TMP/wl.out" 2>&1 &
+APID=$!
+PIDS+=($APID)
+SHA=$(sha256sum "$TT/ident_anchor" | cut -d' ' -f1)
+"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
+	--audit "$TMP/local.audit" --identity local --anchor-pid "$APID" --expected-anchor-sha256 "$SHA" \
+	2>"$TMP/local.log" &
+NPID=$!
+PIDS+=($NPID)
+check "local: ready once the anchor is verified" wait_ready "$AP" 200
+touch "$TMP/go"
+for _ in $(seq 1 50); do grep -q '^workload:' "$TMP/wl.out" && break; sleep 0.1; done
+check "local: the workload's CONNECT is allowed" grep -q '^workload: HTTP/1.1 200' "$TMP/wl.out"
+sleep 0.3
+D=$(grep '"event":"egress_decision"' "$TMP/local.audit" | head -1)
+check "local: audit allow" grep -q '"decision":"allow"' <<<"$D"
+check "local: identity_source local_procfs" grep -q '"identity_source":"local_procfs"' <<<"$D"
+check "local: binary is the workload" grep -q "\"path\":\"$TT/ident_workload\"" <<<"$D"
+check "audit: anchor_established" grep -q '"event":"anchor_established"' "$TMP/local.audit"
+kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
+
+"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
+	--audit "$TMP/wrong.audit" --identity local --anchor-pid "$APID" \
+	--expected-anchor-sha256 "$(printf '%064d' 0)" 2>"$TMP/wrong.log" &
+NPID=$!
+PIDS+=($NPID)
+sleep 1
+check "local, wrong digest: not ready" [ "$(readyz "$AP")" = 503 ]
+check "local, wrong digest: audit anchor_refused" grep -q '"event":"anchor_refused".*anchor_unknown' "$TMP/wrong.audit"
+kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
+kill -KILL "$APID" 2>/dev/null; wait "$APID" 2>/dev/null
+
+# ---- delegated, against the real proc-supervisor ----
+if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
+	"$B/tether" keygen --out "$TMP/keys" >/dev/null || exit 1
+	"$B/tether" keygen --out "$TMP/other" >/dev/null || exit 1
+	"$B/proc-supervisor" --exec-socket "$TMP/ps.exec" --status-socket "$TMP/ps.status" \
+		--control "unix:$TMP/ps.ctl" --provisioning-key "$TMP/keys/provisioning.key" \
+		--audit "$TMP/ps.audit" --grace 1 -- sleep 60 >/dev/null 2>"$TMP/ps.log" &
+	SPID=$!
+	PIDS+=($SPID)
+	for _ in $(seq 1 50); do [ -S "$TMP/ps.ctl" ] && break; sleep 0.1; done
+	"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
+		--audit "$TMP/deleg.audit" --identity delegated --control "unix:$TMP/ps.ctl" \
+		--provisioning-pubkey "$TMP/keys/provisioning.pub" 2>"$TMP/deleg.log" &
+	NPID=$!
+	PIDS+=($NPID)
+	check "delegated: ready once the certificate verifies" wait_ready "$AP" 200
+	CODE=$(timeout 20 "$B/tether" exec --socket "$TMP/ps.exec" -- /usr/bin/curl -s -o /dev/null \
+		-w '%{http_code}' --max-time 5 -p -x "http://127.0.0.1:$PP" "http://127.0.0.1:$AP/healthz")
+	check "delegated: curl spawned by the supervisor gets through ($CODE)" [ "$CODE" = 200 ]
+	sleep 0.3
+	D=$(grep '"event":"egress_decision"' "$TMP/deleg.audit" | head -1)
+	check "delegated: audit allow" grep -q '"decision":"allow"' <<<"$D"
+	check "delegated: identity_source delegated" grep -q '"identity_source":"delegated"' <<<"$D"
+	check "delegated: signed context kept" grep -q '"signed_context":"' <<<"$D"
+	kill -TERM "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
+	check "delegated: supervisor gone -> not ready" wait_ready "$AP" 503
+	kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
+
+	"$B/proc-supervisor" --exec-socket "$TMP/ps2.exec" --status-socket "$TMP/ps2.status" \
+		--control "unix:$TMP/ps2.ctl" --provisioning-key "$TMP/other/provisioning.key" \
+		--audit "$TMP/ps2.audit" --grace 1 -- sleep 60 >/dev/null 2>"$TMP/ps2.log" &
+	SPID=$!
+	PIDS+=($SPID)
+	for _ in $(seq 1 50); do [ -S "$TMP/ps2.ctl" ] && break; sleep 0.1; done
+	"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
+		--audit "$TMP/imp.audit" --identity delegated --control "unix:$TMP/ps2.ctl" \
+		--provisioning-pubkey "$TMP/keys/provisioning.pub" 2>"$TMP/imp.log" &
+	NPID=$!
+	PIDS+=($NPID)
+	sleep 1
+	check "delegated, unpinned provisioning key: not ready" [ "$(readyz "$AP")" = 503 ]
+else
+	echo "SKIP delegated: this proc-supervisor has no --control"
+fi
+
+if [ "$FAILS" -ne 0 ]; then
+	for f in "$TMP"/*.log; do [ -s "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done
+	exit 1
+fi
+echo "all passed"
