@@ -27,7 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -214,6 +217,29 @@ static void b_release(void *u, struct procref *ref)
 	procref_close(ref);
 }
 
+/* The kernel mechanism's floor: RECV + SEND(CONTINUE) and nothing else. */
+static void floor_loop(int lfd, int m)
+{
+	struct seccomp_notif_sizes sz;
+	syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz);
+	struct seccomp_notif *req = calloc(1, sz.seccomp_notif > sizeof(*req) ? sz.seccomp_notif : sizeof(*req));
+	struct seccomp_notif_resp *resp =
+		calloc(1, sz.seccomp_notif_resp > sizeof(*resp) ? sz.seccomp_notif_resp : sizeof(*resp));
+	__u64 fl = 1; /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP */
+	ioctl(lfd, SECCOMP_IOW(4, __u64), &fl);
+	for (int i = 0; i < m; i++) {
+		memset(req, 0, sz.seccomp_notif);
+		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
+			break;
+		memset(resp, 0, sz.seccomp_notif_resp);
+		resp->id = req->id;
+		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, resp);
+	}
+	free(req);
+	free(resp);
+}
+
 static pid_t reap_pid;
 static bool sync_wakeup;
 static double handler_us; /* mean time the supervisor holds a notification */
@@ -225,7 +251,8 @@ static void on_child_exit(uv_poll_t *h, int status, int events)
 	uv_close((uv_handle_t *)h, NULL);
 }
 
-static void bench_connect(int m, const struct workload_filter *f, struct nctx *nc, double *lat, bool minimal)
+static void bench_connect(int m, const struct workload_filter *f, struct nctx *nc, double *lat, bool minimal,
+			  bool floor_only)
 {
 	int sv[2], rep[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(rep, O_CLOEXEC) < 0)
@@ -286,6 +313,16 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	int lfd;
 	memcpy(&lfd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
 
+	if (floor_only) {
+		(void)!write(sv[0], "g", 1);
+		floor_loop(lfd, m);
+		read_all(rep[0], lat, sizeof(double) * (size_t)(m + 1));
+		waitpid(pid, NULL, 0);
+		close(lfd);
+		close(sv[0]);
+		close(rep[0]);
+		return;
+	}
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct notifier *n;
@@ -363,16 +400,22 @@ int main(int argc, char **argv)
 	pthread_create(&st, NULL, server_thread, &srv);
 	double *plain = malloc(sizeof(double) * (size_t)(m + 1)), *noti = malloc(sizeof(double) * (size_t)(m + 1));
 	double *mini = malloc(sizeof(double) * (size_t)(m + 1));
-	bench_connect(m / 10, NULL, &nc, plain, false); /* warm-up */
-	bench_connect(m, NULL, &nc, plain, false);
-	bench_connect(m, &f, &nc, mini, true);
+	double *flo = malloc(sizeof(double) * (size_t)(m + 1));
+	bench_connect(m / 10, NULL, &nc, plain, false, false); /* warm-up */
+	bench_connect(m, NULL, &nc, plain, false, false);
+	bench_connect(m, &f, &nc, flo, false, true);
+	bench_connect(m, &f, &nc, mini, true, false);
 	double mech_handler = handler_us, mech_cpu = handler_cpu_us;
-	bench_connect(m, &f, &nc, noti, false);
+	bench_connect(m, &f, &nc, noti, false, false);
 	/* the child's own CPU per connect (sent after its latencies), before sorting */
 	double plain_cpu = plain[m] / m, noti_cpu = noti[m] / m;
 	double pm = pct(plain, (size_t)m, 0.5), p99 = pct(plain, (size_t)m, 0.99);
 	double nm = pct(noti, (size_t)m, 0.5), n99 = pct(noti, (size_t)m, 0.99);
 	double mm = pct(mini, (size_t)m, 0.5), m99 = pct(mini, (size_t)m, 0.99);
+	double fm = pct(flo, (size_t)m, 0.5), f99 = pct(flo, (size_t)m, 0.99);
+	printf("connect (kernel floor: RECV + SEND CONTINUE only, blocking loop, no attribution): median %.1f us "
+	       "p99 %.1f us; added median %.1f us\n", fm, f99, fm - pm);
+	free(flo);
 	printf("connect (mechanism only: the daemon's blocked phase - pidfd, key, exe stat+readlink, ID_VALID, "
 	       "pidfd_getfd, SO_COOKIE, CONTINUE - but no ref completion after it): "
 	       "median %.1f us p99 %.1f us; added median %.1f us; caller blocked %.1f us mean\n",
