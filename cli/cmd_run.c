@@ -163,8 +163,13 @@ int cmd_run(int argc, char **argv)
 		return 2;
 	}
 	char **cmd = argv + optind;
-	if (wait_ready)
-		return launcher_wait_ready_exec(wait_ready, 15000, cmd);
+	if (wait_ready) {
+		/* A failed gate leaves at once: no atexit work inside the sandbox
+		 * (a sanitizer's leak checker cannot run under its seccomp). */
+		int st = launcher_wait_ready_exec(wait_ready, 15000, cmd);
+		fflush(stderr);
+		_exit(st);
+	}
 
 	const struct topology *t = topology_by_name(topo_name);
 	if (!t) {
