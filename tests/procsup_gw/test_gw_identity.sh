@@ -15,6 +15,7 @@ PUB=$TMP/keys/provisioning.pub
 start_harness a "$TMP/keys/provisioning.key" || exit 1
 APID=$HPID
 IDC=$TT/gw_idclient
+CONN=$TT/gw_connect
 # A top-level scalar of gw_idclient's flat JSON lines (python would cost seconds here).
 jget() { sed -n 's/.*"'"$2"'":"\{0,1\}\([^",}]*\).*/\1/p' <<<"$1"; }
 
@@ -26,7 +27,7 @@ QPID=$!
 PIDS+=($QPID)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
 PORT=$(cat "$TMP/port")
-timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$IDC" connect 127.0.0.1 "$PORT" 3 >"$TMP/c1.out" &
+timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c1.out" &
 PIDS+=($!)
 for _ in $(seq 1 100); do [ "$(wc -l <"$TMP/q1.out")" -ge 1 ] && break; sleep 0.1; done
 L1=$(sed -n 1p "$TMP/q1.out")
@@ -46,7 +47,7 @@ kill -TERM "$APID"; wait_gone "$APID" 50
 start_harness a "$TMP/keys/provisioning.key" || exit 1
 BPID=$HPID
 touch "$TMP/restarted"
-timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$IDC" connect 127.0.0.1 "$PORT" 3 >"$TMP/c2.out" &
+timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c2.out" &
 PIDS+=($!)
 for _ in $(seq 1 150); do [ "$(wc -l <"$TMP/q1.out")" -ge 3 ] && break; sleep 0.1; done
 L2=$(sed -n 2p "$TMP/q1.out"); L3=$(sed -n 3p "$TMP/q1.out")
@@ -65,7 +66,7 @@ rm -f "$TMP/port"
 timeout 30 "$IDC" query --control "unix:$TMP/a.ctl" --pub "$PUB" --port-file "$TMP/port" >"$TMP/q3.out" 2>"$TMP/q3.log" &
 PIDS+=($!)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
-timeout 20 "$IDC" connect 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null &
+timeout 20 "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null &
 PIDS+=($!)
 for _ in $(seq 1 100); do [ -s "$TMP/q3.out" ] && break; sleep 0.1; done
 L=$(sed -n 1p "$TMP/q3.out"); R=$(jget "$L" reason)
@@ -81,8 +82,8 @@ if [ "${GW_SUP:-harness}" = procsup ]; then
 	timeout 30 "$IDC" query --control "unix:$TMP/a.ctl" --pub "$PUB" --port-file "$TMP/port" >"$TMP/q5.out" 2>"$TMP/q5.log" &
 	PIDS+=($!)
 	wait_file "$TMP/port" 50 || fail "query client did not listen"
-	timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- sh -c 'echo $$; "$0" connect 127.0.0.1 "$1" 3; true' \
-		"$IDC" "$(cat "$TMP/port")" >"$TMP/c5.out" &
+	timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- sh -c 'echo $$; "$0" 127.0.0.1 "$1" 3; true' \
+		"$CONN" "$(cat "$TMP/port")" >"$TMP/c5.out" &
 	PIDS+=($!)
 	for _ in $(seq 1 100); do [ -s "$TMP/q5.out" ] && break; sleep 0.1; done
 	L=$(sed -n 1p "$TMP/q5.out")
@@ -100,7 +101,7 @@ rm -f "$TMP/port"
 timeout 30 "$IDC" query --control "unix:$TMP/imp.ctl" --pub "$PUB" --port-file "$TMP/port" >"$TMP/q4.out" 2>"$TMP/q4.log" &
 PIDS+=($!)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
-timeout 20 "$B/tether" exec --socket "$TMP/imp.exec" -- "$IDC" connect 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null &
+timeout 20 "$B/tether" exec --socket "$TMP/imp.exec" -- "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null &
 PIDS+=($!)
 for _ in $(seq 1 150); do [ -s "$TMP/q4.out" ] && break; sleep 0.1; done
 L=$(sed -n 1p "$TMP/q4.out")
