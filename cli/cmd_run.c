@@ -39,7 +39,7 @@ static void usage(FILE *out)
 		"either supervisor crashes: a cleanup guardian removes what was created).\n"
 		"\n"
 		"  --topology NAME    %s (default combined;\n"
-		"                     only combined can be built locally so far)\n"
+		"                     combined and vm (= vm-local) can be built locally so far)\n"
 		"  --policy FILE      policy file for both supervisors (repeatable, layered)\n"
 		"  --agent NAME       agent preset for the env boundary\n"
 		"  --audit FILE       JSONL audit log of both supervisors (default: none)\n"
@@ -117,7 +117,7 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 
 int cmd_run(int argc, char **argv)
 {
-	enum { O_WAIT_READY = 256 };
+	enum { O_WAIT_READY = 256, O_STAGE2 };
 	static const struct option opts[] = {
 		{ "topology", required_argument, NULL, 't' },
 		{ "policy", required_argument, NULL, 'p' },
@@ -129,6 +129,7 @@ int cmd_run(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		/* internal: the entrypoint's gate inside the sandbox */
 		{ "wait-ready", required_argument, NULL, O_WAIT_READY },
+		{ "internal-stage2", required_argument, NULL, O_STAGE2 },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *files[MAX_POLICY_FILES];
@@ -154,6 +155,12 @@ int cmd_run(int argc, char **argv)
 		case 'n': dry = true; break;
 		case 'v': verbose = true; break;
 		case O_WAIT_READY: wait_ready = optarg; break;
+		case O_STAGE2: {
+			int w, r, p;
+			if (sscanf(optarg, "%d,%d,%d", &w, &r, &p) != 3)
+				return 125;
+			_exit(launcher_stage2(w, r, p));
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -202,7 +209,7 @@ int cmd_run(int argc, char **argv)
 	};
 	if (!launcher_supports(t)) {
 		policy_free(pol);
-		fprintf(stderr, "tether run: topology %s cannot be built locally yet (only combined)\n",
+		fprintf(stderr, "tether run: topology %s cannot be built locally yet (only combined, vm)\n",
 			t->name);
 		return EXIT_TETHER;
 	}

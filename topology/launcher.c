@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -34,7 +35,7 @@
 
 bool launcher_supports(const struct topology *t)
 {
-	return t && t->id == TOPOLOGY_COMBINED;
+	return t && (t->id == TOPOLOGY_COMBINED || t->id == TOPOLOGY_VM_LOCAL);
 }
 
 static unsigned long long mono_ms(void)
@@ -176,7 +177,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	memset(p, 0, sizeof(*p));
 	if (!launcher_supports(cfg->topo))
 		return topology_error_set(err, -EOPNOTSUPP,
-					  "topology %s cannot be run locally yet (supported: combined)",
+					  "topology %s cannot be run locally yet (supported: combined, vm-local)",
 					  cfg->topo ? cfg->topo->name : "(none)");
 	if (!cfg->argv || !cfg->argv[0])
 		return topology_error_set(err, -EINVAL, "no command to run");
@@ -211,7 +212,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	if (!strstr(help, "--anchor-pid") || !strstr(help, "--workload-netns"))
 		snprintf(p->unsupported, sizeof(p->unsupported),
 			 "%.3000s has no local identity strategy (--identity local --anchor-pid "
-			 "--workload-netns); this build cannot run the combined topology",
+			 "--workload-netns); this build cannot run tether run",
 			 p->netsup_path);
 	bool netsup_pins = strstr(help, "--anchor-sha256") != NULL;
 
@@ -448,14 +449,6 @@ int launcher_wait_ready_exec(const char *file, int timeout_ms, char *const *argv
 
 /* ---------- the sandbox's PID 1 side ---------- */
 
-struct child_ctx {
-	const struct launch_config *cfg;
-	const struct launch_plan *plan;
-	int wns_fd;
-	int report_sock; /* child end: N's pidfd goes back to the launcher */
-	sigset_t oldmask;
-};
-
 static int send_fd(int sock, int fd)
 {
 	char c = 'N';
@@ -510,17 +503,24 @@ static void __attribute__((noreturn)) child_die(const char *what)
 	_exit(125);
 }
 
-/* In the new PID + mount namespace, as its PID 1. Never returns: forks the
- * net-supervisor (which stays in the outer netns), joins the workload
- * netns and becomes the proc-supervisor. */
-static void __attribute__((noreturn)) sandbox_side(struct child_ctx *c)
+/* The sandbox's own mount view: receive the host's mounts, send none, and a
+ * /proc for the new PID namespace (the net-supervisor reads pids from it). */
+static void sandbox_mounts(void)
 {
-	const struct launch_plan *p = c->plan;
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		child_die("cannot make / a slave mount");
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		child_die("cannot mount /proc for the sandbox PID namespace");
+}
 
+/* Inside the sandbox PID namespace. Never returns: forks the net-supervisor
+ * (which stays in the outer netns), joins the workload netns and becomes
+ * the proc-supervisor. combined: we are PID 1; vm-local: the runtime
+ * init's child. */
+static void __attribute__((noreturn)) sandbox_start(const char *netsup_path, char *const *netsup_argv,
+						    const char *procsup_path, char *const *procsup_argv,
+						    int wns_fd, int report_sock)
+{
 	int gate[2];
 	if (pipe2(gate, O_CLOEXEC) < 0)
 		child_die("pipe");
@@ -529,7 +529,7 @@ static void __attribute__((noreturn)) sandbox_side(struct child_ctx *c)
 		child_die("cannot fork the net-supervisor");
 	if (n == 0) {
 		/* N: wait until our parent has exec'd the proc-supervisor (its
-		 * CLOEXEC write end closes), so the anchor we hash is final. */
+		 * CLOEXEC write end closes), so the anchor it hashes is final. */
 		close(gate[1]);
 		char b;
 		ssize_t r;
@@ -537,22 +537,82 @@ static void __attribute__((noreturn)) sandbox_side(struct child_ctx *c)
 			r = read(gate[0], &b, 1);
 		while (r < 0 && errno == EINTR);
 		close(gate[0]);
-		execv(p->netsup_path, (char *const *)p->netsup_argv);
-		fprintf(stderr, "tether: cannot execute %s: %s\n", p->netsup_path, strerror(errno));
+		close(wns_fd);
+		close(report_sock);
+		execv(netsup_path, netsup_argv);
+		fprintf(stderr, "tether: cannot execute %s: %s\n", netsup_path, strerror(errno));
 		_exit(125);
 	}
 	close(gate[0]);
 	int nfd = sys_pidfd_open(n, 0);
-	if (nfd < 0 || send_fd(c->report_sock, nfd) < 0)
+	if (nfd < 0 || send_fd(report_sock, nfd) < 0)
 		child_die("cannot report the net-supervisor");
 	close(nfd);
-	close(c->report_sock);
-	if (setns(c->wns_fd, CLONE_NEWNET) < 0)
+	close(report_sock);
+	if (setns(wns_fd, CLONE_NEWNET) < 0)
 		child_die("cannot join the workload netns");
-	close(c->wns_fd);
-	execv(p->procsup_path, (char *const *)p->procsup_argv);
+	close(wns_fd);
+	execv(procsup_path, procsup_argv);
 	child_die("cannot execute proc-supervisor");
-	_exit(125); /* child_die does not return; this tells the compiler */
+}
+
+/* vm-local: both daemons' argv travel to the stage behind the runtime init
+ * in a memfd: a count line, then that many NUL-terminated strings, twice
+ * (argv may hold empty strings, so no terminator convention). */
+static int plan_memfd(const struct launch_plan *p)
+{
+	int fd = memfd_create("tether-plan", 0); /* inherited across the runtime init */
+	if (fd < 0)
+		return -errno;
+	FILE *f = fdopen(dup(fd), "w");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	const char *const *vs[2] = { p->netsup_argv, p->procsup_argv };
+	for (int k = 0; k < 2; k++) {
+		size_t n = 0;
+		while (vs[k][n])
+			n++;
+		fprintf(f, "%zu\n", n);
+		for (size_t i = 0; i < n; i++)
+			fwrite(vs[k][i], 1, strlen(vs[k][i]) + 1, f);
+	}
+	if (fclose(f) != 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	return fd;
+}
+
+static char **read_argv(FILE *f)
+{
+	size_t n;
+	if (fscanf(f, "%zu", &n) != 1 || fgetc(f) != '\n' || n == 0 || n > 4096)
+		return NULL;
+	char **v = calloc(n + 1, sizeof(char *));
+	for (size_t i = 0; v && i < n; i++) {
+		size_t cap = 0;
+		if (getdelim(&v[i], &cap, '\0', f) < 0)
+			return NULL; /* the process execs or exits right after */
+	}
+	return v;
+}
+
+int launcher_stage2(int wns_fd, int report_fd, int plan_fd)
+{
+	FILE *f = fdopen(plan_fd, "r");
+	if (!f)
+		return 125;
+	char **nv = read_argv(f), **pv = read_argv(f);
+	fclose(f);
+	if (!nv || !pv) {
+		fprintf(stderr, "tether: sandbox setup: malformed plan\n");
+		return 125;
+	}
+	fcntl(wns_fd, F_SETFD, FD_CLOEXEC);
+	fcntl(report_fd, F_SETFD, FD_CLOEXEC);
+	sandbox_start(nv[0], nv, pv[0], pv, wns_fd, report_fd);
 }
 
 static int wait_child_exit(pid_t pid, int *wstatus, int timeout_ms)
@@ -715,8 +775,24 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 	if (ppid == 0) {
 		sigprocmask(SIG_SETMASK, &oldmask, NULL);
 		close(sp[0]);
-		struct child_ctx c = { .cfg = cfg, .plan = &plan, .wns_fd = wns.fd, .report_sock = sp[1] };
-		sandbox_side(&c);
+		sandbox_mounts();
+		if (cfg->topo->id == TOPOLOGY_VM_LOCAL) {
+			/* PID 1 is the runtime init stand-in (a binary that is
+			 * not ours, never inspected); its CMD is our stage 2,
+			 * which does what combined's PID 1 does. */
+			int mfd = plan_memfd(&plan);
+			if (mfd < 0)
+				child_die("cannot write the plan");
+			fcntl(wns.fd, F_SETFD, 0);
+			fcntl(sp[1], F_SETFD, 0);
+			char fds[64];
+			snprintf(fds, sizeof(fds), "%d,%d,%d", wns.fd, sp[1], mfd);
+			execl(plan.runtime_init_path, plan.runtime_init_path, "--", plan.self_path, "run",
+			      "--internal-stage2", fds, "--", "-", (char *)NULL);
+			child_die("cannot execute tether-runtime-init");
+		}
+		sandbox_start(plan.netsup_path, (char *const *)plan.netsup_argv, plan.procsup_path,
+			      (char *const *)plan.procsup_argv, wns.fd, sp[1]);
 	}
 	close(sp[1]);
 	sp[1] = -1;

@@ -10,11 +10,15 @@
  * to the running `tether` (or in $TETHER_BIN_DIR); the launcher knows their
  * command lines, never their internals.
  *
- * combined (the only topology built so far; the others are -EOPNOTSUPP):
+ * combined and vm-local (the others are -EOPNOTSUPP so far):
  *   launcher ── clone(NEWPID|NEWNS) ──► P = PID 1: mounts /proc, forks N, joins the workload netns and
  *   execs proc-supervisor. N waits until P has exec'd (a CLOEXEC pipe's EOF),
  *   then execs net-supervisor in the outer netns: N is the proc-supervisor's
  *   own child, as the model says, and sees its anchor's final image.
+ *   vm-local: PID 1 execs tether-runtime-init (the /init.krun stand-in)
+ *   whose CMD is `tether run --internal-stage2 W,R,P`: that stage (pid 2)
+ *   does what P does in combined, from a plan passed in a memfd; the
+ *   anchor is pid 2 and nothing inspects PID 1.
  *   The workload netns has one veth end and no default route; the proxy
  *   listens on the other end. The proc-supervisor sits in the workload netns
  *   too: it makes no network connections in these topologies, and it has no
@@ -94,6 +98,10 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
  * A daemon that dies before the entrypoint ends is -ECHILD ("proc-supervisor
  * was killed by signal 9"). Start it before any thread exists. */
 int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err);
+
+/* `tether run --internal-stage2 WNS_FD,REPORT_FD,PLAN_FD` (vm-local, behind
+ * the runtime init). Returns only on failure: the exit status. */
+int launcher_stage2(int wns_fd, int report_fd, int plan_fd);
 
 /* `tether run --wait-ready FILE -- CMD...` in the workload: wait (bounded)
  * until FILE exists, then execvp(CMD). Returns only on failure: the exit

@@ -1,16 +1,19 @@
 #!/bin/bash
-# e2e: `tether run --topology combined` end to end, one CASE per call.
+# e2e: `tether run --topology TOPO` end to end, one CASE per call.
 #
-#   combined.sh CASE      (env: TETHER_BIN, TETHER_SRC; TETHER_BIN_DIR optional)
+#   topology.sh CASE [TOPO]   (TOPO: combined (default) | vm-local;
+#                              env: TETHER_BIN, TETHER_SRC; TETHER_BIN_DIR optional)
 #
 # Every case builds a private "outer" netns (so nothing touches the host's
 # network) and a fake-internet netns on TEST-NET-2 (198.51.100.10:8080, a
 # python3 http.server) joined to it by a veth, then runs tether run inside
 # the outer netns. Every audit line of every case is checked for `topology`
-# (= combined) and every egress decision for identity_source (= local_procfs).
+# (= TOPO's canonical name) and every egress decision for identity_source
+# (local_procfs; a denial without any identity says "none").
 # Exit 0 pass, 1 fail, 77 skip (a daemon lacks a feature this case needs).
 set -u
 CASE=${1:?case}
+TOPO=${2:-combined}
 BIN=${TETHER_BIN:?TETHER_BIN}
 SRC=${TETHER_SRC:?TETHER_SRC}
 TETHER="$BIN/tether"
@@ -21,8 +24,8 @@ AUDIT="$WORK/audit.jsonl"
 SERVER_PID="" RUN_PID=""
 URL=http://198.51.100.10:8080/
 
-fail() { echo "FAIL [$CASE]: $*" >&2; dump; exit 1; }
-skip() { echo "SKIP [$CASE]: $*"; exit 77; }
+fail() { echo "FAIL [$CASE $TOPO]: $*" >&2; dump; exit 1; }
+skip() { echo "SKIP [$CASE $TOPO]: $*"; exit 77; }
 dump() {
 	[ -s "$AUDIT" ] && { echo "--- audit (events other than env_boundary)"; grep -v '"event":"env_boundary"' "$AUDIT" | tail -20; } >&2
 	[ -s "$WORK/out" ] && { echo "--- output"; tail -20 "$WORK/out"; } >&2
@@ -85,18 +88,18 @@ policy() { # policy FILE [sha256-pin]
 }
 
 run() { # run [tether run options] -- CMD...; sets RC
-	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" "$@" >"$WORK/out" 2>&1
+	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" "$@" >"$WORK/out" 2>&1
 	RC=$?
 }
 
-# Every line has topology combined; every egress decision local_procfs.
+# Every line has topology $TOPO; every egress decision local_procfs (or none on a denial).
 check_audit_common() {
-	python3 - "$AUDIT" <<'PY' || fail "audit lines lack topology/identity_source"
+	python3 - "$AUDIT" "$TOPO" <<'PY' || fail "audit lines lack topology/identity_source"
 import json, sys
 ok = True
 for n, l in enumerate(open(sys.argv[1]), 1):
     e = json.loads(l)
-    if e.get("topology") != "combined" or "ts" not in e or "event" not in e:
+    if e.get("topology") != sys.argv[2] or "ts" not in e or "event" not in e:
         print(f"line {n}: topology={e.get('topology')} event={e.get('event')}"); ok = False
     if e.get("event") == "egress_decision":
         # allowed flows are attributed locally; a denial may have no identity at all
@@ -162,9 +165,9 @@ case "$CASE" in
 dry_run)
 	policy "$WORK/p.yaml"
 	SECRET=ghp_abcdefghijklmnopqrstuvwxyz0123456789 \
-	"$TETHER" run --dry-run --policy "$WORK/p.yaml" -- curl -H "Authorization: Bearer sk-abcdefghijklmnopqrstuvwx" "$URL" >"$WORK/out" 2>&1 ||
+	"$TETHER" run --dry-run --topology "$TOPO" --policy "$WORK/p.yaml" -- curl -H "Authorization: Bearer sk-abcdefghijklmnopqrstuvwx" "$URL" >"$WORK/out" 2>&1 ||
 		fail "dry-run failed"
-	grep -q "topology combined" "$WORK/out" || fail "no topology in plan"
+	grep -q "^topology $TOPO " "$WORK/out" || fail "no topology in plan"
 	grep -q "net-supervisor: " "$WORK/out" || fail "no net-supervisor argv"
 	grep -q "dropped SECRET" "$WORK/out" || fail "SECRET not listed as dropped"
 	grep -q "abcdefghijklmnopqrstuvwx" "$WORK/out" && fail "secret printed"
@@ -173,7 +176,7 @@ dry_run)
 	"$TETHER" run --topology nosuch -- true 2>/dev/null; [ $? = 2 ] || fail "unknown topology not a usage error"
 	"$TETHER" run --topology split -- true 2>"$WORK/err"; [ $? = 125 ] || fail "split not 125"
 	grep -q "cannot be built locally" "$WORK/err" || fail "split reason missing"
-	echo "PASS [$CASE]"; exit 0 ;;
+	echo "PASS [$CASE $TOPO]"; exit 0 ;;
 esac
 
 setup_net
@@ -227,7 +230,7 @@ EOF
 exec_gateway)
 	"$PROCSUP_BIN" --help 2>&1 | grep -q -- '--exec-socket' || skip "proc-supervisor has no --exec-socket yet"
 	SOCK="$WORK/exec.sock"
-	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" --policy "$WORK/p.yaml" \
+	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" \
 		--exec-socket "$SOCK" -- sh -c "i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
 		>"$WORK/out" 2>&1 &
 	RUN_PID=$!
@@ -241,7 +244,7 @@ exec_gateway)
 	check_audit_common
 	;;
 nsenter_denied)
-	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" --policy "$WORK/p.yaml" \
+	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" \
 		-- sh -c "i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
 		>"$WORK/out" 2>&1 &
 	RUN_PID=$!
@@ -266,7 +269,7 @@ PY
 	check_audit_common
 	;;
 procsup_killed|netsup_killed|launcher_killed)
-	inside timeout 30 "$TETHER" run --topology combined --audit "$AUDIT" --policy "$WORK/p.yaml" \
+	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" \
 		-- sh -c "sleep 20" >"$WORK/out" 2>&1 &
 	RUN_PID=$!
 	wait_for 10 grep -q '"event":"process_spawn"' "$AUDIT" || fail "entrypoint did not start"
@@ -284,8 +287,12 @@ procsup_killed|netsup_killed|launcher_killed)
 	wait "$RUN_PID"; RC=$?; RUN_PID=""
 	T1=$(date +%s%N)
 	[ $(( (T1 - T0) / 1000000 )) -lt 8000 ] || fail "teardown took $(( (T1 - T0) / 1000000 )) ms"
-	case "$CASE" in
-	launcher_killed) [ "$RC" = 137 ] || fail "rc=$RC" ;;
+	case "$CASE:$TOPO" in
+	launcher_killed:*) [ "$RC" = 137 ] || fail "rc=$RC" ;;
+	procsup_killed:vm-local)
+	   # the runtime init reports its child's death like any CMD's (137)
+	   # unless the launcher sees the net-supervisor killed first (125)
+	   [ "$RC" = 125 ] || [ "$RC" = 137 ] || fail "tether run rc=$RC, expected 125 or 137" ;;
 	*) [ "$RC" = 125 ] || fail "tether run rc=$RC, expected 125"
 	   grep -q "^tether run: .*supervisor" "$WORK/out" || fail "no one-line reason" ;;
 	esac
@@ -310,5 +317,8 @@ bogus: 1" >"$WORK/bad.yaml"
 	;;
 *) fail "unknown case" ;;
 esac
-echo "PASS [$CASE]"
+# a sanitizer build reports on stderr; any report is a failure
+grep -q "AddressSanitizer\|LeakSanitizer\|runtime error:" "$WORK"/*.out "$WORK/out" 2>/dev/null &&
+	fail "sanitizer report in the output"
+echo "PASS [$CASE $TOPO]"
 exit 0
