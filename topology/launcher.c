@@ -215,6 +215,14 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			 "--workload-netns); this build cannot run tether run",
 			 p->netsup_path);
 	bool netsup_pins = strstr(help, "--anchor-sha256") != NULL;
+	if (cfg->exec_socket && !p->unsupported[0]) {
+		r = help_text(p->procsup_path, help, sizeof(help));
+		if (r < 0)
+			return topology_error_errno(err, r, "cannot run %s --help", p->procsup_path);
+		if (!strstr(help, "--exec-socket"))
+			snprintf(p->unsupported, sizeof(p->unsupported),
+				 "%.3000s has no exec gateway (--exec-socket) in this build", p->procsup_path);
+	}
 
 	/* Per-run names and a /30 picked by pid: concurrent runs get distinct
 	 * interfaces, and (mostly) distinct links; the fake internet of the
