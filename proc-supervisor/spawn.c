@@ -19,6 +19,16 @@
 #include <sys/wait.h>
 #include <termios.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+/* The child ran instrumented code on this stack while sharing our memory
+ * (and so ASan's shadow of it): clear the poison it left, or the next
+ * spawn that gets the same mapping trips over stale redzones. */
+#define STACK_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define STACK_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
@@ -411,6 +421,7 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 		set_error(err, 127, "stack", -r, prog);
 		return r;
 	}
+	STACK_UNPOISON(stack + guard, stack_size);
 	(void)mprotect(stack, guard, PROT_NONE);
 	struct child_args ca = { .o = o, .path = res->path, .envp = envp, .sock = child_sock, .parent = getpid(),
 				 .cg_procs = cg_procs };
@@ -422,6 +433,7 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 			  &pidfd);
 	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	STACK_UNPOISON(stack + guard, stack_size);
 	munmap(stack, stack_size + guard);
 	close(child_sock);
 	if (cg_procs >= 0)
