@@ -20,6 +20,17 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
+trap 'exit 1' TERM INT HUP
+
+# Fail at once (not after every bounded wait) when a helper is not built.
+need() {
+	local f
+	for f in "$@"; do
+		[ -x "$f" ] || { echo "FAIL: $f is not built (build the tests/procsup_gw targets)"; exit 1; }
+	done
+}
+need "$B/tether" "$TT/gw_harness" "$TT/gw_idclient" "$TT/gw_connect"
+[ "${GW_SUP:-harness}" = procsup ] && need "${GW_PROCSUP:-$B/proc-supervisor}"
 
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; }
