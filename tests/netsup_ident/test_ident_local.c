@@ -200,6 +200,82 @@ static void destroy(uv_loop_t *loop, struct identity_strategy *s)
 	run_until(loop, &never, 200);
 }
 
+static int write_str(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = write(fd, v, strlen(v));
+	int e = n < 0 ? -errno : 0;
+	close(fd);
+	return e;
+}
+
+/* --sandbox-cgroup: a subject outside the sandbox cgroup is foreign; moved
+ * into it, it resolves. Uses a top-level cgroup of our own, removed after
+ * (the subject is moved back first). Skipped without a writable cgroup v2
+ * root. */
+static void test_cgroup(uv_loop_t *loop, pid_t anchor, const struct flow_tuple *t, pid_t subject)
+{
+	char cg[400], cgrel[64], procs[420], orig[512] = "", back[1000], rootprocs[300];
+	struct kernel_caps caps;
+	if (kernel_caps_probe(&caps) < 0 || !caps.cgroup_v2) {
+		printf("SKIP cgroup case: no cgroup v2\n");
+		return;
+	}
+	snprintf(cgrel, sizeof(cgrel), "/tether-ident-%d", (int)getpid());
+	snprintf(cg, sizeof(cg), "%s%s", caps.cgroup_root, cgrel);
+	snprintf(rootprocs, sizeof(rootprocs), "%s/cgroup.procs", caps.cgroup_root);
+	if (access(rootprocs, W_OK) != 0 || mkdir(cg, 0755) < 0) {
+		printf("SKIP cgroup case: no writable cgroup v2 root\n");
+		return;
+	}
+	char pcg[64], buf[600];
+	snprintf(pcg, sizeof(pcg), "/proc/%d/cgroup", (int)subject);
+	int fd = open(pcg, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n > 3) {
+		buf[n] = '\0';
+		char *l = strstr(buf, "0::");
+		if (l) {
+			snprintf(orig, sizeof(orig), "%s", l + 3);
+			orig[strcspn(orig, "\n")] = '\0';
+		}
+	}
+	struct watch w;
+	memset(&w, 0, sizeof(w));
+	struct identity_local_config cfg = { .anchor_pid = anchor, .expected_sha256 = g_anchor_sha,
+					     .sandbox_cgroup = cgrel };
+	struct identity_strategy *s = NULL;
+	CHECK(identity_local_new(loop, &cfg, &s) == 0, "strategy with a sandbox cgroup");
+	if (s) {
+		s->on_anchor = on_anchor;
+		s->on_anchor_data = &w;
+		CHECK(run_until(loop, &w.anchored, 5000), "never anchored");
+		struct box b;
+		enum reason r = resolve(loop, s, t, &b);
+		CHECK(r == REASON_FOREIGN_PROCESS, "outside the sandbox cgroup: %s",
+		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		flow_identity_free(b.id);
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+		char pid[16];
+		snprintf(pid, sizeof(pid), "%d", (int)subject);
+		CHECK(write_str(procs, pid) == 0, "move the subject into %s", cg);
+		r = resolve(loop, s, t, &b);
+		CHECK(r == REASON_OK, "inside the sandbox cgroup: %s", r < REASON__COUNT ? reason_word(r) : "no answer");
+		flow_identity_free(b.id);
+		destroy(loop, s);
+		snprintf(back, sizeof(back), "%s%s/cgroup.procs", caps.cgroup_root,
+			 strcmp(orig, "/") ? orig : "");
+		if (write_str(back, pid) < 0)
+			kill(subject, SIGKILL);
+	}
+	for (int i = 0; i < 50 && rmdir(cg) < 0; i++)
+		usleep(20000);
+}
+
 /* The main case: attributed to the workload, chain to the anchor. */
 static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, int bench)
 {
@@ -286,6 +362,8 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 		free(lat);
 		free(pl);
 	}
+	if (!via_socket && r == REASON_OK && b.id)
+		test_cgroup(loop, a, &t, b.id->pid);
 	flow_identity_free(b.id);
 
 	/* A process outside the anchor's tree connecting: never attributed. */
