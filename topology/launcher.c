@@ -214,7 +214,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			 "%.3000s has no local identity strategy (--identity local --anchor-pid "
 			 "--workload-netns); this build cannot run tether run",
 			 p->netsup_path);
-	bool netsup_pins = strstr(help, "--anchor-sha256") != NULL;
+	bool netsup_pins = strstr(help, "--expected-anchor-sha256") != NULL;
 	if (cfg->exec_socket && !p->unsupported[0]) {
 		r = help_text(p->procsup_path, help, sizeof(help));
 		if (r < 0)
@@ -294,7 +294,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	/* Without the flag the net-supervisor pins the proc-supervisor
 	 * installed beside itself, which is the one we start. */
 	if (netsup_pins) {
-		v[n++] = "--anchor-sha256";
+		v[n++] = "--expected-anchor-sha256";
 		v[n++] = p->procsup_sha256;
 	}
 	v[n++] = "--workload-netns";
