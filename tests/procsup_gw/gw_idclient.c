@@ -99,7 +99,7 @@ static void on_result(const struct proto_identity_result *res, void *ud)
 static int accept_flow(int lfd, struct proto_tuple *t, int *cfd)
 {
 	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	if (poll(&p, 1, 15000) <= 0)
+	if (poll(&p, 1, 8000) <= 0)
 		return -ETIMEDOUT;
 	struct sockaddr_in peer, local;
 	socklen_t pl = sizeof(peer), ll = sizeof(local);

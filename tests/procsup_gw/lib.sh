@@ -13,7 +13,7 @@ cleanup() {
 		kill -TERM "$p" 2>/dev/null
 	done
 	for p in "${PIDS[@]}"; do
-		for _ in $(seq 1 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		for _ in $(seq 1 15); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$p" 2>/dev/null
 	done
 	[ -n "${EXTRA_CLEANUP:-}" ] && eval "$EXTRA_CLEANUP"
