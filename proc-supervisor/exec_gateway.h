@@ -14,7 +14,7 @@
  *             then ExecExited {exit code, signal}.
  * The connection closing before the child exited kills the session's process
  * group (SIGKILL). Peers are checked with SO_PEERCRED (uid or primary gid in
- * the allow lists; empty lists = the supervisor's own euid only) and, where
+ * the allow lists, or the supervisor's own euid) and, where
  * caps->peer_pidfd, must also yield an SO_PEERPIDFD.
  *
  * argv[0] == "" asks for the login shell resolved on the supervisor's side
@@ -87,7 +87,8 @@ int exec_gw_start(uv_loop_t *loop, const struct exec_gw_opts *opts, struct exec_
 void exec_gw_stop(struct exec_gw *gw, void (*done)(void *userdata), void *userdata);
 size_t exec_gw_session_count(const struct exec_gw *gw);
 
-/* Is (uid, gid) allowed by these lists (empty lists: uid == euid)? */
+/* Is (uid, gid) allowed: the supervisor's own euid, or a uid / primary gid
+ * in these lists? */
 bool exec_gw_peer_allowed(const uid_t *uids, size_t n_uids, const gid_t *gids, size_t n_gids,
 			  uid_t uid, gid_t gid);
 /* The shell for argv[0] == "" (see above) into out; -ENOENT with a message

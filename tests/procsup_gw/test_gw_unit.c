@@ -32,9 +32,9 @@ static void t_peer_allowed(void **st)
 	assert_true(exec_gw_peer_allowed(u, 2, g, 1, 1001, 7));
 	assert_true(exec_gw_peer_allowed(u, 2, g, 1, 4242, 50));
 	assert_false(exec_gw_peer_allowed(u, 2, g, 1, 4242, 51));
-	/* Explicit lists replace the default: euid alone is not enough. */
-	if (geteuid() != 1000 && geteuid() != 1001)
-		assert_false(exec_gw_peer_allowed(u, 2, NULL, 0, geteuid(), 99));
+	/* Lists add to the supervisor's own uid, they do not replace it. */
+	assert_true(exec_gw_peer_allowed(u, 2, g, 1, geteuid(), 99));
+	assert_false(exec_gw_peer_allowed(u, 2, g, 1, geteuid() + 7777, 99));
 }
 
 static void t_resolve_shell(void **st)
