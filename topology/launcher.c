@@ -229,6 +229,14 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	 * demo and tests uses 198.51.100.0/24, never this range. */
 	pid_t me = getpid();
 	unsigned k = (unsigned)me % 63u;
+	/* skip /30s another run already holds in this netns (bind succeeds
+	 * only on a local address); a race between two starting runs remains */
+	for (unsigned tries = 0; tries < 63; tries++, k = (k + 1) % 63u) {
+		_cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0xC0000200u | (4 * k + 1)) };
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+			break;
+	}
 	snprintf(p->netns_name, sizeof(p->netns_name), "tt%dw", (int)me);
 	snprintf(p->veth_outer, sizeof(p->veth_outer), "tt%da", (int)me);
 	snprintf(p->veth_inner, sizeof(p->veth_inner), "tt%db", (int)me);
