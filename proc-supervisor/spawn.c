@@ -187,6 +187,25 @@ static int drop_ptrace_cap(void)
 	return 0;
 }
 
+/* glibc refuses sigaction() for the signals it reserves (32, 33), yet an
+ * ignored disposition of those is inherited from whoever started us and
+ * survives execve. Reset them with the raw syscall: kernel sigaction layout
+ * {handler, flags, restorer, mask} on the architectures we build for. */
+static void reset_reserved_signal(int sig)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+	struct {
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		uint64_t mask;
+	} ksa = { .handler = SIG_DFL };
+	(void)syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+#else
+	(void)sig;
+#endif
+}
+
 static _Noreturn void child_run(const struct spawn_opts *o, const char *path, char *const *envp, int sock,
 				pid_t parent, int cg_procs)
 {
@@ -196,7 +215,8 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 		if (s == SIGKILL || s == SIGSTOP)
 			continue;
 		struct sigaction sa = { .sa_handler = SIG_DFL };
-		(void)sigaction(s, &sa, NULL); /* EINVAL for libc-reserved ones */
+		if (sigaction(s, &sa, NULL) < 0)
+			reset_reserved_signal(s);
 	}
 
 	/* Into the sandbox cgroup before anything of the workload runs (vfork
