@@ -473,8 +473,16 @@ static void resolve_work(uv_work_t *w)
 		return;
 	}
 	if (s->sandbox_cgroup) {
+		/* The live-chain table takes any child of the anchor as a member,
+		 * an nsenter'd orphan too; the sandbox cgroup is what tells them
+		 * apart, so the subject and every live hop below the anchor must be
+		 * inside it. */
 		enum reason why = REASON_FOREIGN_PROCESS;
-		if (cgroup_under(s->caps, &at.subject, s->sandbox_cgroup, &why) < 0) {
+		int cr = cgroup_under(s->caps, &at.subject, s->sandbox_cgroup, &why);
+		for (size_t h = 0; cr == 0 && h + 1 < res.n; h++)
+			if (res.hops[h].live)
+				cr = cgroup_under(s->caps, &res.hops[h].ref, s->sandbox_cgroup, &why);
+		if (cr < 0) {
 			j->why = why;
 			ancestry_result_free(&res);
 			attribution_release(&at);

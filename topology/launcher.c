@@ -268,6 +268,13 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 		}
 		snprintf(p->cgroup_parent, sizeof(p->cgroup_parent), "%s%s/tether-run-%d", caps.cgroup_root,
 			 strcmp(self, "/") == 0 ? "" : self, (int)me);
+		/* Where the proc-supervisor (PID anchor_pid in its namespace) puts
+		 * its workloads, as /proc/<pid>/cgroup prints it for the
+		 * net-supervisor: proc-supervisor/cgroup.c names it
+		 * <parent>/tether-<pid>/workload. */
+		snprintf(p->sandbox_cgroup, sizeof(p->sandbox_cgroup), "%s/tether-run-%d/tether-%d/workload",
+			 strcmp(self, "/") == 0 ? "" : self, (int)me,
+			 cfg->topo->id == TOPOLOGY_VM_LOCAL ? 2 : 1);
 	}
 
 	const char *audit = cfg->audit ? cfg->audit : "/dev/null";
@@ -309,6 +316,10 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	v[n++] = plan_keep(p, strdup(netns_path));
 	if (!v[n - 1])
 		return topology_error_set(err, -ENOMEM, "out of memory");
+	if (p->sandbox_cgroup[0]) {
+		v[n++] = "--sandbox-cgroup";
+		v[n++] = p->sandbox_cgroup;
+	}
 	v[n] = NULL;
 
 	/* proc-supervisor (vm-local: under tether-runtime-init) */
@@ -724,6 +735,7 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 			/* not fatal: the proc-supervisor falls back to lineage */
 			log_warn("cannot create cgroup %s: %m; running without --cgroup", plan.cgroup_parent);
 			plan.cgroup_parent[0] = '\0';
+			plan.sandbox_cgroup[0] = '\0';
 		} else {
 			r = cleanup_guardian_add(&g, CLEANUP_CGROUP, plan.cgroup_parent, -1, NULL);
 			if (r < 0) {

@@ -69,6 +69,7 @@ struct launch_plan {
 	char admin[48];            /* "127.0.0.1:PORT" */
 	char run_dir[128];         /* run directory (ready file) */
 	char cgroup_parent[4096];  /* per-run cgroup v2 dir for --cgroup; "" when none */
+	char sandbox_cgroup[4096]; /* the workload cgroup as procfs prints it; "" when none */
 	char ready_file[192];
 	char procsup_path[4096], netsup_path[4096], runtime_init_path[4096], self_path[4096];
 	char procsup_sha256[65];
