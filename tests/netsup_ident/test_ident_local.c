@@ -211,6 +211,25 @@ static int write_str(const char *path, const char *v)
 	return e;
 }
 
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *rp = strrchr(buf, ')');
+	int ppid = 0;
+	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
 /* --sandbox-cgroup: a subject outside the sandbox cgroup is foreign; moved
  * into it, it resolves. Uses a top-level cgroup of our own, removed after
  * (the subject is moved back first). Skipped without a writable cgroup v2
@@ -262,15 +281,39 @@ static void test_cgroup(uv_loop_t *loop, pid_t anchor, const struct flow_tuple *
 		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
 		char pid[16];
 		snprintf(pid, sizeof(pid), "%d", (int)subject);
-		CHECK(write_str(procs, pid) == 0, "move the subject into %s", cg);
+		/* Every live hop below the anchor must be inside the sandbox
+		 * cgroup, as the proc-supervisor's workload tree is: move the
+		 * subject's ancestors below the anchor too. */
+		pid_t chain[8];
+		size_t n_chain = 0;
+		for (pid_t p = subject; p > 1 && p != anchor && n_chain < 8; p = parent_of(p))
+			chain[n_chain++] = p;
+		if (n_chain > 1) {
+			/* The subject alone inside, a hop between it and the anchor
+			 * outside (how an nsenter'd process's child would look). */
+			CHECK(write_str(procs, pid) == 0, "move the subject into %s", cg);
+			r = resolve(loop, s, t, &b);
+			CHECK(r == REASON_FOREIGN_PROCESS, "a hop outside the sandbox cgroup: %s",
+			      r < REASON__COUNT ? reason_word(r) : "no answer");
+			flow_identity_free(b.id);
+		}
+		for (size_t i = 0; i < n_chain; i++) {
+			char one[16];
+			snprintf(one, sizeof(one), "%d", (int)chain[i]);
+			CHECK(write_str(procs, one) == 0, "move pid %s into %s", one, cg);
+		}
 		r = resolve(loop, s, t, &b);
 		CHECK(r == REASON_OK, "inside the sandbox cgroup: %s", r < REASON__COUNT ? reason_word(r) : "no answer");
 		flow_identity_free(b.id);
 		destroy(loop, s);
 		snprintf(back, sizeof(back), "%s%s/cgroup.procs", caps.cgroup_root,
 			 strcmp(orig, "/") ? orig : "");
-		if (write_str(back, pid) < 0)
-			kill(subject, SIGKILL);
+		for (size_t i = 0; i < n_chain; i++) {
+			char one[16];
+			snprintf(one, sizeof(one), "%d", (int)chain[i]);
+			if (write_str(back, one) < 0)
+				kill(chain[i], SIGKILL);
+		}
 	}
 	for (int i = 0; i < 50 && rmdir(cg) < 0; i++)
 		usleep(20000);
