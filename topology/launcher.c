@@ -266,15 +266,22 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			if (strncmp(line, "0::", 3) == 0)
 				strscpy(self, line + 3, sizeof(self));
 		}
-		snprintf(p->cgroup_parent, sizeof(p->cgroup_parent), "%s%s/tether-run-%d", caps.cgroup_root,
-			 strcmp(self, "/") == 0 ? "" : self, (int)me);
+		const char *rel = strcmp(self, "/") == 0 ? "" : self;
 		/* Where the proc-supervisor (PID anchor_pid in its namespace) puts
 		 * its workloads, as /proc/<pid>/cgroup prints it for the
 		 * net-supervisor: proc-supervisor/cgroup.c names it
-		 * <parent>/tether-<pid>/workload. */
-		snprintf(p->sandbox_cgroup, sizeof(p->sandbox_cgroup), "%s/tether-run-%d/tether-%d/workload",
-			 strcmp(self, "/") == 0 ? "" : self, (int)me,
-			 cfg->topo->id == TOPOLOGY_VM_LOCAL ? 2 : 1);
+		 * <parent>/tether-<pid>/workload. A path too long for either
+		 * buffer means no per-run cgroup (lineage membership). */
+		int n1 = snprintf(p->cgroup_parent, sizeof(p->cgroup_parent), "%s%s/tether-run-%d",
+				  caps.cgroup_root, rel, (int)me);
+		int n2 = snprintf(p->sandbox_cgroup, sizeof(p->sandbox_cgroup),
+				  "%s/tether-run-%d/tether-%d/workload", rel, (int)me,
+				  cfg->topo->id == TOPOLOGY_VM_LOCAL ? 2 : 1);
+		if (n1 < 0 || (size_t)n1 >= sizeof(p->cgroup_parent) || n2 < 0 ||
+		    (size_t)n2 >= sizeof(p->sandbox_cgroup)) {
+			p->cgroup_parent[0] = '\0';
+			p->sandbox_cgroup[0] = '\0';
+		}
 	}
 
 	const char *audit = cfg->audit ? cfg->audit : "/dev/null";

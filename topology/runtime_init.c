@@ -161,8 +161,9 @@ static int hide_image(bool use_mount_ns)
 			return -errno;
 		}
 	}
-	snprintf(path, sizeof(path), "%s/%s", dir, IMAGE_NAME);
-	int r = copy_self(path);
+	int r = snprintf(path, sizeof(path), "%s/%s", dir, IMAGE_NAME) >= (int)sizeof(path) ? -ENAMETOOLONG : 0;
+	if (r == 0)
+		r = copy_self(path);
 	int fd = -1;
 	if (r < 0)
 		log_error("cannot copy our image to %s: %s", path, strerror(-r));
