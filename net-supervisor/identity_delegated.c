@@ -54,7 +54,7 @@ static void pending_unlink(struct delegated_strategy *s, struct deleg_pending *p
 
 /* The proxy's view (client -> proxy) as the wire tuple. In the split
  * shared-netns case the proc side sees exactly this tuple on its side. */
-static int tuple_to_proto(const struct flow_tuple *t, struct proto_tuple *out)
+static int tuple_to_proto(const struct proxy_flow *t, struct proto_tuple *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->proto = IPPROTO_TCP;

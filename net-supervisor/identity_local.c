@@ -1,10 +1,5 @@
-/* The local strategy. identity/sockdiag.h and identity_strategy.h both name
- * a `struct flow_tuple` (the kernel socket's view vs the proxy's view); the
- * proxy's is renamed for this file only — a struct tag has no linkage, so
- * the functions of identity_strategy.c are called with the same type. */
-#define flow_tuple netsup_flow_tuple
+/* The local strategy: procfs identity in the anchor's PID namespace. */
 #include "net-supervisor/identity_local.h"
-#undef flow_tuple
 
 #include <dirent.h>
 #include <limits.h>
@@ -417,7 +412,7 @@ struct resolve_job {
 	uv_work_t work;
 	struct local_strategy *s;
 	struct identity_request *req;
-	struct netsup_flow_tuple tuple;
+	struct proxy_flow tuple;
 	enum reason why;
 	struct flow_identity *id;
 	uint64_t t_attr, t_walk, t_hash, t_cpu;

@@ -8,7 +8,7 @@
 
 struct identity_request {
 	struct identity_strategy *s;
-	struct flow_tuple tuple;
+	struct proxy_flow tuple;
 	uv_timer_t timer;
 	identity_cb cb;
 	void *data;
@@ -147,7 +147,7 @@ static void req_timer(uv_timer_t *t)
 	req_maybe_free(req);
 }
 
-int identity_resolve(struct identity_strategy *s, const struct flow_tuple *tuple,
+int identity_resolve(struct identity_strategy *s, const struct proxy_flow *tuple,
 		     uint64_t timeout_ms, identity_cb cb, void *data, struct identity_request **out)
 {
 	struct identity_request *req = calloc(1, sizeof(*req));
@@ -210,7 +210,7 @@ void identity_request_abandon(struct identity_request *req)
 	req_maybe_free(req);
 }
 
-const struct flow_tuple *identity_request_tuple(const struct identity_request *req) { return &req->tuple; }
+const struct proxy_flow *identity_request_tuple(const struct identity_request *req) { return &req->tuple; }
 void identity_request_set_data(struct identity_request *req, void *p) { req->sdata = p; }
 void *identity_request_data(const struct identity_request *req) { return req->sdata; }
 

@@ -34,7 +34,7 @@ enum flow_source {
 const char *flow_source_word(enum flow_source s);
 
 /* The flow as the proxy sees it: the accepted socket's peer and local name. */
-struct flow_tuple {
+struct proxy_flow {
 	struct sockaddr_storage client;
 	struct sockaddr_storage proxy;
 };
@@ -112,14 +112,14 @@ typedef void (*identity_cb)(const struct identity_result *res, void *data);
 /* Ask s about tuple; cb is called exactly once, on the loop, never from
  * inside identity_resolve(), unless identity_request_abandon() came first.
  * timeout_ms 0 means the default (2000). *out is for abandon. */
-int identity_resolve(struct identity_strategy *s, const struct flow_tuple *tuple,
+int identity_resolve(struct identity_strategy *s, const struct proxy_flow *tuple,
 		     uint64_t timeout_ms, identity_cb cb, void *data, struct identity_request **out);
 /* The requester goes away: cb will not be called; the request is freed once
  * the strategy has completed it. */
 void identity_request_abandon(struct identity_request *req);
 
 /* For strategies. */
-const struct flow_tuple *identity_request_tuple(const struct identity_request *req);
+const struct proxy_flow *identity_request_tuple(const struct identity_request *req);
 void identity_request_set_data(struct identity_request *req, void *p);
 void *identity_request_data(const struct identity_request *req);
 /* Exactly once per request. Takes ownership of id (NULL unless REASON_OK). */

@@ -45,7 +45,7 @@ struct conn {
 	int open_handles;
 	bool counted;      /* in conns_active */
 	bool rejecting;    /* over the connection limit */
-	struct flow_tuple tuple;
+	struct proxy_flow tuple;
 	struct httpreq req;
 	char *early;       /* bytes after the head, sent upstream after connect */
 	size_t early_len;

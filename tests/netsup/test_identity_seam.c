@@ -80,7 +80,7 @@ static void test_sync_answer_is_deferred(void **state)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 0 };
-	struct flow_tuple t = { 0 };
+	struct proxy_flow t = { 0 };
 	struct got g = { 0 };
 	struct identity_request *req;
 	assert_int_equal(identity_resolve(&f.base, &t, 1000, on_result, &g, &req), 0);
@@ -100,7 +100,7 @@ static void test_timeout_then_late_answer(void **state)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 1 };
-	struct flow_tuple t = { 0 };
+	struct proxy_flow t = { 0 };
 	struct got g = { 0 };
 	struct identity_request *req;
 	assert_int_equal(identity_resolve(&f.base, &t, 30, on_result, &g, &req), 0);
@@ -122,7 +122,7 @@ static void test_abandon(void **state)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 1 };
-	struct flow_tuple t = { 0 };
+	struct proxy_flow t = { 0 };
 	struct got g = { 0 };
 	struct identity_request *req;
 	assert_int_equal(identity_resolve(&f.base, &t, 1000, on_result, &g, &req), 0);
@@ -140,7 +140,7 @@ static void test_reason_passes_through_and_start_failure(void **state)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 1 };
-	struct flow_tuple t = { 0 };
+	struct proxy_flow t = { 0 };
 	struct got g = { 0 };
 	struct identity_request *req;
 	identity_resolve(&f.base, &t, 1000, on_result, &g, &req);
@@ -179,7 +179,7 @@ static void test_static_strategy(void **state)
 	assert_int_equal(identity_static_new(&loop, &cfg, &s), 0);
 	s->on_anchor = on_anchor;
 	assert_false(s->anchored);
-	struct flow_tuple t = { 0 };
+	struct proxy_flow t = { 0 };
 	struct got g = { 0 };
 	struct identity_request *req;
 	identity_resolve(s, &t, 1000, on_result, &g, &req);

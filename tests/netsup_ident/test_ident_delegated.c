@@ -186,7 +186,7 @@ static void res_cb(const struct identity_result *r, void *data)
 	b->latency_ns = r->latency_ns;
 }
 
-static struct flow_tuple g_tuple;
+static struct proxy_flow g_tuple;
 
 static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, uint64_t timeout_ms, struct box *b)
 {

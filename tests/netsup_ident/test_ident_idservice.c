@@ -24,9 +24,7 @@
 #include "identity/members.h"
 #include "identity/procref.h"
 #include "proc-supervisor/idservice.h"
-#define flow_tuple netsup_flow_tuple /* identity/sockdiag.h owns the name here */
 #include "net-supervisor/identity_delegated.h"
-#undef flow_tuple
 
 static pid_t g_kids[4];
 static int g_nkids;
@@ -54,7 +52,7 @@ static void res_cb(const struct identity_result *r, void *data)
 	b->id = r->id;
 	b->latency_ns = r->latency_ns;
 }
-static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, const struct netsup_flow_tuple *t,
+static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, const struct proxy_flow *t,
 		       struct box *b)
 {
 	memset(b, 0, sizeof(*b));
@@ -66,7 +64,7 @@ static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, const stru
 }
 static const char *word(enum reason r) { return r < REASON__COUNT ? reason_word(r) : "no answer"; }
 
-static int accept_within(int lfd, int ms, struct netsup_flow_tuple *t)
+static int accept_within(int lfd, int ms, struct proxy_flow *t)
 {
 	struct pollfd p = { .fd = lfd, .events = POLLIN };
 	if (poll(&p, 1, ms) <= 0)
@@ -171,7 +169,7 @@ int main(int argc, char **argv)
 	procref_close(&wref);
 	if (pfd >= 0)
 		close(pfd);
-	struct netsup_flow_tuple t;
+	struct proxy_flow t;
 	memset(&t, 0, sizeof(t));
 	int c = accept_within(lfd, 5000, &t);
 	CHECK(c >= 0, "the workload did not connect");
@@ -235,7 +233,7 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	g_kids[g_nkids++] = f;
-	struct netsup_flow_tuple ft;
+	struct proxy_flow ft;
 	int fc = accept_within(lfd, 5000, &ft);
 	CHECK(fc >= 0, "foreign connect");
 	rr = ask(&loop, st, &ft, &b);

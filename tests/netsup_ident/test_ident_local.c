@@ -99,7 +99,7 @@ static int listen_lo(int *port)
 	return fd;
 }
 
-static int accept_within(int lfd, int ms, struct flow_tuple *t)
+static int accept_within(int lfd, int ms, struct proxy_flow *t)
 {
 	struct pollfd p = { .fd = lfd, .events = POLLIN };
 	if (poll(&p, 1, ms) <= 0)
@@ -154,7 +154,7 @@ static void res_cb(const struct identity_result *r, void *data)
 	b->latency_ns = r->latency_ns;
 }
 
-static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct flow_tuple *t,
+static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
 			   struct box *b)
 {
 	memset(b, 0, sizeof(*b));
@@ -234,7 +234,7 @@ static pid_t parent_of(pid_t pid)
  * into it, it resolves. Uses a top-level cgroup of our own, removed after
  * (the subject is moved back first). Skipped without a writable cgroup v2
  * root. */
-static void test_cgroup(uv_loop_t *loop, pid_t anchor, const struct flow_tuple *t, pid_t subject)
+static void test_cgroup(uv_loop_t *loop, pid_t anchor, const struct proxy_flow *t, pid_t subject)
 {
 	char cg[400], cgrel[64], procs[420], orig[512] = "", back[1000], rootprocs[300];
 	struct kernel_caps caps;
@@ -325,7 +325,7 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 	char sock[300];
 	snprintf(sock, sizeof(sock), "%s/anchor.sock", g_dir);
 	pid_t a = spawn_anchor(via_socket ? sock : "-", port, "hold");
-	struct flow_tuple t;
+	struct proxy_flow t;
 	int c = accept_within(lfd, 5000, &t);
 	CHECK(c >= 0, "the workload did not connect");
 	struct watch w;
@@ -426,7 +426,7 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 	}
 	if (f > 0 && g_n_children < 64)
 		g_children[g_n_children++] = f;
-	struct flow_tuple ft;
+	struct proxy_flow ft;
 	int fc = accept_within(lfd, 5000, &ft);
 	CHECK(fc >= 0, "foreign did not connect");
 	if (fc >= 0) {
@@ -465,7 +465,7 @@ static void bench_distinct(uv_loop_t *loop, int lfd, int port, int n)
 	snprintf(mode, sizeof(mode), "hold:%d", n);
 	pid_t a = spawn_anchor("-", port, mode);
 	int *fds = calloc((size_t)n, sizeof(*fds));
-	struct flow_tuple *ts = calloc((size_t)n, sizeof(*ts));
+	struct proxy_flow *ts = calloc((size_t)n, sizeof(*ts));
 	uint64_t *lat = calloc((size_t)n, sizeof(*lat));
 	int got = 0;
 	while (got < n && (fds[got] = accept_within(lfd, 5000, &ts[got])) >= 0)
@@ -506,7 +506,7 @@ static void bench_distinct(uv_loop_t *loop, int lfd, int port, int n)
 static void test_wrong_hash(uv_loop_t *loop, int lfd, int port)
 {
 	pid_t a = spawn_anchor("-", port, "hold");
-	struct flow_tuple t;
+	struct proxy_flow t;
 	int c = accept_within(lfd, 5000, &t);
 	CHECK(c >= 0, "the workload did not connect");
 	struct watch w;
@@ -536,7 +536,7 @@ static void test_wrong_hash(uv_loop_t *loop, int lfd, int port)
 static void test_exited(uv_loop_t *loop, int lfd, int port)
 {
 	pid_t a = spawn_anchor("-", port, "exit");
-	struct flow_tuple t;
+	struct proxy_flow t;
 	int c = accept_within(lfd, 5000, &t);
 	CHECK(c >= 0, "the workload did not connect");
 	struct watch w;
@@ -604,7 +604,7 @@ static void test_netns(uv_loop_t *loop)
 	}
 	if (a > 0 && g_n_children < 64)
 		g_children[g_n_children++] = a;
-	struct flow_tuple t;
+	struct proxy_flow t;
 	c = accept_within(lfd, 5000, &t);
 	CHECK(c >= 0, "the workload did not connect across the veth");
 	if (c < 0)
