@@ -136,43 +136,6 @@ static int scan_descendants(pid_t root, pid_t skip, size_t max, pid_t **out, siz
 	return 0;
 }
 
-/* Is the process under `want` in the cgroup v2 tree? */
-static int cgroup_under(const struct kernel_caps *caps, const struct procref *ref, const char *want,
-			enum reason *why)
-{
-	char dir[32];
-	snprintf(dir, sizeof(dir), "/proc/%d", (int)ref->procfs_pid ? (int)ref->procfs_pid : (int)ref->pid);
-	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		*why = REASON_PROCESS_VANISHED;
-		return -ESRCH;
-	}
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0;
-	int r = procfs_read_at(dfd, "cgroup", 65536, &buf, &len);
-	if (r < 0) {
-		*why = REASON_PROCESS_VANISHED;
-		return r;
-	}
-	/* The file read was this process's only if it is still alive. */
-	if (procref_revalidate(caps, ref) < 0) {
-		*why = REASON_PROCESS_VANISHED;
-		return -ESRCH;
-	}
-	struct procfs_cgroup cg;
-	if (procfs_parse_cgroup(buf, len, &cg) < 0 || cg.escapes) {
-		*why = REASON_FOREIGN_PROCESS;
-		return -EPERM;
-	}
-	size_t wl = strlen(want);
-	while (wl > 1 && want[wl - 1] == '/')
-		wl--;
-	if (strncmp(cg.path, want, wl) == 0 && (cg.path[wl] == '\0' || cg.path[wl] == '/' || wl == 1))
-		return 0;
-	*why = REASON_FOREIGN_PROCESS;
-	return -EPERM;
-}
-
 /* ---------- anchor establishment ---------- */
 
 struct anchor_job {
@@ -356,7 +319,14 @@ static void anchor_after(uv_work_t *w, int status)
 		return;
 	}
 	drop_anchor_state(s);
+	/* With a sandbox cgroup the walk itself checks that the subject and
+	 * every live hop below the anchor are inside it: the live-chain table
+	 * alone would take an nsenter'd orphan of the anchor as a member. */
 	struct members_config mc = { .mode = MEMBERSHIP_LINEAGE, .live_chain = true };
+	if (s->sandbox_cgroup) {
+		mc.mode = MEMBERSHIP_CGROUP;
+		mc.cgroup_path = s->sandbox_cgroup;
+	}
 	int r = members_create(s->caps, &j->ref, &mc, &s->table);
 	if (r < 0) {
 		refuse(s, REASON_INTERNAL_ERROR, "cannot create the lineage table");
@@ -466,23 +436,6 @@ static void resolve_work(uv_work_t *w)
 		ancestry_result_free(&res);
 		attribution_release(&at);
 		return;
-	}
-	if (s->sandbox_cgroup) {
-		/* The live-chain table takes any child of the anchor as a member,
-		 * an nsenter'd orphan too; the sandbox cgroup is what tells them
-		 * apart, so the subject and every live hop below the anchor must be
-		 * inside it. */
-		enum reason why = REASON_FOREIGN_PROCESS;
-		int cr = cgroup_under(s->caps, &at.subject, s->sandbox_cgroup, &why);
-		for (size_t h = 0; cr == 0 && h + 1 < res.n; h++)
-			if (res.hops[h].live)
-				cr = cgroup_under(s->caps, &res.hops[h].ref, s->sandbox_cgroup, &why);
-		if (cr < 0) {
-			j->why = why;
-			ancestry_result_free(&res);
-			attribution_release(&at);
-			return;
-		}
 	}
 	j->t_walk = now_mono_ns() - t1;
 
@@ -691,7 +644,7 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	s->on_refused = cfg->on_anchor_refused;
 	s->data = cfg->data;
 	if ((cfg->anchor_socket && !(s->anchor_socket = strdup(cfg->anchor_socket))) ||
-	    (cfg->sandbox_cgroup && !(s->sandbox_cgroup = strdup(cfg->sandbox_cgroup))) ||
+	    (cfg->sandbox_cgroup && *cfg->sandbox_cgroup && !(s->sandbox_cgroup = strdup(cfg->sandbox_cgroup))) ||
 	    !(s->cache = exe_hash_cache_new(LOCAL_HASH_CACHE))) {
 		r = -ENOMEM;
 		goto fail;
