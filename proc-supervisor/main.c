@@ -2,6 +2,7 @@
  * container init (no control channel yet). */
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,8 @@ static void usage(FILE *f)
 		"  --policy FILE          env boundary policy (command layer; repeatable)\n"
 		"  --agent NAME           agent preset for the env boundary\n"
 		"  --proxy URL            proxy URL children get in HTTP(S)_PROXY/ALL_PROXY\n"
+		"  --user USER|UID[:GID]  run every workload process as this user (groups: only\n"
+		"                         GID, default the user's primary group); default: ours\n"
 		"  --exec-socket PATH     exec gateway (tether exec): sessions as our own children\n"
 		"  --exec-allow-uid UID   peer uid allowed on the exec/status sockets (repeatable;\n"
 		"                         default: our own euid only)\n"
@@ -55,6 +58,52 @@ static void list_seccomp(void)
 		printf("%-20s %-40s %-12s %s\n", d->syscall, d->when, d->action, d->why);
 }
 
+/* --user USER|UID[:GID]: a name or number from passwd (its primary group
+ * unless GID is given), or a bare number that has no passwd entry (then
+ * GID defaults to the same number). */
+static int parse_user(const char *arg, struct procsup_config *cfg)
+{
+	char name[256];
+	const char *colon = strchr(arg, ':');
+	size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+	if (len == 0 || len >= sizeof(name)) {
+		fprintf(stderr, "proc-supervisor: --user: expected USER or UID[:GID], got '%s'\n", arg);
+		return -EINVAL;
+	}
+	memcpy(name, arg, len);
+	name[len] = '\0';
+	struct passwd pw, *pwr = NULL;
+	char buf[4096];
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(name, &end, 10);
+	bool numeric = !*end && name[0] != '-' && errno == 0 && v < 0xffffffffUL;
+	if (numeric) {
+		if (getpwuid_r((uid_t)v, &pw, buf, sizeof(buf), &pwr) != 0)
+			pwr = NULL;
+		cfg->run_uid = (uid_t)v;
+		cfg->run_gid = pwr ? pwr->pw_gid : (gid_t)v;
+	} else {
+		if (getpwnam_r(name, &pw, buf, sizeof(buf), &pwr) != 0 || !pwr) {
+			fprintf(stderr, "proc-supervisor: --user: no such user '%s'\n", name);
+			return -ENOENT;
+		}
+		cfg->run_uid = pwr->pw_uid;
+		cfg->run_gid = pwr->pw_gid;
+	}
+	if (colon) {
+		errno = 0;
+		v = strtoul(colon + 1, &end, 10);
+		if (errno || !colon[1] || *end || colon[1] == '-' || v >= 0xffffffffUL) {
+			fprintf(stderr, "proc-supervisor: --user: GID must be a number, got '%s'\n", colon + 1);
+			return -EINVAL;
+		}
+		cfg->run_gid = (gid_t)v;
+	}
+	cfg->run_as = true;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	log_set_program("proc-supervisor");
@@ -62,7 +111,7 @@ int main(int argc, char **argv)
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
-	       OPT_CONTROL, OPT_PROV_KEY };
+	       OPT_CONTROL, OPT_PROV_KEY, OPT_USER };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
@@ -85,6 +134,7 @@ int main(int argc, char **argv)
 		{ "status-socket", required_argument, NULL, OPT_STATUS_SOCKET },
 		{ "control", required_argument, NULL, OPT_CONTROL },
 		{ "provisioning-key", required_argument, NULL, OPT_PROV_KEY },
+		{ "user", required_argument, NULL, OPT_USER },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -172,6 +222,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PROV_KEY:
 			svc.provisioning_key = optarg;
+			break;
+		case OPT_USER:
+			if (parse_user(optarg, &cfg) < 0)
+				return 2;
 			break;
 		case OPT_LIST_SECCOMP:
 			list_seccomp();

@@ -122,6 +122,7 @@ enum child_step {
 	STEP_NO_NEW_PRIVS,
 	STEP_RLIMIT_CORE,
 	STEP_CAPS,
+	STEP_IDS,
 	STEP_LANDLOCK,
 	STEP_SECCOMP,
 	STEP_SEND_LISTENER,
@@ -141,6 +142,7 @@ static const char *step_name(int step)
 	case STEP_NO_NEW_PRIVS: return "PR_SET_NO_NEW_PRIVS";
 	case STEP_RLIMIT_CORE: return "RLIMIT_CORE";
 	case STEP_CAPS: return "drop CAP_SYS_PTRACE";
+	case STEP_IDS: return "setresuid/setresgid";
 	case STEP_LANDLOCK: return "landlock";
 	case STEP_SECCOMP: return "seccomp";
 	case STEP_SEND_LISTENER: return "send listener";
@@ -269,6 +271,25 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 	    (o->landlock_fd >= 0 && fcntl(o->landlock_fd, F_SETFD, FD_CLOEXEC) < 0))
 		child_fail(sock, STEP_CLOSE_FDS, errno);
 
+	/* CAP_SYS_PTRACE would let a root workload open the (non-dumpable)
+	 * supervisor's /proc/<pid>/mem and environ; ptrace is denied anyway.
+	 * Before the id change: dropping it from the bounding set needs
+	 * CAP_SETPCAP, which a non-root uid no longer has. */
+	if ((r = drop_ptrace_cap()) < 0)
+		child_fail(sock, STEP_CAPS, -r);
+
+	/* The workload's own uid (--user): groups first (needs CAP_SETGID),
+	 * then gid, then uid; a non-root uid loses every capability here.
+	 * Raw syscalls: glibc's wrappers broadcast to all threads through a
+	 * signal, which a vfork child sharing our memory must not do. */
+	if (o->set_ids) {
+		gid_t groups[1] = { o->gid };
+		if (syscall(SYS_setgroups, 1, groups) < 0 ||
+		    syscall(SYS_setresgid, o->gid, o->gid, o->gid) < 0 ||
+		    syscall(SYS_setresuid, o->uid, o->uid, o->uid) < 0)
+			child_fail(sock, STEP_IDS, errno);
+	}
+
 	if (o->cwd && chdir(o->cwd) < 0)
 		child_fail(sock, STEP_CHDIR, errno);
 
@@ -283,11 +304,6 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 	/* No core file can ever hold the environment (API keys). */
 	if ((r = envb_core_limit_zero()) < 0)
 		child_fail(sock, STEP_RLIMIT_CORE, -r);
-
-	/* CAP_SYS_PTRACE would let a root workload open the (non-dumpable)
-	 * supervisor's /proc/<pid>/mem and environ; ptrace is denied anyway. */
-	if ((r = drop_ptrace_cap()) < 0)
-		child_fail(sock, STEP_CAPS, -r);
 
 	if (o->landlock_fd >= 0 && (r = landlock_scope_enter(o->landlock_fd)) < 0)
 		child_fail(sock, STEP_LANDLOCK, -r);

@@ -8,8 +8,10 @@
  * sandbox cgroup's cgroup.procs (before any workload code exists: as good
  * as CLONE_INTO_CGROUP, which vfork-style clone cannot use), starts a
  * session or process group, moves stdio into place, closes every other fd
- * except keep_fds, chdir, PR_SET_PDEATHSIG(SIGKILL), PR_SET_NO_NEW_PRIVS,
- * RLIMIT_CORE=0, drops CAP_SYS_PTRACE, enters the Landlock scope domain,
+ * except keep_fds, drops CAP_SYS_PTRACE (and, with set_ids, switches to the
+ * workload's uid/gid with no supplementary groups), chdir,
+ * PR_SET_PDEATHSIG(SIGKILL) (after the id change, which would clear it),
+ * PR_SET_NO_NEW_PRIVS, RLIMIT_CORE=0, enters the Landlock scope domain,
  * installs the seccomp program (with a listener it sends to the parent over
  * SCM_RIGHTS: the in-flight fd keeps it alive until the parent, resumed
  * after execve, receives it; no ack is possible or needed), restores the
@@ -46,6 +48,9 @@ struct spawn_opts {
 	int landlock_fd;          /* scope ruleset, -1 none */
 	int cgroup_fd;            /* sandbox cgroup directory (O_PATH ok), -1 none */
 	int timeout_ms;           /* reading the child's report; 0 => 5000 */
+	bool set_ids;             /* run as uid/gid (real, effective, saved; groups = {gid}) */
+	uid_t uid;
+	gid_t gid;
 };
 
 struct spawn_result {

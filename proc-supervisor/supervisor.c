@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,10 +356,40 @@ static int build_env(struct procsup *ps, const struct procsup_spawn_req *req, st
 	struct envb_extra x = {
 		.cwd = req->cwd ? req->cwd : getcwd(cwd, sizeof(cwd)),
 		.has_target_uid = true,
-		.target_uid = getuid(),
+		.target_uid = ps->cfg.run_as ? ps->cfg.run_uid : getuid(),
 		.proxy_url = ps->cfg.proxy_url,
 	};
-	return envb_build(ps->policy, req->parent_envp ? req->parent_envp : environ, &x, res);
+	char *const *parent = req->parent_envp ? req->parent_envp : environ;
+	if (!ps->cfg.run_as)
+		return envb_build(ps->policy, parent, &x, res);
+	/* Another user's session: its HOME/USER/LOGNAME, not ours (the
+	 * boundary then filters them like any inherited value). */
+	struct passwd pw, *pwr = NULL;
+	char pwbuf[4096];
+	if (getpwuid_r(ps->cfg.run_uid, &pw, pwbuf, sizeof(pwbuf), &pwr) != 0)
+		pwr = NULL;
+	size_t n = 0;
+	while (parent[n])
+		n++;
+	_cleanup_free_ char **v = calloc(n + 4, sizeof(char *));
+	_cleanup_free_ char *home = NULL, *user = NULL, *logname = NULL;
+	if (!v)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(parent[i], "HOME=", 5) != 0 && strncmp(parent[i], "USER=", 5) != 0 &&
+		    strncmp(parent[i], "LOGNAME=", 8) != 0)
+			v[k++] = parent[i];
+	if (pwr) {
+		if (asprintf(&home, "HOME=%s", pwr->pw_dir) < 0 || asprintf(&user, "USER=%s", pwr->pw_name) < 0 ||
+		    asprintf(&logname, "LOGNAME=%s", pwr->pw_name) < 0)
+			return -ENOMEM;
+		v[k++] = home;
+		v[k++] = user;
+		v[k++] = logname;
+	}
+	v[k] = NULL;
+	return envb_build(ps->policy, v, &x, res);
 }
 
 static void audit_env(struct procsup *ps, const struct envb_result *res, pid_t pid)
@@ -532,6 +563,9 @@ int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struc
 	o.filter = ps->have_filter ? &ps->filter : NULL;
 	o.landlock_fd = ps->landlock_fd;
 	o.cgroup_fd = ps->cgroup.active ? ps->cgroup.workload_fd : -1;
+	o.set_ids = ps->cfg.run_as;
+	o.uid = ps->cfg.run_uid;
+	o.gid = ps->cfg.run_gid;
 	struct spawn_result res;
 	r = spawn_process(&o, &res, err);
 	if (r < 0) {

@@ -46,6 +46,12 @@ struct procsup_config {
 	size_t n_policy_files;
 	const char *agent;
 	const char *proxy_url;      /* the net-supervisor's proxy, for HTTP(S)_PROXY */
+	/* --user: every workload process (entrypoint and exec sessions) runs
+	 * as this uid/gid instead of ours; HOME, USER and LOGNAME come from its
+	 * passwd entry when it has one. */
+	bool run_as;
+	uid_t run_uid;
+	gid_t run_gid;
 };
 
 enum procsup_child_kind { PROCSUP_ENTRYPOINT = 1, PROCSUP_EXEC_SESSION };
