@@ -32,6 +32,7 @@ struct members {
 	char cgroup_path[PATH_MAX];
 	uint64_t cgroup_id;
 	bool live_chain;
+	enum members_orphans orphans;
 	size_t max_entries;
 	struct procref anchor; /* recorded */
 	struct node **buckets;
@@ -196,6 +197,7 @@ int members_create(const struct kernel_caps *caps, const struct procref *anchor,
 	t->caps = caps;
 	t->mode = cfg->mode;
 	t->live_chain = cfg->live_chain;
+	t->orphans = cfg->orphans;
 	t->max_entries = cfg->max_entries ? cfg->max_entries : MEMBERS_DEFAULT_MAX;
 	if (cfg->mode == MEMBERSHIP_CGROUP) {
 		if (strscpy(t->cgroup_path, cfg->cgroup_path, sizeof(t->cgroup_path)) < 0) {
@@ -453,7 +455,11 @@ static int learn_once(struct members *t, pid_t pid, enum reason *why, struct mem
 	}
 
 	enum member_join join;
-	if (member_join_is_member(parent.join) || (parent.join == MEMBER_ANCHOR && t->live_chain))
+	/* An unrecorded child of the anchor: see enum members_orphans (in
+	 * cgroup mode the check below then applies to every new hop). */
+	bool orphan_ok = t->live_chain || t->orphans == MEMBERS_ORPHANS_DESCENDANTS ||
+			 (t->orphans == MEMBERS_ORPHANS_IN_CGROUP && t->mode == MEMBERSHIP_CGROUP);
+	if (member_join_is_member(parent.join) || (parent.join == MEMBER_ANCHOR && orphan_ok))
 		join = MEMBER_BORN_IN_TREE;
 	else
 		join = MEMBER_ADOPTED; /* the anchor's unspawned child, or below one */

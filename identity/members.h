@@ -45,6 +45,22 @@ enum membership_mode {
 	MEMBERSHIP_CGROUP = 2,  /* recorded lineage AND inside the sandbox cgroup */
 };
 
+enum members_orphans {
+	/* Never a member (MEMBER_ADOPTED): the safe default, and the only
+	 * answer for a PID-namespace init anchor without a cgroup, which
+	 * adopts every orphan of its namespace, nsenter'd sessions' too. */
+	MEMBERS_ORPHANS_FOREIGN = 0,
+	/* The anchor is a child subreaper that is NOT its namespace's init:
+	 * the kernel reparents only the anchor's own descendants to it, so
+	 * such a child was born in the tree (orphans of injected sessions go
+	 * to PID 1, never here). */
+	MEMBERS_ORPHANS_DESCENDANTS,
+	/* MEMBERSHIP_CGROUP: born in the tree when it (and every hop learnt
+	 * with it) is inside the sandbox cgroup, which a fork inherits and an
+	 * injected process is not placed in. Otherwise adopted. */
+	MEMBERS_ORPHANS_IN_CGROUP,
+};
+
 struct members_config {
 	enum membership_mode mode;
 	/* MEMBERSHIP_CGROUP: the sandbox cgroup as /proc/<pid>/cgroup prints it
@@ -59,6 +75,9 @@ struct members_config {
 	 * weaker — an nsenter'd orphan passes — and is reported as
 	 * "live-chain" membership. */
 	bool live_chain;
+	/* How an unrecorded child of the anchor (an orphan reparented to it,
+	 * its middle parents gone unseen: a daemon) is judged. */
+	enum members_orphans orphans;
 	size_t max_entries; /* 0 = 65536; when full, members_learn fails -ENOSPC */
 };
 

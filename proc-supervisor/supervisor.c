@@ -496,6 +496,13 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 		mc.mode = MEMBERSHIP_CGROUP;
 		mc.cgroup_path = ps->cgroup.workload + rl;
 	}
+	/* A daemon whose middle parents exited unseen is reparented to us. As
+	 * a subreaper below some other init (pause, a VM's init) only our own
+	 * descendants can be; as PID 1 every orphan of the namespace is, and
+	 * only the sandbox cgroup tells ours from an nsenter'd session's. */
+	mc.orphans = getpid() != 1 ? MEMBERS_ORPHANS_DESCENDANTS
+				   : mc.mode == MEMBERSHIP_CGROUP ? MEMBERS_ORPHANS_IN_CGROUP
+								  : MEMBERS_ORPHANS_FOREIGN;
 	r = members_create(&ps->caps, &ps->anchor, &mc, &ps->members);
 	if (r < 0) {
 		log_warn("process table: %s; lineage not recorded", strerror(-r));

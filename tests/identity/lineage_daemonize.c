@@ -7,6 +7,9 @@
  *   - D2 was never seen before M exited: it is indistinguishable from an
  *     adopted stranger, so it is NOT a member (fail closed; the supervisor
  *     learns forks while the parent lives).
+ *   - the orphan rules: with MEMBERS_ORPHANS_DESCENDANTS (we are a subreaper,
+ *     not PID 1) or, in cgroup mode, MEMBERS_ORPHANS_IN_CGROUP, D2 is born in
+ *     the tree after all; D3 outside the cgroup never is.
  *   - cgroup mode: D3 is moved out of the sandbox cgroup before it is learnt
  *     and is refused; a spawned child outside the cgroup is refused. */
 #include <stdio.h>
@@ -243,6 +246,34 @@ static void scenario(enum membership_mode mode)
 	LT_CHECK(r == -EPERM && res.reason == REASON_FOREIGN_PROCESS, "walk D2 adopted: %s",
 		 reason_word(res.reason));
 	ancestry_result_free(&res);
+
+	/* The orphan rules (enum members_orphans), each in a fresh table that
+	 * knows only the anchor and C. We are a subreaper and not PID 1, so
+	 * DESCENDANTS is sound here; IN_CGROUP decides by the sandbox cgroup. */
+	for (int rule = MEMBERS_ORPHANS_DESCENDANTS; rule <= MEMBERS_ORPHANS_IN_CGROUP; rule++) {
+		struct members_config oc = cfg;
+		oc.orphans = (enum members_orphans)rule;
+		struct members *t2;
+		LT_REQUIRE(members_create(&caps, &anchor, &oc, &t2) == 0, "members_create (orphans)");
+		LT_REQUIRE(members_add_spawned(t2, &cref, MEMBER_ENTRYPOINT) == 0, "add C (orphans)");
+		bool in_cgroup_rule = rule == MEMBERS_ORPHANS_IN_CGROUP;
+		/* in lineage mode IN_CGROUP has no cgroup to ask: stays adopted */
+		bool want_member = !in_cgroup_rule || mode == MEMBERSHIP_CGROUP;
+		struct member_entry oe;
+		r = members_learn(t2, d2, &why, &oe);
+		LT_CHECK(want_member ? (r == 0 && oe.join == MEMBER_BORN_IN_TREE)
+				     : (r == -EPERM && oe.join == MEMBER_ADOPTED),
+			 "orphans rule %d, %s mode: learn D2: %d %s", rule,
+			 mode == MEMBERSHIP_CGROUP ? "cgroup" : "lineage", r, reason_word(why));
+		if (mode == MEMBERSHIP_CGROUP) {
+			/* D3 sits outside the sandbox cgroup: never a member */
+			r = members_learn(t2, d3, &why, NULL);
+			LT_CHECK(r == -EPERM && why == REASON_FOREIGN_PROCESS,
+				 "orphans rule %d: learn D3 outside the cgroup: %d %s", rule, r,
+				 reason_word(why));
+		}
+		members_free(t2);
+	}
 
 	/* M is gone: lookups by its pid fail, reap marks it, live pids = C, D. */
 	r = members_lookup_pid(t, m, NULL);
