@@ -154,6 +154,7 @@ static void out_init(struct attribution *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->subject.pidfd = -1;
+	out->subject_fd = -1;
 	out->reason = REASON_IDENTITY_UNAVAILABLE;
 }
 
@@ -227,6 +228,7 @@ int attribute_flow(struct attribute_ctx *ctx, const struct flow_tuple *t, const 
 	}
 	/* Hand the first holder's live ref (and its pidfd) to the caller. */
 	out->subject = hl.refs[0];
+	out->subject_fd = hl.first_fd;
 	hl.refs[0].pidfd = -1;
 	holder_list_release(&hl);
 	out->subject_alive = true;

@@ -47,6 +47,7 @@ struct attribution {
 	bool subject_alive;
 	size_t n_holders;  /* verified holders seen (registry: 0) */
 	bool cache_hit;    /* holder search answered by the revalidated cache */
+	int subject_fd;    /* holder search: the fd slot the subject was verified holding it in; -1 unknown */
 };
 
 struct attribute_ctx;

@@ -216,8 +216,10 @@ static int list_push(struct holder_list *l, size_t *alloc, struct procref *r)
  * read after the pidfd was opened, with the pidfd alive after the read,
  * belongs to the pinned process. 1 verified (*ref filled, owns a pidfd),
  * 0 not a holder (any more), -errno when it cannot be verified. */
-static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, struct procref *ref)
+static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, struct procref *ref,
+			 int *fd_seen)
 {
+	*fd_seen = fd;
 	char want[32];
 	int wlen = socket_link(inode, want, sizeof(want));
 	int r = procref_open(h->caps, pid, ref);
@@ -227,7 +229,7 @@ static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, s
 		return r;
 	if (!fd_is(h->proc_fd, pid, fd, want, wlen)) {
 		/* dup2'd elsewhere in between? Look once more. */
-		r = holders_pid_holds(h->proc_fd, pid, inode, NULL);
+		r = holders_pid_holds(h->proc_fd, pid, inode, fd_seen);
 		if (r <= 0) {
 			procref_close(ref);
 			return r == -ESRCH ? 0 : r;
@@ -280,7 +282,8 @@ static int cache_try(struct holders *h, struct cache_entry *e, uint32_t inode, u
 		return 0;
 	for (size_t i = 0; i < e->n; i++) {
 		struct procref ref;
-		int r = verify_holder(h, e->h[i].pid, e->h[i].fd, inode, &ref);
+		int seen;
+		int r = verify_holder(h, e->h[i].pid, e->h[i].fd, inode, &ref, &seen);
 		if (r <= 0)
 			goto stale;
 		if (strcmp(ref.key, e->h[i].key) != 0) {
@@ -289,6 +292,8 @@ static int cache_try(struct holders *h, struct cache_entry *e, uint32_t inode, u
 			procref_close(&ref);
 			goto stale;
 		}
+		if (out->n == 0)
+			out->first_fd = seen;
 		if (list_push(out, &alloc, &ref) < 0) {
 			procref_close(&ref);
 			goto stale;
@@ -298,6 +303,7 @@ static int cache_try(struct holders *h, struct cache_entry *e, uint32_t inode, u
 	return 1;
 stale:
 	holder_list_release(out);
+	out->first_fd = -1;
 	memset(e, 0, sizeof(*e));
 	return 0;
 }
@@ -328,6 +334,7 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 	if (!h || !out || (n_members && !members))
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
+	out->first_fd = -1;
 	if (inode == 0)
 		return -EINVAL;
 
@@ -350,7 +357,8 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 		if (r < 0)
 			goto fail;
 		struct procref ref;
-		r = verify_holder(h, members[i], fd, inode, &ref);
+		int seen;
+		r = verify_holder(h, members[i], fd, inode, &ref, &seen);
 		if (r < 0)
 			goto fail;
 		if (r == 0)
@@ -359,8 +367,10 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 			procref_close(&ref);
 			continue;
 		}
+		if (out->n == 0)
+			out->first_fd = seen;
 		if (out->n < HOLDERS_CACHE_MAX)
-			fds[out->n] = fd;
+			fds[out->n] = seen;
 		r = list_push(out, &alloc, &ref);
 		if (r < 0) {
 			procref_close(&ref);

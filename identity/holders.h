@@ -37,6 +37,7 @@ struct holder_list {
 	size_t n;
 	bool from_cache;     /* answered by a revalidated cache entry */
 	size_t pids_scanned; /* fd tables read (diagnostics, benchmarks) */
+	int first_fd;        /* the fd slot in which refs[0] was seen holding it; -1 unknown */
 };
 
 /* caps is borrowed and must outlive the handle. cache_capacity 0 disables

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +28,8 @@
 #include "topology/netns.h"
 
 #define LOCAL_HASH_CACHE 1024
+
+struct worker_ctx;
 
 struct local_strategy {
 	struct identity_strategy base; /* first */
@@ -44,8 +48,14 @@ struct local_strategy {
 	 * is queued and changed only when no job is outstanding (jobs hold a
 	 * reference through `jobs`). */
 	struct exe_hash_cache *cache;      /* thread-safe */
-	pthread_mutex_t attr_lock;         /* one sock_diag handle + holder cache */
-	struct attribute_ctx *attr;        /* in the workload's netns */
+	/* One worker context per thread-pool thread (sock_diag handle,
+	 * attribution context and verified-flow cache each, all in the
+	 * workload's netns); a job borrows one from the free list. */
+	pthread_mutex_t workers_lock;
+	pthread_cond_t workers_cond;
+	struct worker_ctx *workers[16]; /* LOCAL_MAX_WORKERS */
+	size_t n_workers;
+	struct worker_ctx *free_workers;
 	struct members *table;             /* anchor only, live-chain; thread-safe */
 	struct procref anchor;             /* recorded copy */
 	int anchor_pidfd;                  /* owned, watched by anchor_poll */
@@ -134,6 +144,437 @@ static int scan_descendants(pid_t root, pid_t skip, size_t max, pid_t **out, siz
 	*out = v;
 	*n_out = n;
 	return 0;
+}
+
+/* ---------- worker contexts and the verified-flow cache ----------
+ *
+ * Each thread-pool job borrows one worker context: its own sock_diag handle
+ * and attribution context (holder cache) in the workload's netns — no lock
+ * is held across netlink or procfs I/O, unlike one shared handle behind a
+ * mutex. A context also keeps a small cache of flows it verified:
+ *
+ *   cookie -> subject (pidfd, the fd slot holding the socket, exe tuple and
+ *             hash), the chain's hops (pidfd, exe tuple and hash each),
+ *             the member-set fingerprint and the host fork count of the
+ *             scan that found the holder.
+ *
+ * A hit is never trusted as is; it re-proves every fact the slow path
+ * establishes, with the processes pinned by the cached pidfds:
+ *   - the socket is still the one (sock_diag: same inode and cookie — the
+ *     kernel never reuses a cookie);
+ *   - nobody else can hold it: no process was created on the host since
+ *     the holder scan (the `processes` fork counter of /proc/stat is
+ *     unchanged; only fork can hand an fd to a new process, and a fork's
+ *     count is taken together with its linking into the parent's children
+ *     list), or — when something forked — a fresh descendant scan gives the
+ *     same member set;
+ *   - the subject still holds the socket in the same fd slot, every process
+ *     still runs the same exe file version under the same path (else its
+ *     cached hash is not its hash: an exec, or an exe swapped in place),
+ *     the live ppid chain is still subject -> hops -> anchor (each ppid read
+ *     before the parent's pidfd is confirmed alive: a pidfd alive now was
+ *     alive, at that pid, when the child named it), cgroup membership when
+ *     configured, and the anchor is alive;
+ *   - every /proc/<pid> read is followed by a liveness check of that
+ *     process's pidfd, so a pid reused meanwhile is never read as ours.
+ * Any mismatch drops the entry and takes the slow path (full attribution
+ * and ancestry walk), which may re-populate it. What a hit cannot see is
+ * what the holder cache cannot see either (holders.h): an fd handed over
+ * by SCM_RIGHTS or pidfd_getfd without any fork. */
+
+#define LOCAL_MAX_WORKERS 16
+#define FC_ENTRIES 8
+#define FC_MAX_HOPS 6
+#define STAT_BUF 32768
+
+struct fc_proc {
+	struct procref ref; /* ref.pidfd owned by the entry */
+	char sha[65];
+};
+
+struct fc_entry {
+	bool used;
+	uint64_t cookie;
+	uint32_t inode;
+	int fd;                   /* the subject's fd slot holding the socket */
+	uint64_t forks;           /* host fork count before the holder scan (0: unknown) */
+	uint64_t members_hash;
+	size_t members_n;
+	char anchor_key[PROCREF_KEY_MAX];
+	struct fc_proc subj;
+	struct fc_proc hops[FC_MAX_HOPS]; /* parent first, anchor excluded */
+	size_t n_hops;
+	unsigned stamp;           /* LRU */
+};
+
+struct worker_ctx {
+	struct attribute_ctx *attr;
+	struct sockdiag *sd;
+	int proc_fd;
+	int stat_fd;
+	char *stat_buf;
+	struct fc_entry fc[FC_ENTRIES];
+	unsigned clock;
+	struct worker_ctx *next_free;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+/* Order-independent fingerprint of a pid set. */
+static uint64_t pidset_hash(const pid_t *m, size_t n)
+{
+	uint64_t sum = 0, x = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = mix64((uint64_t)(uint32_t)m[i] + 0x9e3779b97f4a7c15ULL);
+		sum += v;
+		x ^= (v << 17) | (v >> 47);
+	}
+	return sum ^ mix64(x);
+}
+
+/* The host's fork count ("processes" in /proc/stat), 0 when unknown. */
+static uint64_t host_forks(struct worker_ctx *w)
+{
+	if (w->stat_fd < 0 || !w->stat_buf)
+		return 0;
+	ssize_t n = pread(w->stat_fd, w->stat_buf, STAT_BUF - 1, 0);
+	if (n <= 0 || n >= STAT_BUF - 1)
+		return 0; /* error, or maybe truncated: unknown */
+	w->stat_buf[n] = '\0';
+	const char *p = strstr(w->stat_buf, "\nprocesses ");
+	if (!p)
+		return 0;
+	char *end = NULL;
+	unsigned long long v = strtoull(p + 11, &end, 10);
+	if (end == p + 11 || *end != '\n')
+		return 0;
+	return (uint64_t)v;
+}
+
+static void fc_proc_close(struct fc_proc *p)
+{
+	procref_close(&p->ref);
+}
+
+static void fc_drop(struct fc_entry *e)
+{
+	if (!e->used)
+		return;
+	fc_proc_close(&e->subj);
+	for (size_t i = 0; i < e->n_hops; i++)
+		fc_proc_close(&e->hops[i]);
+	memset(e, 0, sizeof(*e));
+}
+
+static void fc_flush(struct worker_ctx *w)
+{
+	for (size_t i = 0; i < FC_ENTRIES; i++)
+		fc_drop(&w->fc[i]);
+}
+
+static struct fc_entry *fc_find(struct worker_ctx *w, uint64_t cookie)
+{
+	for (size_t i = 0; i < FC_ENTRIES; i++)
+		if (w->fc[i].used && w->fc[i].cookie == cookie)
+			return &w->fc[i];
+	return NULL;
+}
+
+/* Same exe file version under the same label as `want`, read now through
+ * /proc/<pid>/exe: one stat through the magic link, one readlink. Only
+ * plain images qualify (a " (deleted)" or memfd label needs exe.c's full
+ * rules): anything else is "changed". */
+static int exe_unchanged(int proc_fd, pid_t procfs_pid, const struct exe_tuple *want)
+{
+	if (want->deleted || want->memfd || want->maps_mismatch)
+		return -ESTALE;
+	char rel[32];
+	snprintf(rel, sizeof(rel), "%d/exe", (int)procfs_pid);
+	struct stat st;
+	if (fstatat(proc_fd, rel, &st, 0) < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	if ((uint64_t)st.st_dev != want->dev || (uint64_t)st.st_ino != want->ino ||
+	    (int64_t)st.st_size != want->size ||
+	    (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != want->mtime_ns ||
+	    (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec != want->ctime_ns)
+		return -ESTALE;
+	char link[PATH_MAX];
+	ssize_t n = readlinkat(proc_fd, rel, link, sizeof(link));
+	if (n < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	if ((size_t)n >= sizeof(link))
+		return -ESTALE;
+	link[n] = '\0';
+	static const char suffix[] = " (deleted)";
+	size_t slen = sizeof(suffix) - 1;
+	if ((size_t)n >= slen && memcmp(link + n - slen, suffix, slen) == 0)
+		return -ESTALE;
+	return strcmp(link, want->path) == 0 ? 0 : -ESTALE;
+}
+
+/* The live ppid of a pinned process, read so that the pidfd is checked
+ * alive AFTER the read. pidfd_info: one ioctl (a reaped process fails it;
+ * a zombie has no exe and fails exe_unchanged). Else /proc/<pid>/stat
+ * (ppid in the procfs mount's pidns) and a poll. */
+static int live_ppid(const struct kernel_caps *caps, int proc_fd, const struct procref *ref,
+		     pid_t *ppid_out, bool *procfs_ns)
+{
+	if (caps->pidfd_info) {
+		struct tether_pidfd_info info = { .mask = TETHER_PIDFD_INFO_PID };
+		if (ioctl(ref->pidfd, TETHER_PIDFD_GET_INFO, &info) < 0)
+			return -errno;
+		if (!(info.mask & TETHER_PIDFD_INFO_PID) || (pid_t)info.pid != ref->pid)
+			return -ESTALE;
+		*ppid_out = (pid_t)info.ppid;
+		*procfs_ns = false;
+		return pidfd_is_alive(ref->pidfd);
+	}
+	char rel[32];
+	snprintf(rel, sizeof(rel), "%d/stat", (int)ref->procfs_pid);
+	_cleanup_free_ char *buf = NULL;
+	size_t len;
+	int r = procfs_read_at(proc_fd, rel, PROCFS_STAT_MAX, &buf, &len);
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	struct procfs_stat st;
+	r = procfs_parse_stat(buf, len, &st);
+	if (r < 0)
+		return r;
+	if (st.pid != ref->procfs_pid || st.start_time != ref->start_time)
+		return -ESTALE;
+	*ppid_out = st.ppid;
+	*procfs_ns = true;
+	return pidfd_is_alive(ref->pidfd);
+}
+
+/* Does the cached ppid chain still hold for hop `p` whose parent should be
+ * `parent` (a cached ref) or, when parent is NULL, the anchor? */
+static bool ppid_is(pid_t ppid, bool procfs_ns, const struct procref *parent)
+{
+	return ppid > 0 && ppid == (procfs_ns ? parent->procfs_pid : parent->pid);
+}
+
+/* Re-prove a cached flow (see the block comment). 0: *idp is the identity. */
+static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
+		     const struct sockdiag_result *sr, struct flow_identity **idp)
+{
+	if (e->inode != sr->inode || strcmp(e->anchor_key, s->anchor.key) != 0 || s->anchor_pidfd < 0)
+		return -ESTALE;
+	/* 1. Nobody new can hold it. */
+	uint64_t forks = host_forks(w);
+	if (forks == 0 || forks != e->forks) {
+		_cleanup_free_ pid_t *cand = NULL;
+		size_t n_cand = 0;
+		if (scan_descendants(s->anchor.pid, getpid(), s->max_candidates, &cand, &n_cand) < 0)
+			return -ENOMEM;
+		if (n_cand != e->members_n || pidset_hash(cand, n_cand) != e->members_hash)
+			return -ESTALE;
+		e->forks = forks;
+	}
+	/* 2. The subject: same fd slot, same image, alive after the reads. */
+	struct procref *sub = &e->subj.ref;
+	char rel[48], link[64], want[32];
+	snprintf(rel, sizeof(rel), "%d/fd/%d", (int)sub->procfs_pid, e->fd);
+	int wl = snprintf(want, sizeof(want), "socket:[%u]", sr->inode);
+	ssize_t ln = readlinkat(w->proc_fd, rel, link, sizeof(link));
+	if (ln != wl || memcmp(link, want, (size_t)wl) != 0)
+		return -ESTALE;
+	if (exe_unchanged(w->proc_fd, sub->procfs_pid, &sub->exe) < 0)
+		return -ESTALE;
+	pid_t ppid;
+	bool pns;
+	if (live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0)
+		return -ESTALE;
+	if (members_check_cgroup(s->table, sub) < 0)
+		return -ESTALE;
+	/* 3. The chain, nearest first; then the anchor. */
+	for (size_t i = 0; i < e->n_hops; i++) {
+		struct procref *h = &e->hops[i].ref;
+		if (!ppid_is(ppid, pns, h))
+			return -ESTALE;
+		if (exe_unchanged(w->proc_fd, h->procfs_pid, &h->exe) < 0)
+			return -ESTALE;
+		/* Alive now => it was the process at that pid when the child's
+		 * ppid was read. */
+		if (live_ppid(s->caps, w->proc_fd, h, &ppid, &pns) < 0)
+			return -ESTALE;
+		if (members_check_cgroup(s->table, h) < 0)
+			return -ESTALE;
+	}
+	if (!ppid_is(ppid, pns, &s->anchor) || pidfd_is_alive(s->anchor_pidfd) < 0)
+		return -ESTALE;
+
+	struct flow_identity *id = flow_identity_new();
+	if (!id)
+		return -ENOMEM;
+	id->source = FLOW_SOURCE_LOCAL_PROCFS;
+	id->pid = sub->pid;
+	memcpy(id->sha256, e->subj.sha, sizeof(id->sha256));
+	if (!(id->binary_path = strdup(sub->exe.path)) || !(id->process_key = strdup(sub->key))) {
+		flow_identity_free(id);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < e->n_hops; i++)
+		if (flow_identity_add_ancestor(id, e->hops[i].ref.exe.path, e->hops[i].ref.pid,
+					       e->hops[i].sha) < 0) {
+			flow_identity_free(id);
+			return -ENOMEM;
+		}
+	*idp = id;
+	return 0;
+}
+
+/* A pidfd on the recorded `rec` that provably names it (alive, same key),
+ * or -1. */
+static int pin_recorded(const struct kernel_caps *caps, const struct procref *rec)
+{
+	int fd = sys_pidfd_open(rec->pid, 0);
+	if (fd < 0)
+		return -1;
+	bool same;
+	if (rec->key_kind == PROCREF_KEY_PIDFS) {
+		struct stat st;
+		same = caps->pidfs_ino && fstat(fd, &st) == 0 && (uint64_t)st.st_ino == rec->pidfs_ino;
+	} else {
+		struct procref now;
+		same = procref_from_pidfd_ex(caps, fd, PROCREF_NO_EXE, &now) == 0 && procref_same(&now, rec);
+		procref_close(&now);
+	}
+	if (!same || pidfd_is_alive(fd) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* After a slow-path success: remember the flow when every part of it can
+ * be re-proved cheaply (one holder, plain images, hashes known, a short
+ * chain of live hops). forks/cand are the holder scan's inputs. */
+static void fc_store(struct local_strategy *s, struct worker_ctx *w, const struct attribution *at,
+		     const struct ancestry_result *res, const struct flow_identity *id,
+		     uint64_t forks, const pid_t *cand, size_t n_cand)
+{
+	if (at->n_holders != 1 || at->subject.pidfd < 0 || !at->socket_found || at->sock.cookie == 0 ||
+	    res->n == 0 || res->n - 1 > FC_MAX_HOPS || res->n - 1 != id->n_ancestors || !id->sha256[0])
+		return;
+	const struct procref *sub = &at->subject;
+	if (sub->exe_err < 0 || sub->exe.deleted || sub->exe.memfd || sub->exe.maps_mismatch)
+		return;
+	for (size_t i = 0; i + 1 < res->n; i++) {
+		const struct procref *h = &res->hops[i].ref;
+		if (!res->hops[i].live || h->exe_err < 0 || h->exe.deleted || h->exe.memfd ||
+		    h->exe.maps_mismatch || !id->ancestors[i].sha256[0] || !h->exe.path[0])
+			return;
+	}
+	/* The fd slot the holder search saw it in; fc_verify re-reads it. */
+	int slot_fd = at->subject_fd;
+	if (slot_fd < 0)
+		return;
+	struct fc_entry *e = fc_find(w, at->sock.cookie);
+	if (!e) {
+		e = &w->fc[0];
+		for (size_t i = 0; i < FC_ENTRIES; i++) {
+			if (!w->fc[i].used) {
+				e = &w->fc[i];
+				break;
+			}
+			if (w->fc[i].stamp < e->stamp)
+				e = &w->fc[i];
+		}
+	}
+	fc_drop(e);
+	e->cookie = at->sock.cookie;
+	e->inode = at->sock.inode;
+	e->fd = slot_fd;
+	e->forks = forks;
+	e->members_n = n_cand;
+	e->members_hash = pidset_hash(cand, n_cand);
+	strscpy(e->anchor_key, s->anchor.key, sizeof(e->anchor_key));
+	procref_copy_recorded(&e->subj.ref, sub);
+	e->subj.ref.pidfd = fcntl(sub->pidfd, F_DUPFD_CLOEXEC, 3);
+	memcpy(e->subj.sha, id->sha256, sizeof(e->subj.sha));
+	e->used = true; /* from here fc_drop releases what was taken */
+	if (e->subj.ref.pidfd < 0) {
+		fc_drop(e);
+		return;
+	}
+	for (size_t i = 0; i + 1 < res->n; i++) {
+		struct fc_proc *p = &e->hops[e->n_hops];
+		procref_copy_recorded(&p->ref, &res->hops[i].ref);
+		p->ref.pidfd = pin_recorded(s->caps, &res->hops[i].ref);
+		if (p->ref.pidfd < 0) {
+			fc_drop(e);
+			return;
+		}
+		strscpy(p->sha, id->ancestors[i].sha256, sizeof(p->sha));
+		e->n_hops++;
+	}
+	e->stamp = ++w->clock;
+}
+
+static struct worker_ctx *worker_get(struct local_strategy *s)
+{
+	pthread_mutex_lock(&s->workers_lock);
+	while (!s->free_workers)
+		pthread_cond_wait(&s->workers_cond, &s->workers_lock);
+	struct worker_ctx *w = s->free_workers;
+	s->free_workers = w->next_free;
+	pthread_mutex_unlock(&s->workers_lock);
+	return w;
+}
+
+static void worker_put(struct local_strategy *s, struct worker_ctx *w)
+{
+	pthread_mutex_lock(&s->workers_lock);
+	w->next_free = s->free_workers;
+	s->free_workers = w;
+	pthread_cond_signal(&s->workers_cond);
+	pthread_mutex_unlock(&s->workers_lock);
+}
+
+static void worker_free(struct worker_ctx *w)
+{
+	if (!w)
+		return;
+	fc_flush(w);
+	attribute_ctx_free(w->attr);
+	sockdiag_close(w->sd);
+	if (w->proc_fd >= 0)
+		close(w->proc_fd);
+	if (w->stat_fd >= 0)
+		close(w->stat_fd);
+	free(w->stat_buf);
+	free(w);
+}
+
+/* In the workload's netns (netlink sockets answer for the netns they were
+ * opened in; /proc is the same either way). */
+static struct worker_ctx *worker_new(const struct kernel_caps *caps)
+{
+	struct worker_ctx *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->proc_fd = w->stat_fd = -1;
+	w->attr = attribute_ctx_new(caps, NULL);
+	w->sd = w->attr ? sockdiag_open() : NULL;
+	w->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	w->stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	w->stat_buf = malloc(STAT_BUF);
+	if (!w->attr || !w->sd || w->proc_fd < 0) {
+		int e = errno ? errno : ENOMEM;
+		worker_free(w);
+		errno = e;
+		return NULL;
+	}
+	return w;
 }
 
 /* ---------- anchor establishment ---------- */
@@ -258,7 +699,10 @@ static void refuse(struct local_strategy *s, enum reason why, const char *detail
 
 static void drop_anchor_state(struct local_strategy *s)
 {
-	/* Only with no resolve job outstanding (they read table/anchor). */
+	/* Only with no resolve job outstanding (they read table/anchor).
+	 * Cached flows were verified against this anchor: forget them. */
+	for (size_t i = 0; i < s->n_workers; i++)
+		fc_flush(s->workers[i]);
 	members_free(s->table);
 	s->table = NULL;
 	if (s->anchor_pidfd >= 0)
@@ -386,6 +830,7 @@ struct resolve_job {
 	enum reason why;
 	struct flow_identity *id;
 	uint64_t t_attr, t_walk, t_hash, t_cpu;
+	bool fast; /* answered by the verified-flow cache */
 };
 
 static uint64_t thread_cpu_ns(void)
@@ -404,42 +849,63 @@ static void resolve_work(uv_work_t *w)
 {
 	struct resolve_job *j = w->data;
 	struct local_strategy *s = j->s;
-	uint64_t t0 = now_mono_ns(), c0 = thread_cpu_ns();
+	uint64_t t0 = now_mono_ns(), c0 = thread_cpu_ns(), t2 = t0;
 	j->why = REASON_IDENTITY_UNAVAILABLE;
 
 	struct flow_tuple ft;
 	if (flow_tuple_from_sockaddr(&ft, IPPROTO_TCP, (const struct sockaddr *)&j->tuple.client,
 				     (const struct sockaddr *)&j->tuple.proxy) < 0)
 		return;
+	struct worker_ctx *wc = worker_get(s);
+
+	/* Fast path: a flow this context verified before, re-proved. */
+	struct sockdiag_result sr;
+	if (sockdiag_lookup(wc->sd, &ft, &sr) == 0) {
+		struct fc_entry *e = fc_find(wc, sr.cookie);
+		if (e) {
+			struct flow_identity *id = NULL;
+			if (fc_verify(s, wc, e, &sr, &id) == 0) {
+				e->stamp = ++wc->clock;
+				worker_put(s, wc);
+				j->id = id;
+				j->why = REASON_OK;
+				j->fast = true;
+				j->t_attr = now_mono_ns() - t0;
+				j->t_cpu = thread_cpu_ns() - c0;
+				return;
+			}
+			fc_drop(e);
+		}
+	}
+
+	uint64_t forks = host_forks(wc); /* before the scan: see fc_verify */
 	_cleanup_free_ pid_t *cand = NULL;
 	size_t n_cand = 0;
-	if (scan_descendants(s->anchor.pid, getpid(), s->max_candidates, &cand, &n_cand) < 0)
+	if (scan_descendants(s->anchor.pid, getpid(), s->max_candidates, &cand, &n_cand) < 0) {
+		worker_put(s, wc);
 		return;
+	}
 	struct attribution at;
 	memset(&at, 0, sizeof(at));
 	at.subject.pidfd = -1;
-	pthread_mutex_lock(&s->attr_lock);
-	int r = attribute_flow(s->attr, &ft, cand, n_cand, &at);
-	pthread_mutex_unlock(&s->attr_lock);
+	int r = attribute_flow(wc->attr, &ft, cand, n_cand, &at);
 	j->t_attr = now_mono_ns() - t0;
+	struct ancestry_result res;
+	memset(&res, 0, sizeof(res));
 	if (r < 0) {
 		j->why = at.reason != REASON_OK ? at.reason : REASON_IDENTITY_UNAVAILABLE;
-		attribution_release(&at);
-		return;
+		goto out;
 	}
 
 	uint64_t t1 = now_mono_ns();
-	struct ancestry_result res;
 	r = ancestry_walk(s->caps, s->table, &at.subject, NULL, &res);
 	if (r < 0 || !res.anchored) {
 		j->why = res.reason != REASON_OK ? res.reason : REASON_ANCESTRY_NOT_ANCHORED;
-		ancestry_result_free(&res);
-		attribution_release(&at);
-		return;
+		goto out;
 	}
 	j->t_walk = now_mono_ns() - t1;
 
-	uint64_t t2 = now_mono_ns();
+	t2 = now_mono_ns();
 	if (at.subject.exe_err < 0 || at.subject.exe.maps_mismatch) {
 		/* No image, or one whose exe link does not match its main
 		 * mapping (PR_SET_MM_MAP): nothing trustworthy to name. */
@@ -503,7 +969,9 @@ static void resolve_work(uv_work_t *w)
 	}
 	j->id = id;
 	j->why = REASON_OK;
+	fc_store(s, wc, &at, &res, id, forks, cand, n_cand);
 out:
+	worker_put(s, wc);
 	j->t_hash = now_mono_ns() - t2;
 	j->t_cpu = thread_cpu_ns() - c0;
 	ancestry_result_free(&res);
@@ -522,6 +990,8 @@ static void resolve_after(uv_work_t *w, int status)
 		s->stats.walk_ns += j->t_walk;
 		s->stats.hash_ns += j->t_hash;
 		s->stats.cpu_ns += j->t_cpu;
+		if (j->fast)
+			s->stats.fast_hits++;
 	} else {
 		s->stats.denied++;
 	}
@@ -564,9 +1034,11 @@ static void maybe_free(struct local_strategy *s)
 	if (!s->destroying || s->jobs > 0 || s->handles_open > 0)
 		return;
 	drop_anchor_state(s);
-	attribute_ctx_free(s->attr);
+	for (size_t i = 0; i < s->n_workers; i++)
+		worker_free(s->workers[i]);
 	exe_hash_cache_free(s->cache);
-	pthread_mutex_destroy(&s->attr_lock);
+	pthread_mutex_destroy(&s->workers_lock);
+	pthread_cond_destroy(&s->workers_cond);
 	free(s->anchor_socket);
 	free(s->sandbox_cgroup);
 	free(s);
@@ -601,14 +1073,37 @@ static const struct identity_strategy_ops local_ops = {
 
 struct attr_job {
 	const struct kernel_caps *caps;
-	struct attribute_ctx *ctx;
+	struct worker_ctx **out;
+	size_t n;
 };
 
 static int attr_in_netns(void *arg)
 {
 	struct attr_job *a = arg;
-	a->ctx = attribute_ctx_new(a->caps, NULL);
-	return a->ctx ? 0 : -errno;
+	for (size_t i = 0; i < a->n; i++) {
+		a->out[i] = worker_new(a->caps);
+		if (!a->out[i]) {
+			int e = -errno;
+			for (size_t k = 0; k < i; k++) {
+				worker_free(a->out[k]);
+				a->out[k] = NULL;
+			}
+			return e < 0 ? e : -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* As many worker contexts as the libuv thread pool has threads (its
+ * UV_THREADPOOL_SIZE, default 4), at most LOCAL_MAX_WORKERS: more jobs
+ * than contexts wait for one. */
+static size_t worker_count(void)
+{
+	const char *v = getenv("UV_THREADPOOL_SIZE");
+	long n = v && *v ? strtol(v, NULL, 10) : 4;
+	if (n < 1)
+		n = 4;
+	return n > LOCAL_MAX_WORKERS ? LOCAL_MAX_WORKERS : (size_t)n;
 }
 
 int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
@@ -627,7 +1122,8 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	s->base.loop = loop;
 	s->anchor_pidfd = -1;
 	s->anchor.pidfd = -1;
-	pthread_mutex_init(&s->attr_lock, NULL);
+	pthread_mutex_init(&s->workers_lock, NULL);
+	pthread_cond_init(&s->workers_cond, NULL);
 	int r = 0;
 	if (cfg->caps) {
 		s->caps = cfg->caps;
@@ -649,7 +1145,7 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 		r = -ENOMEM;
 		goto fail;
 	}
-	struct attr_job aj = { .caps = s->caps };
+	struct attr_job aj = { .caps = s->caps, .out = s->workers, .n = worker_count() };
 	if (cfg->workload_netns) {
 		_cleanup_close_ int nsfd = open(cfg->workload_netns, O_RDONLY | O_CLOEXEC);
 		if (nsfd < 0) {
@@ -664,7 +1160,11 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	}
 	if (r < 0)
 		goto fail;
-	s->attr = aj.ctx;
+	s->n_workers = aj.n;
+	for (size_t i = 0; i < s->n_workers; i++) {
+		s->workers[i]->next_free = s->free_workers;
+		s->free_workers = s->workers[i];
+	}
 	uv_timer_init(loop, &s->retry_timer);
 	s->retry_timer.data = s;
 	s->handles_open = 1;
@@ -674,7 +1174,8 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	return 0;
 fail:
 	exe_hash_cache_free(s->cache);
-	pthread_mutex_destroy(&s->attr_lock);
+	pthread_mutex_destroy(&s->workers_lock);
+	pthread_cond_destroy(&s->workers_cond);
 	free(s->anchor_socket);
 	free(s->sandbox_cgroup);
 	free(s);

@@ -19,7 +19,12 @@
  * -> ancestry walk to the anchor -> optional cgroup check -> SHA-256 of the
  * subject's and the ancestors' running images (hash cache) -> flow_identity
  * with source local_procfs. Any failure is the walk's / attribution's
- * reason word.
+ * reason word. Each pool thread has its own sock_diag handle and a small
+ * verified-flow cache (socket cookie -> pinned subject and chain): a flow
+ * resolved again is re-proved (same socket in the same fd slot, no process
+ * created since the holder scan or the same member set, same exe file and
+ * label for every process, same live ppid chain, anchor alive) instead of
+ * re-walked; any change takes the full path (identity_local.c). 
  *
  * WHAT LOCAL CANNOT SEE (compared with delegated): the proc-supervisor's
  * member table and cookie registry live in another process. Membership here
@@ -69,5 +74,6 @@ struct identity_local_stats {
 	uint64_t resolved, denied;
 	uint64_t attribute_ns, walk_ns, hash_ns; /* sums over resolved requests (wall clock) */
 	uint64_t cpu_ns;                          /* worker-thread CPU time, same requests */
+	uint64_t fast_hits;                       /* resolved by re-proving a cached flow */
 };
 void identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);

@@ -1,0 +1,417 @@
+/* The local strategy's verified-flow cache must never answer for a flow
+ * whose facts changed. As root, on loopback: the test forks an anchor A
+ * (this binary's image, so its hash is known) -> mid M -> leaf L; L holds a
+ * TCP connection to a listener the test owns. Each case resolves the flow
+ * twice (the second answer must come from the cache: stats.fast_hits),
+ * changes one fact, and checks that the next answer reflects it:
+ *   - L execs another binary keeping the socket      -> that binary named;
+ *   - L forks a child that execs another binary      -> ambiguous_socket_owner;
+ *   - M (the ancestor) execs another binary          -> the ancestor renamed;
+ *   - L exits                                        -> identity_unavailable;
+ *   - M exits (L reparented away from the anchor)    -> not attributed;
+ *   - an unrelated fork on the host                  -> still a (re-proved) hit.
+ * Every process is in A's process group and killed by it at the end. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common_test.h"
+#include "net-supervisor/identity_local.h"
+
+static char g_self_sha[65];
+
+static int sha256_path(const char *path, char out[65])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	unsigned char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+	close(fd);
+	unsigned char h[32];
+	crypto_hash_sha256_final(&st, h);
+	sodium_bin2hex(out, 65, h, 32);
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+struct box {
+	bool done;
+	enum reason reason;
+	struct flow_identity *id;
+};
+
+static void res_cb(const struct identity_result *r, void *data)
+{
+	struct box *b = data;
+	b->done = true;
+	b->reason = r->reason;
+	b->id = r->id;
+}
+
+static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
+			   struct box *b)
+{
+	memset(b, 0, sizeof(*b));
+	struct identity_request *req;
+	if (identity_resolve(s, t, 3000, res_cb, b, &req) < 0)
+		return REASON__COUNT;
+	run_until(loop, &b->done, 5000);
+	return b->done ? b->reason : REASON__COUNT;
+}
+
+static const char *word(enum reason r)
+{
+	return r < REASON__COUNT ? reason_word(r) : "no answer";
+}
+
+static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
+{
+	(void)s;
+	if (anchored)
+		*(bool *)data = true;
+}
+
+/* The tree. L and M obey one-byte commands on their pipes. */
+struct tree {
+	pid_t a, m, l;
+	int cmd_m, cmd_l; /* write ends */
+	int conn;         /* our accepted end */
+	struct proxy_flow flow;
+};
+
+static void obey(int cmd, int sock)
+{
+	char c;
+	while (read(cmd, &c, 1) == 1) {
+		if (c == 'x') { /* exec another binary, keeping the socket */
+			execl("/bin/sleep", "sleep", "30", (char *)NULL);
+			_exit(127);
+		}
+		if (c == 'f' && fork() == 0) { /* a child inherits it, then execs */
+			execl("/bin/sleep", "sleep", "30", (char *)NULL);
+			_exit(127);
+		}
+		if (c == 'q')
+			_exit(0);
+	}
+	(void)sock;
+	_exit(0);
+}
+
+static int tree_start(struct tree *t, int lfd, int port)
+{
+	memset(t, 0, sizeof(*t));
+	t->conn = -1;
+	int pm[2], pl[2], rep[2];
+	if (pipe2(pm, O_CLOEXEC) < 0 || pipe2(pl, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0)
+		return -1;
+	t->a = fork();
+	if (t->a == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(30);
+		pid_t m = fork();
+		if (m == 0) {
+			alarm(30);
+			pid_t l = fork();
+			if (l == 0) {
+				alarm(30);
+				struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+				inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+				int fd = socket(AF_INET, SOCK_STREAM, 0); /* no CLOEXEC: kept over exec */
+				if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+					_exit(1);
+				pid_t me = getpid();
+				if (write(rep[1], &me, sizeof(me)) != sizeof(me))
+					_exit(1);
+				obey(pl[0], fd);
+			}
+			if (write(rep[1], &l, sizeof(l)) != sizeof(l))
+				_exit(1);
+			/* M: obey, but also stay M while L lives. */
+			obey(pm[0], -1);
+		}
+		for (;;)
+			pause();
+	}
+	close(pm[0]);
+	close(pl[0]);
+	close(rep[1]);
+	t->cmd_m = pm[1];
+	t->cmd_l = pl[1];
+	if (t->a < 0) {
+		close(rep[0]);
+		return -1;
+	}
+	setpgid(t->a, t->a);
+	pid_t got[2] = { 0, 0 };
+	struct pollfd p = { .fd = rep[0], .events = POLLIN };
+	for (int i = 0; i < 2; i++)
+		if (poll(&p, 1, 5000) != 1 || read(rep[0], &got[i], sizeof(pid_t)) != sizeof(pid_t))
+			break;
+	close(rep[0]);
+	/* L reports first (after its connect), then M reports L's pid. */
+	t->l = got[0];
+	p = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	if (t->l <= 0 || poll(&p, 1, 5000) != 1)
+		return -1;
+	t->conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (t->conn < 0)
+		return -1;
+	socklen_t sl = sizeof(t->flow.client);
+	getpeername(t->conn, (struct sockaddr *)&t->flow.client, &sl);
+	sl = sizeof(t->flow.proxy);
+	getsockname(t->conn, (struct sockaddr *)&t->flow.proxy, &sl);
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)t->l);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *rp = strrchr(buf, ')');
+	int ppid = 0;
+	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+		return -1;
+	t->m = (pid_t)ppid;
+	return 0;
+}
+
+static void tree_stop(struct tree *t)
+{
+	if (t->conn >= 0)
+		close(t->conn);
+	if (t->cmd_m > 0)
+		close(t->cmd_m);
+	if (t->cmd_l > 0)
+		close(t->cmd_l);
+	if (t->a > 0) {
+		kill(-t->a, SIGKILL);
+		waitpid(t->a, NULL, 0);
+	}
+	memset(t, 0, sizeof(*t));
+}
+
+/* Wait (bounded) until /proc/<pid>/exe ends with suffix. */
+static bool wait_exe(pid_t pid, const char *suffix)
+{
+	char path[64], link[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	for (int i = 0; i < 300; i++) {
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = '\0';
+			if (ends_with(link, suffix))
+				return true;
+		}
+		usleep(10000);
+	}
+	return false;
+}
+
+static bool wait_gone(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	for (int i = 0; i < 300; i++) {
+		char link[64];
+		if (readlink(path, link, sizeof(link)) < 0)
+			return true; /* exited (zombie or reaped) */
+		usleep(10000);
+	}
+	return false;
+}
+
+/* A child of L running sleep (the fork case). */
+static bool wait_child_exe(pid_t parent, const char *suffix)
+{
+	char path[96], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)parent, (int)parent);
+	for (int i = 0; i < 300; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			pid_t c = (pid_t)atoi(buf);
+			if (c > 0 && wait_exe(c, suffix))
+				return true;
+		}
+		usleep(10000);
+	}
+	return false;
+}
+
+enum change { CH_LEAF_EXEC, CH_LEAF_FORK, CH_MID_EXEC, CH_LEAF_EXIT, CH_MID_EXIT, CH_HOST_FORK };
+
+static const char *change_name(enum change c)
+{
+	static const char *const n[] = { "leaf exec", "leaf fork", "mid exec", "leaf exit", "mid exit",
+					 "host fork" };
+	return n[c];
+}
+
+static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
+{
+	struct tree t;
+	if (tree_start(&t, lfd, port) < 0) {
+		CHECK(0, "%s: tree setup", change_name(ch));
+		tree_stop(&t);
+		return;
+	}
+	bool anchored = false;
+	struct identity_local_config cfg = { .anchor_pid = t.a, .expected_sha256 = g_self_sha, .retry_ms = 100 };
+	struct identity_strategy *s = NULL;
+	int r = identity_local_new(loop, &cfg, &s);
+	CHECK(r == 0, "identity_local_new: %s", strerror(-r));
+	if (!s) {
+		tree_stop(&t);
+		return;
+	}
+	s->on_anchor = on_anchor;
+	s->on_anchor_data = &anchored;
+	CHECK(run_until(loop, &anchored, 5000), "never anchored (%s)", identity_local_anchor_error(s));
+
+	struct box b;
+	struct identity_local_stats st0, st1, st2;
+	enum reason rr = resolve(loop, s, &t.flow, &b);
+	CHECK(rr == REASON_OK, "%s: first resolve: %s", change_name(ch), word(rr));
+	if (rr == REASON_OK) {
+		CHECK(b.id->n_ancestors == 1 && b.id->ancestors[0].pid == t.m, "%s: chain", change_name(ch));
+		CHECK(strcmp(b.id->sha256, g_self_sha) == 0, "%s: subject sha", change_name(ch));
+	}
+	flow_identity_free(b.id);
+	identity_local_stats(s, &st0);
+	rr = resolve(loop, s, &t.flow, &b);
+	identity_local_stats(s, &st1);
+	CHECK(rr == REASON_OK, "%s: second resolve: %s", change_name(ch), word(rr));
+	CHECK(st1.fast_hits == st0.fast_hits + 1, "%s: second resolve not from the cache (%llu -> %llu)",
+	      change_name(ch), (unsigned long long)st0.fast_hits, (unsigned long long)st1.fast_hits);
+	flow_identity_free(b.id);
+
+	bool changed = false;
+	switch (ch) {
+	case CH_LEAF_EXEC:
+		changed = write(t.cmd_l, "x", 1) == 1 && wait_exe(t.l, "/sleep");
+		break;
+	case CH_LEAF_FORK:
+		changed = write(t.cmd_l, "f", 1) == 1 && wait_child_exe(t.l, "/sleep");
+		break;
+	case CH_MID_EXEC:
+		changed = write(t.cmd_m, "x", 1) == 1 && wait_exe(t.m, "/sleep");
+		break;
+	case CH_LEAF_EXIT:
+		changed = write(t.cmd_l, "q", 1) == 1 && wait_gone(t.l);
+		if (changed) {
+			struct pollfd p = { .fd = t.conn, .events = POLLIN };
+			changed = poll(&p, 1, 3000) == 1; /* its FIN */
+		}
+		break;
+	case CH_MID_EXIT:
+		changed = write(t.cmd_m, "q", 1) == 1 && wait_gone(t.m);
+		break;
+	case CH_HOST_FORK: {
+		pid_t f = fork();
+		if (f == 0)
+			_exit(0);
+		changed = f > 0 && waitpid(f, NULL, 0) == f;
+		break;
+	}
+	}
+	CHECK(changed, "%s: the change did not happen", change_name(ch));
+	rr = resolve(loop, s, &t.flow, &b);
+	identity_local_stats(s, &st2);
+	switch (ch) {
+	case CH_LEAF_EXEC:
+		CHECK(rr == REASON_OK, "leaf exec: %s", word(rr));
+		if (rr == REASON_OK) {
+			CHECK(ends_with(b.id->binary_path, "/sleep"), "leaf exec: binary %s", b.id->binary_path);
+			CHECK(strcmp(b.id->sha256, g_self_sha) != 0, "leaf exec: stale sha");
+		}
+		CHECK(st2.fast_hits == st1.fast_hits, "leaf exec: answered from the cache");
+		break;
+	case CH_LEAF_FORK:
+		CHECK(rr == REASON_AMBIGUOUS_SOCKET_OWNER, "leaf fork: %s", word(rr));
+		break;
+	case CH_MID_EXEC:
+		CHECK(rr == REASON_OK, "mid exec: %s", word(rr));
+		if (rr == REASON_OK) {
+			CHECK(b.id->n_ancestors == 1 && ends_with(b.id->ancestors[0].path, "/sleep"),
+			      "mid exec: ancestor %s", b.id->n_ancestors ? b.id->ancestors[0].path : "-");
+			CHECK(b.id->n_ancestors == 1 && strcmp(b.id->ancestors[0].sha256, g_self_sha) != 0,
+			      "mid exec: stale ancestor sha");
+		}
+		CHECK(st2.fast_hits == st1.fast_hits, "mid exec: answered from the cache");
+		break;
+	case CH_LEAF_EXIT:
+		CHECK(rr == REASON_IDENTITY_UNAVAILABLE || rr == REASON_PROCESS_VANISHED, "leaf exit: %s",
+		      word(rr));
+		break;
+	case CH_MID_EXIT:
+		CHECK(rr != REASON_OK && rr != REASON__COUNT, "mid exit: %s", word(rr));
+		break;
+	case CH_HOST_FORK:
+		CHECK(rr == REASON_OK, "host fork: %s", word(rr));
+		CHECK(st2.fast_hits == st1.fast_hits + 1, "host fork: not re-proved from the cache");
+		break;
+	}
+	flow_identity_free(b.id);
+	identity_strategy_destroy(s);
+	bool never = false;
+	run_until(loop, &never, 200);
+	tree_stop(&t);
+}
+
+int main(void)
+{
+	if (geteuid() != 0) {
+		printf("SKIP: needs root\n");
+		return 77;
+	}
+	if (sodium_init() < 0 || sha256_path("/proc/self/exe", g_self_sha) < 0)
+		return 1;
+	if (access("/bin/sleep", X_OK) != 0) {
+		printf("SKIP: no /bin/sleep\n");
+		return 77;
+	}
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	socklen_t l = sizeof(sa);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &l) < 0)
+		return 1;
+	int port = ntohs(sa.sin_port);
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	for (enum change c = CH_LEAF_EXEC; c <= CH_HOST_FORK; c++)
+		one_case(&loop, lfd, port, c);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	uv_loop_close(&loop);
+	(void)pct; /* common_test.h's, unused here */
+	close(lfd);
+	printf("%s (%d failures)\n", g_failures ? "FAILED" : "ok", g_failures);
+	return g_failures ? 1 : 0;
+}
