@@ -31,19 +31,24 @@ static void usage(FILE *out)
 		strscpy(names, "combined|shared-pid|vm|split", sizeof(names));
 	fprintf(out,
 		"usage: tether run [--topology NAME] [--policy FILE]... [--agent NAME]\n"
-		"                  [--audit FILE] [--exec-socket PATH] [--dry-run] -- CMD [ARG...]\n"
+		"                  [--audit FILE] [--exec-socket PATH] [--user USER] [--dry-run]\n"
+		"                  -- CMD [ARG...]\n"
 		"\n"
 		"Build a sandbox on this machine with namespaces, start the proc-supervisor\n"
 		"and the net-supervisor where the topology puts them, run CMD as the\n"
 		"entrypoint, and tear everything down when it exits (also when tether or\n"
 		"either supervisor crashes: a cleanup guardian removes what was created).\n"
 		"\n"
-		"  --topology NAME    %s (default combined;\n"
-		"                     combined and vm (= vm-local) can be built locally so far)\n"
+		"  --topology NAME    %s\n"
+		"                     (default combined; vm = vm-local, split = split-shared-netns;\n"
+		"                     docs/topologies.md shows each)\n"
 		"  --policy FILE      policy file for both supervisors (repeatable, layered)\n"
 		"  --agent NAME       agent preset for the env boundary\n"
 		"  --audit FILE       JSONL audit log of both supervisors (default: none)\n"
 		"  --exec-socket PATH proc-supervisor exec gateway socket (tether exec)\n"
+		"  --user USER        run the workload as USER or UID[:GID] (default: shared-pid\n"
+		"                     and split-shared-netns nobody, since their nftables fence\n"
+		"                     exempts uid 0; the others as we run)\n"
 		"  --dry-run          print the resolved plan, env names kept/dropped and the\n"
 		"                     redacted command; create and run nothing\n"
 		"  -v, --verbose      say what is being set up\n"
@@ -124,6 +129,7 @@ int cmd_run(int argc, char **argv)
 		{ "agent", required_argument, NULL, 'a' },
 		{ "audit", required_argument, NULL, 'A' },
 		{ "exec-socket", required_argument, NULL, 'x' },
+		{ "user", required_argument, NULL, 'u' },
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -134,7 +140,7 @@ int cmd_run(int argc, char **argv)
 	};
 	const char *files[MAX_POLICY_FILES];
 	size_t n_files = 0;
-	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL;
+	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL, *user = NULL;
 	const char *wait_ready = NULL;
 	bool dry = false, verbose = false;
 	int c;
@@ -152,6 +158,7 @@ int cmd_run(int argc, char **argv)
 		case 'a': agent = optarg; break;
 		case 'A': audit = optarg; break;
 		case 'x': exec_socket = optarg; break;
+		case 'u': user = optarg; break;
 		case 'n': dry = true; break;
 		case 'v': verbose = true; break;
 		case O_WAIT_READY: wait_ready = optarg; break;
@@ -204,15 +211,9 @@ int cmd_run(int argc, char **argv)
 
 	struct launch_config cfg = {
 		.topo = t, .policy_files = files, .n_policy_files = n_files, .agent = agent,
-		.audit = audit, .exec_socket = exec_socket, .argv = cmd, .verbose = verbose,
+		.audit = audit, .exec_socket = exec_socket, .user = user, .argv = cmd, .verbose = verbose,
 		.no_network_policy = policy_section_data(pol, "network") == NULL,
 	};
-	if (!launcher_supports(t)) {
-		policy_free(pol);
-		fprintf(stderr, "tether run: topology %s cannot be built locally yet (only combined, vm)\n",
-			t->name);
-		return EXIT_TETHER;
-	}
 	if (dry) {
 		int s = dry_run(&cfg, pol);
 		policy_free(pol);

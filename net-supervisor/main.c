@@ -23,6 +23,8 @@ static void usage(FILE *out)
 "\n"
 "  --listen ADDR:PORT         proxy address (repeatable; default 127.0.0.1:3128)\n"
 "  --admin ADDR:PORT          /metrics, /healthz, /readyz (default: none)\n"
+"  --listen-netns PATH        create the --listen sockets in this netns (nsfs path),\n"
+"                             e.g. a pod netns; upstream connections stay in ours\n"
 "  --policy FILE              policy file (repeatable, layered in order)\n"
 "  --audit FILE               JSONL audit log ('-' = stdout, the default)\n"
 "  --topology NAME            recorded in every audit event (default combined)\n"
@@ -71,7 +73,7 @@ static void usage(FILE *out)
 enum {
 	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
-	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS,
+	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB,
 };
 
@@ -116,6 +118,7 @@ int main(int argc, char **argv)
 		{ "relay-buffer", required_argument, NULL, O_RBUF },
 		{ "audit-queue", required_argument, NULL, O_AQ },
 		{ "install-fence", no_argument, NULL, O_FENCE },
+		{ "listen-netns", required_argument, NULL, O_LISTEN_NETNS },
 		{ "splice", no_argument, NULL, O_NOSPLICE },
 		{ "fence-allow-port", required_argument, NULL, O_FENCEPORT },
 		{ "identity", required_argument, NULL, O_IDMODE },
@@ -207,6 +210,7 @@ int main(int argc, char **argv)
 			cfg.audit_queue = v;
 			break;
 		case O_FENCE: install_fence = true; break;
+		case O_LISTEN_NETNS: cfg.listen_netns = optarg; break;
 		case O_NOSPLICE: cfg.splice = true; break;
 		case O_FENCEPORT:
 			if (parse_u64("--fence-allow-port", optarg, 65535, &v) < 0 || v == 0 ||

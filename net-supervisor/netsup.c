@@ -1,6 +1,9 @@
 #include "net-supervisor/netsup.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -230,6 +233,44 @@ static void on_policy(struct policystore *ps, bool ok, const char *msg, void *da
 	netsup_update_ready(ns);
 }
 
+/* The proxy listeners, in cfg->listen_netns when set: the sockets stay
+ * in the netns they were created in, so only this thread visits it, and
+ * only while binding (no worker thread exists yet, none inherits it). */
+static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
+{
+	_cleanup_close_ int home = -1, there = -1;
+	int r = 0;
+	if (cfg->listen_netns) {
+		home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		there = open(cfg->listen_netns, O_RDONLY | O_CLOEXEC);
+		if (home < 0 || there < 0) {
+			r = -errno;
+			log_error("--listen-netns %s: %s", cfg->listen_netns, strerror(-r));
+			return r;
+		}
+		if (setns(there, CLONE_NEWNET) < 0) {
+			r = -errno;
+			log_error("--listen-netns %s: cannot enter it: %s", cfg->listen_netns, strerror(-r));
+			return r;
+		}
+	}
+	for (size_t i = 0; i < cfg->n_listen; i++) {
+		r = proxy_listen(ns, cfg->listen[i], &ns->listeners[ns->n_listeners]);
+		if (r < 0)
+			break;
+		ns->n_listeners++;
+		log_info("proxy listening on %s%s%s", cfg->listen[i], cfg->listen_netns ? " in netns " : "",
+			 cfg->listen_netns ? cfg->listen_netns : "");
+	}
+	if (home >= 0 && setns(home, CLONE_NEWNET) < 0) {
+		/* every later socket (upstream, admin) would land in the wrong
+		 * netns: refuse to run rather than misroute */
+		log_error("cannot return to our own netns: %m");
+		return -errno;
+	}
+	return r;
+}
+
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
 	struct netsup *ns = s->data;
@@ -328,13 +369,9 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 		log_warn("no identity strategy configured (--identity local|delegated): not ready, "
 			 "every connection gets 503 not_ready");
 	}
-	for (size_t i = 0; i < cfg->n_listen; i++) {
-		r = proxy_listen(ns, cfg->listen[i], &ns->listeners[ns->n_listeners]);
-		if (r < 0)
-			return r;
-		ns->n_listeners++;
-		log_info("proxy listening on %s", cfg->listen[i]);
-	}
+	r = open_listeners(ns, cfg);
+	if (r < 0)
+		return r;
 	if (cfg->admin) {
 		r = admin_listen(ns, cfg->admin, &ns->admin);
 		if (r < 0)

@@ -24,6 +24,11 @@
 struct netsup_config {
 	const char *listen[NETSUP_MAX_LISTEN]; /* "ADDR:PORT", "[v6]:PORT" */
 	size_t n_listen;
+	/* Create the proxy listeners in this network namespace (nsfs path)
+	 * instead of ours: a pod-shaped netns whose workloads reach the proxy
+	 * on their loopback while our upstream connections leave from our own
+	 * netns (the local stand-in for a pod whose egress the node routes). */
+	const char *listen_netns;
 	const char *admin;                     /* NULL: no admin endpoint */
 	const char *policy[NETSUP_MAX_POLICY];
 	size_t n_policy;

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <pwd.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -20,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <linux/vm_sockets.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -33,9 +36,84 @@
 #define PROXY_PORT 3128
 #define RUN_DIR_BASE "/run/tether"
 
+#define CONTROL_PORT 3129
+
+/* How the processes are arranged (launcher.h has the pictures). */
+enum layout {
+	LAYOUT_SANDBOX = 0, /* combined, vm-local: N is P's child in one PID namespace */
+	LAYOUT_PAUSE,       /* shared-pid: pause is PID 1, P and N siblings started into it */
+	LAYOUT_SPLIT,       /* split-*: P and N each PID 1 of their own namespace */
+	LAYOUT_VM_HOST,     /* vm-delegated: the guest without N; N host-side */
+};
+
+static enum layout layout_of(const struct topology *t)
+{
+	switch (t->id) {
+	case TOPOLOGY_SHARED_PID: return LAYOUT_PAUSE;
+	case TOPOLOGY_SPLIT_SHARED_NETNS:
+	case TOPOLOGY_SPLIT_VETH: return LAYOUT_SPLIT;
+	case TOPOLOGY_VM_DELEGATED: return LAYOUT_VM_HOST;
+	default: return LAYOUT_SANDBOX;
+	}
+}
+
 bool launcher_supports(const struct topology *t)
 {
-	return t && (t->id == TOPOLOGY_COMBINED || t->id == TOPOLOGY_VM_LOCAL);
+	return t && (unsigned)t->id < TOPOLOGY__COUNT;
+}
+
+static char *strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *strdup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = NULL;
+	int r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return r < 0 ? NULL : s;
+}
+
+/* A user name or number → uid (a number without a passwd entry is fine:
+ * proc-supervisor --user takes it as it is). */
+static int user_uid(const char *user, uid_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(user, &end, 10);
+	if (*user && !*end && user[0] != '-' && errno == 0 && v < 0xffffffffUL) {
+		*out = (uid_t)v;
+		return 0;
+	}
+	char name[256];
+	size_t len = strcspn(user, ":");
+	if (len == 0 || len >= sizeof(name))
+		return -EINVAL;
+	memcpy(name, user, len);
+	name[len] = '\0';
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	if (getpwnam_r(name, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return -ENOENT;
+	*out = res->pw_uid;
+	return 0;
+}
+
+/* Whether AF_VSOCK works on this host without a VM: a listener on the
+ * local CID (1) that a connect reaches (the vsock_loopback transport). */
+static bool vsock_loopback(void)
+{
+	_cleanup_close_ int l = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0)
+		return false;
+	struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_LOCAL,
+				 .svm_port = VMADDR_PORT_ANY };
+	socklen_t len = sizeof(a);
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) < 0)
+		return false;
+	_cleanup_close_ int c = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	a.svm_cid = VMADDR_CID_LOCAL;
+	return c >= 0 && connect(c, (struct sockaddr *)&a, sizeof(a)) == 0;
 }
 
 static unsigned long long mono_ms(void)
@@ -175,19 +253,22 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			struct topology_error *err)
 {
 	memset(p, 0, sizeof(*p));
-	if (!launcher_supports(cfg->topo))
-		return topology_error_set(err, -EOPNOTSUPP,
-					  "topology %s cannot be run locally yet (supported: combined, vm-local)",
-					  cfg->topo ? cfg->topo->name : "(none)");
+	if (!cfg->topo)
+		return topology_error_set(err, -EINVAL, "no topology");
 	if (!cfg->argv || !cfg->argv[0])
 		return topology_error_set(err, -EINVAL, "no command to run");
+	const struct topology *t = cfg->topo;
+	p->layout = layout_of(t);
+	p->pod = t->fence == TOPOLOGY_FENCE_NFT_UID;
+	bool delegated = t->identity == TOPOLOGY_IDENTITY_DELEGATED;
+	bool vm = t->id == TOPOLOGY_VM_LOCAL || t->id == TOPOLOGY_VM_DELEGATED;
 	int r = find_binary(cfg, "proc-supervisor", p->procsup_path, sizeof(p->procsup_path), err);
 	if (r < 0)
 		return r;
 	r = find_binary(cfg, "net-supervisor", p->netsup_path, sizeof(p->netsup_path), err);
 	if (r < 0)
 		return r;
-	if (cfg->topo->id == TOPOLOGY_VM_LOCAL) {
+	if (vm) {
 		r = find_binary(cfg, "tether-runtime-init", p->runtime_init_path,
 				sizeof(p->runtime_init_path), err);
 		if (r < 0)
@@ -205,23 +286,60 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	r = hash_file(p->procsup_path, p->procsup_sha256, err);
 	if (r < 0)
 		return r;
+
+	/* The workload's uid. In a fenced pod netns the fence exempts uid 0
+	 * (both daemons): a root workload would pass it. */
+	const char *user = cfg->user ? cfg->user : (p->pod ? "nobody" : NULL);
+	if (user) {
+		uid_t uid;
+		r = user_uid(user, &uid);
+		if (r < 0)
+			return topology_error_set(err, r, "--user %s: no such user", user);
+		if (p->pod && uid == 0)
+			return topology_error_set(err, -EINVAL,
+						  "topology %s fences the pod netns by uid and exempts uid 0 (the "
+						  "proxy): the workload cannot run as root (--user)", t->name);
+		if (strscpy(p->user, user, sizeof(p->user)) < 0)
+			return topology_error_set(err, -ENAMETOOLONG, "--user too long");
+	}
+
+	/* What each daemon must offer for this topology, from its --help: the
+	 * launcher composes separately built binaries. */
 	static char help[65536];
 	r = help_text(p->netsup_path, help, sizeof(help));
 	if (r < 0)
 		return topology_error_errno(err, r, "cannot run %s --help", p->netsup_path);
-	if (!strstr(help, "--anchor-pid") || !strstr(help, "--workload-netns"))
-		snprintf(p->unsupported, sizeof(p->unsupported),
-			 "%.3000s has no local identity strategy (--identity local --anchor-pid "
-			 "--workload-netns); this build cannot run tether run",
-			 p->netsup_path);
+	const char *need_n[4] = { 0 };
+	if (delegated) {
+		need_n[0] = "--control";
+		need_n[1] = "--provisioning-pubkey";
+	} else {
+		need_n[0] = t->id == TOPOLOGY_SHARED_PID ? "--anchor-socket" : "--anchor-pid";
+		need_n[1] = "--workload-netns";
+	}
+	if (p->pod)
+		need_n[2] = "--listen-netns";
+	for (size_t i = 0; i < ARRAY_SIZE(need_n) && need_n[i] && !p->unsupported[0]; i++)
+		if (!strstr(help, need_n[i]))
+			snprintf(p->unsupported, sizeof(p->unsupported),
+				 "%.3000s has no %s, which topology %s needs", p->netsup_path, need_n[i], t->name);
 	bool netsup_pins = strstr(help, "--expected-anchor-sha256") != NULL;
-	if (cfg->exec_socket && !p->unsupported[0]) {
+	const char *need_p[4] = { 0 };
+	size_t np = 0;
+	if (cfg->exec_socket)
+		need_p[np++] = "--exec-socket";
+	if (delegated)
+		need_p[np++] = "--provisioning-key";
+	if (p->user[0])
+		need_p[np++] = "--user";
+	if (np && !p->unsupported[0]) {
 		r = help_text(p->procsup_path, help, sizeof(help));
 		if (r < 0)
 			return topology_error_errno(err, r, "cannot run %s --help", p->procsup_path);
-		if (!strstr(help, "--exec-socket"))
-			snprintf(p->unsupported, sizeof(p->unsupported),
-				 "%.3000s has no exec gateway (--exec-socket) in this build", p->procsup_path);
+		for (size_t i = 0; i < np && !p->unsupported[0]; i++)
+			if (!strstr(help, need_p[i]))
+				snprintf(p->unsupported, sizeof(p->unsupported),
+					 "%.3000s has no %s in this build", p->procsup_path, need_p[i]);
 	}
 
 	/* Per-run names and a /30 picked by pid: concurrent runs get distinct
@@ -242,7 +360,10 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	snprintf(p->veth_inner, sizeof(p->veth_inner), "tt%db", (int)me);
 	snprintf(p->addr_outer, sizeof(p->addr_outer), "192.0.2.%u/30", 4 * k + 1);
 	snprintf(p->addr_inner, sizeof(p->addr_inner), "192.0.2.%u/30", 4 * k + 2);
-	snprintf(p->proxy_listen, sizeof(p->proxy_listen), "192.0.2.%u:%d", 4 * k + 1, PROXY_PORT);
+	if (p->pod)
+		snprintf(p->proxy_listen, sizeof(p->proxy_listen), "127.0.0.1:%d", PROXY_PORT);
+	else
+		snprintf(p->proxy_listen, sizeof(p->proxy_listen), "192.0.2.%u:%d", 4 * k + 1, PROXY_PORT);
 	snprintf(p->proxy_url, sizeof(p->proxy_url), "http://%s", p->proxy_listen);
 	int port = free_port();
 	if (port < 0)
@@ -250,6 +371,31 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	snprintf(p->admin, sizeof(p->admin), "127.0.0.1:%d", port);
 	snprintf(p->run_dir, sizeof(p->run_dir), RUN_DIR_BASE "/run-%d", (int)me);
 	snprintf(p->ready_file, sizeof(p->ready_file), "%s/ready", p->run_dir);
+	snprintf(p->netns_path, sizeof(p->netns_path), NETNS_RUN_DIR "/%s", p->netns_name);
+	/* the anchor's pid in its own PID namespace: PID 1 when it is init
+	 * (combined, split), 2 behind a runtime init or a pause process */
+	int anchor_pid = t->roles[TOPOLOGY_ROLE_PROC_SUPERVISOR].pid1 ? 1 : 2;
+	snprintf(p->anchor_pid, sizeof(p->anchor_pid), "%d", anchor_pid);
+	if (t->id == TOPOLOGY_SHARED_PID)
+		snprintf(p->anchor_socket, sizeof(p->anchor_socket), "%s/anchor.sock", p->run_dir);
+	if (delegated) {
+		snprintf(p->key_dir, sizeof(p->key_dir), "%s/keys", p->run_dir);
+		snprintf(p->key_file, sizeof(p->key_file), "%s/provisioning.key", p->key_dir);
+		snprintf(p->pub_file, sizeof(p->pub_file), "%s/provisioning.pub", p->key_dir);
+		if (t->id == TOPOLOGY_SPLIT_VETH) {
+			snprintf(p->control, sizeof(p->control), "tcp:192.0.2.%u:%d", 4 * k + 2, CONTROL_PORT);
+			strscpy(p->control_kind, "TCP over the veth", sizeof(p->control_kind));
+		} else if (t->id == TOPOLOGY_VM_DELEGATED && vsock_loopback()) {
+			snprintf(p->control, sizeof(p->control), "vsock:1:%u", 40000u + (unsigned)me % 20000u);
+			strscpy(p->control_kind, "vsock loopback", sizeof(p->control_kind));
+		} else {
+			snprintf(p->control, sizeof(p->control), "unix:%s/control.sock", p->run_dir);
+			strscpy(p->control_kind,
+				t->id == TOPOLOGY_VM_DELEGATED ? "unix socket (no vsock loopback in this kernel)"
+							      : "unix socket",
+				sizeof(p->control_kind));
+		}
+	}
 
 	/* A per-run cgroup parent that the guardian removes (cgroup.kill, then
 	 * rmdir) even when the proc-supervisor is SIGKILLed; its own
@@ -275,8 +421,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 		int n1 = snprintf(p->cgroup_parent, sizeof(p->cgroup_parent), "%s%s/tether-run-%d",
 				  caps.cgroup_root, rel, (int)me);
 		int n2 = snprintf(p->sandbox_cgroup, sizeof(p->sandbox_cgroup),
-				  "%s/tether-run-%d/tether-%d/workload", rel, (int)me,
-				  cfg->topo->id == TOPOLOGY_VM_LOCAL ? 2 : 1);
+				  "%s/tether-run-%d/tether-%d/workload", rel, (int)me, anchor_pid);
 		if (n1 < 0 || (size_t)n1 >= sizeof(p->cgroup_parent) || n2 < 0 ||
 		    (size_t)n2 >= sizeof(p->sandbox_cgroup)) {
 			p->cgroup_parent[0] = '\0';
@@ -285,11 +430,6 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	}
 
 	const char *audit = cfg->audit ? cfg->audit : "/dev/null";
-	char netns_path[PATH_MAX];
-	snprintf(netns_path, sizeof(netns_path), NETNS_RUN_DIR "/%s", p->netns_name);
-	/* the anchor's pid as the net-supervisor sees it: PID 1 in combined,
-	 * the runtime init's child in vm-local */
-	snprintf(p->anchor_pid, sizeof(p->anchor_pid), "%d", cfg->topo->id == TOPOLOGY_VM_LOCAL ? 2 : 1);
 
 	/* net-supervisor */
 	size_t n = 0;
@@ -297,44 +437,62 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	v[n++] = p->netsup_path;
 	v[n++] = "--listen";
 	v[n++] = p->proxy_listen;
+	if (p->pod) {
+		v[n++] = "--listen-netns";
+		v[n++] = p->netns_path;
+	}
 	v[n++] = "--admin";
 	v[n++] = p->admin;
 	v[n++] = "--topology";
-	v[n++] = cfg->topo->name;
+	v[n++] = t->name;
 	v[n++] = "--audit";
 	v[n++] = audit;
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
-		if (n + 2 >= LAUNCH_ARGV_MAX - 12)
+		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
 			return topology_error_set(err, -E2BIG, "too many --policy files");
 		v[n++] = "--policy";
 		v[n++] = cfg->policy_files[i];
 	}
 	v[n++] = "--identity";
-	v[n++] = "local";
-	v[n++] = "--anchor-pid";
-	v[n++] = p->anchor_pid;
-	/* Without the flag the net-supervisor pins the proc-supervisor
-	 * installed beside itself, which is the one we start. */
-	if (netsup_pins) {
-		v[n++] = "--expected-anchor-sha256";
-		v[n++] = p->procsup_sha256;
-	}
-	v[n++] = "--workload-netns";
-	v[n++] = plan_keep(p, strdup(netns_path));
-	if (!v[n - 1])
-		return topology_error_set(err, -ENOMEM, "out of memory");
-	if (p->sandbox_cgroup[0]) {
-		v[n++] = "--sandbox-cgroup";
-		v[n++] = p->sandbox_cgroup;
+	if (delegated) {
+		v[n++] = "delegated";
+		v[n++] = "--control";
+		v[n++] = p->control;
+		v[n++] = "--provisioning-pubkey";
+		v[n++] = p->pub_file;
+	} else {
+		v[n++] = "local";
+		if (p->anchor_socket[0]) {
+			v[n++] = "--anchor-socket";
+			v[n++] = plan_keep(p, strdup_printf("unix:%s", p->anchor_socket));
+		} else {
+			v[n++] = "--anchor-pid";
+			v[n++] = p->anchor_pid;
+		}
+		/* Without the flag the net-supervisor pins the proc-supervisor
+		 * installed beside itself, which is the one we start. */
+		if (netsup_pins) {
+			v[n++] = "--expected-anchor-sha256";
+			v[n++] = p->procsup_sha256;
+		}
+		v[n++] = "--workload-netns";
+		v[n++] = p->netns_path;
+		if (p->sandbox_cgroup[0]) {
+			v[n++] = "--sandbox-cgroup";
+			v[n++] = p->sandbox_cgroup;
+		}
 	}
 	v[n] = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!v[i])
+			return topology_error_set(err, -ENOMEM, "out of memory");
 
-	/* proc-supervisor (vm-local: under tether-runtime-init) */
+	/* proc-supervisor (vm: under tether-runtime-init) */
 	n = 0;
 	v = p->procsup_argv;
 	v[n++] = p->procsup_path;
 	v[n++] = "--topology";
-	v[n++] = cfg->topo->name;
+	v[n++] = t->name;
 	v[n++] = "--audit";
 	v[n++] = audit;
 	v[n++] = "--proxy";
@@ -344,6 +502,20 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	if (p->cgroup_parent[0]) {
 		v[n++] = "--cgroup";
 		v[n++] = p->cgroup_parent;
+	}
+	if (p->user[0]) {
+		v[n++] = "--user";
+		v[n++] = p->user;
+	}
+	if (p->anchor_socket[0]) {
+		v[n++] = "--status-socket";
+		v[n++] = p->anchor_socket;
+	}
+	if (delegated) {
+		v[n++] = "--control";
+		v[n++] = p->control;
+		v[n++] = "--provisioning-key";
+		v[n++] = p->key_file;
 	}
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
 		if (n + 2 >= LAUNCH_ARGV_MAX - 12)
@@ -380,14 +552,31 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 {
 	if (p->unsupported[0])
 		fprintf(f, "WARNING: %s\n", p->unsupported);
-	fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route)\n", p->netns_name,
-		p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner);
-	fprintf(f, "proxy: %s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url);
+	if (p->pod)
+		fprintf(f, "pod netns: %s (veth %s %s <-> %s %s; default route via %s, fenced by nftables: "
+			   "only uid 0 sends anything but loopback TCP to port %d)\n",
+			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner,
+			p->veth_outer, PROXY_PORT);
+	else
+		fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route)\n", p->netns_name,
+			p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner);
+	fprintf(f, "proxy: %s%s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url,
+		p->pod ? " in the pod netns; upstream leaves from ours" : "");
 	fprintf(f, "admin: %s (outer loopback; /readyz gates the entrypoint)\n", p->admin);
-	fprintf(f, "anchor: proc-supervisor sha256 %s, pid %s in the sandbox PID namespace\n",
-		p->procsup_sha256, p->anchor_pid);
-	if (cfg->topo->id == TOPOLOGY_VM_LOCAL)
+	fprintf(f, "anchor: proc-supervisor sha256 %s, pid %s in its PID namespace\n", p->procsup_sha256,
+		p->anchor_pid);
+	if (p->control[0])
+		fprintf(f, "control channel: %s (%s); provisioning key pair generated in %s\n", p->control,
+			p->control_kind, p->key_dir);
+	if (p->anchor_socket[0])
+		fprintf(f, "anchor socket: %s (the proc-supervisor's status socket; SO_PEERPIDFD)\n",
+			p->anchor_socket);
+	if (p->user[0])
+		fprintf(f, "workload user: %s\n", p->user);
+	if (p->runtime_init_path[0])
 		fprintf(f, "pid1: %s (runtime init stand-in)\n", p->runtime_init_path);
+	else if (p->layout == LAYOUT_PAUSE)
+		fprintf(f, "pid1: a pause process (tether's own, as in a pod with shareProcessNamespace)\n");
 	/* argv of both daemons; the entrypoint's own argv is printed redacted
 	 * by the caller (it may carry secrets), so stop at "--" here */
 	fprintf(f, "net-supervisor:");
@@ -555,6 +744,15 @@ static void __attribute__((noreturn)) sandbox_start(const char *netsup_path, cha
 						    const char *procsup_path, char *const *procsup_argv,
 						    int wns_fd, int report_sock)
 {
+	if (!netsup_path) {
+		/* vm-delegated: the net-supervisor runs host-side */
+		close(report_sock);
+		if (setns(wns_fd, CLONE_NEWNET) < 0)
+			child_die("cannot join the workload netns");
+		close(wns_fd);
+		execv(procsup_path, procsup_argv);
+		child_die("cannot execute proc-supervisor");
+	}
 	int gate[2];
 	if (pipe2(gate, O_CLOEXEC) < 0)
 		child_die("pipe");
@@ -603,7 +801,8 @@ static int plan_memfd(const struct launch_plan *p)
 		close(fd);
 		return -ENOMEM;
 	}
-	const char *const *vs[2] = { p->netsup_argv, p->procsup_argv };
+	static const char *const none[] = { NULL };
+	const char *const *vs[2] = { p->layout == LAYOUT_VM_HOST ? none : p->netsup_argv, p->procsup_argv };
 	for (int k = 0; k < 2; k++) {
 		size_t n = 0;
 		while (vs[k][n])
@@ -622,7 +821,7 @@ static int plan_memfd(const struct launch_plan *p)
 static char **read_argv(FILE *f)
 {
 	size_t n;
-	if (fscanf(f, "%zu", &n) != 1 || fgetc(f) != '\n' || n == 0 || n > 4096)
+	if (fscanf(f, "%zu", &n) != 1 || fgetc(f) != '\n' || n > 4096)
 		return NULL;
 	char **v = calloc(n + 1, sizeof(char *));
 	for (size_t i = 0; v && i < n; i++) {
@@ -640,7 +839,7 @@ int launcher_stage2(int wns_fd, int report_fd, int plan_fd)
 		return 125;
 	char **nv = read_argv(f), **pv = read_argv(f);
 	fclose(f);
-	if (!nv || !pv) {
+	if (!nv || !pv || !pv[0]) {
 		fprintf(stderr, "tether: sandbox setup: malformed plan\n");
 		return 125;
 	}
@@ -684,11 +883,26 @@ static int pidfd_exit_status(int pidfd, int wait_ms)
 	}
 }
 
-static int mkdir_p_run(const char *dir, struct topology_error *err)
+/* Remove "OPT VALUE" from a NULL-terminated argv, up to the first "--"
+ * (what follows is the entrypoint's). */
+static void argv_drop(const char **v, const char *opt)
+{
+	for (size_t i = 0; v[i] && strcmp(v[i], "--") != 0; i++) {
+		if (strcmp(v[i], opt) != 0 || !v[i + 1])
+			continue;
+		size_t j = i;
+		for (; v[j + 2]; j++)
+			v[j] = v[j + 2];
+		v[j] = NULL;
+		return;
+	}
+}
+
+static int mkdir_p_run(const char *dir, mode_t mode, struct topology_error *err)
 {
 	if (mkdir(RUN_DIR_BASE, 0711) < 0 && errno != EEXIST)
 		return topology_error_errno(err, -errno, "cannot create %s", RUN_DIR_BASE);
-	if (mkdir(dir, 0700) < 0)
+	if (mkdir(dir, mode) < 0 || chmod(dir, mode) < 0) /* chmod: not the umask's */
 		return topology_error_errno(err, -errno, "cannot create %s", dir);
 	return 0;
 }
@@ -702,14 +916,160 @@ static int describe_status(int ws, char *buf, size_t size)
 	return snprintf(buf, size, "ended (status 0x%x)", ws);
 }
 
+/* Run a tether subcommand of ours (keygen, fence) to completion, quietly;
+ * its stderr is ours so a failure explains itself. */
+static int run_self(const char *const *argv, const char *what, struct topology_error *err)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return topology_error_errno(err, -errno, "cannot fork for %s", what);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null >= 0)
+			dup2(null, STDOUT_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int ws;
+	int r = wait_child_exit(pid, &ws, 10000);
+	if (r < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return topology_error_errno(err, r, "%s did not finish", what);
+	}
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+		char d[64];
+		describe_status(ws, d, sizeof(d));
+		return topology_error_set(err, -EIO, "%s %s (see its message above)", what, d);
+	}
+	return 0;
+}
+
+/* A daemon the launcher starts itself (not from inside a sandbox init):
+ * flags CLONE_NEWPID|CLONE_NEWNS makes it PID 1 of its own namespace
+ * (split); CLONE_NEWNS alone, after the launcher entered a PID namespace
+ * for its children, a container in a shared pod namespace (shared-pid);
+ * 0 a plain host-side process (vm-delegated). With CLONE_NEWNS it mounts
+ * the /proc of the PID namespace it is in. netns_fd >= 0: joined first. */
+static pid_t start_daemon(unsigned long flags, int netns_fd, const char *path, const char *const *argv,
+			  const sigset_t *oldmask, int *pidfd)
+{
+	*pidfd = -1;
+	struct tether_clone_args ca = { .flags = flags | CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd,
+					.exit_signal = SIGCHLD };
+	pid_t pid = sys_clone3(&ca, sizeof(ca));
+	if (pid != 0)
+		return pid < 0 ? -errno : pid;
+	sigprocmask(SIG_SETMASK, oldmask, NULL);
+	if (flags & CLONE_NEWNS)
+		sandbox_mounts();
+	if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0)
+		child_die("cannot join the workload netns");
+	execv(path, (char *const *)argv);
+	fprintf(stderr, "tether: cannot execute %s: %s\n", path, strerror(errno));
+	_exit(125);
+}
+
+/* The pod's pause process (PID 1 of the shared PID namespace, as the
+ * Kubernetes pause container is with shareProcessNamespace): reaps what is
+ * reparented to it and exits on SIGTERM/SIGINT. PID 1 only receives
+ * signals it has a handler for, hence the handlers. */
+static void pause_on_signal(int sig)
+{
+	if (sig != SIGCHLD)
+		_exit(0);
+}
+
+static _Noreturn void pause_main(void)
+{
+	close_range(3, ~0U, 0);
+	struct sigaction sa = { .sa_handler = pause_on_signal, .sa_flags = SA_NOCLDSTOP };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+	sigset_t block, none;
+	sigemptyset(&block);
+	sigaddset(&block, SIGCHLD);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &block, NULL);
+	for (;;) {
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		sigsuspend(&none);
+	}
+}
+
+/* Stop a daemon the launcher started (SIGTERM, then SIGKILL after
+ * grace_ms) and reap it. */
+static void stop_child(pid_t pid, int pidfd, int grace_ms)
+{
+	int ws;
+	if (pid <= 0)
+		return;
+	sys_pidfd_send_signal(pidfd, SIGTERM, NULL, 0);
+	if (wait_child_exit(pid, &ws, grace_ms) == 0)
+		return;
+	sys_pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+	wait_child_exit(pid, &ws, 3000);
+}
+
+static int ip_of(const char *cidr, char *out, size_t size)
+{
+	size_t len = strcspn(cidr, "/");
+	if (len >= size)
+		return -ENAMETOOLONG;
+	memcpy(out, cidr, len);
+	out[len] = '\0';
+	return 0;
+}
+
+/* The network side of the run: the workload (or pod) netns, the veth, its
+ * addresses, and for a pod netns its default route and the nftables fence. */
+static int build_network(const struct launch_plan *plan, struct cleanup_guardian *g, struct netns *wns,
+			 struct topology_error *err)
+{
+	int r = netns_create(plan->netns_name, wns, err);
+	if (r < 0)
+		return r;
+	r = cleanup_guardian_add(g, CLEANUP_NETNS, plan->netns_name, -1, NULL);
+	if (r < 0)
+		return topology_error_errno(err, r, "cannot register netns %s", plan->netns_name);
+	r = netns_veth_create(-1, plan->veth_outer, wns->fd, plan->veth_inner, err);
+	if (r < 0)
+		return r;
+	r = cleanup_guardian_add(g, CLEANUP_LINK, plan->veth_outer, -1, NULL);
+	if (r < 0)
+		return topology_error_errno(err, r, "cannot register link %s", plan->veth_outer);
+	if ((r = netns_addr_add(-1, plan->veth_outer, plan->addr_outer, err)) < 0 ||
+	    (r = netns_addr_add(wns->fd, plan->veth_inner, plan->addr_inner, err)) < 0 ||
+	    (r = netns_link_up(-1, plan->veth_outer, err)) < 0 ||
+	    (r = netns_link_up(wns->fd, plan->veth_inner, err)) < 0)
+		return r;
+	if (!plan->pod)
+		return 0; /* deliberately no default route: the on-link /30 to the proxy is all */
+	/* A pod netns routes out like a real pod's; the fence, not the
+	 * routing table, is what keeps the workload in. Installed before any
+	 * process of ours is in the netns. */
+	char gw[32];
+	if ((r = ip_of(plan->addr_outer, gw, sizeof(gw))) < 0 ||
+	    (r = netns_route_add(wns->fd, "default", gw, plan->veth_inner, err)) < 0)
+		return r;
+	char port[16];
+	snprintf(port, sizeof(port), "%d", PROXY_PORT);
+	const char *fence[] = { plan->self_path, "fence", "install", "--netns", plan->netns_name,
+				"--proxy-uid", "0", "--allow-port", port, NULL };
+	return run_self(fence, "tether fence install", err);
+}
+
 int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err)
 {
 	struct launch_plan plan;
 	struct cleanup_guardian g = CLEANUP_GUARDIAN_INIT;
 	struct netns wns = NETNS_INIT;
 	int sp[2] = { -1, -1 };
-	int pfd = -1, nfd = -1, sfd = -1;
-	pid_t ppid = -1;
+	int pfd = -1, nfd = -1, sfd = -1, xfd = -1, own_pidns = -1;
+	pid_t ppid = -1, npid = -1, xpid = -1; /* P (or the VM's init), N when ours, pause */
 	bool reaped = false;
 	int ws = 0;
 	sigset_t mask, oldmask;
@@ -722,13 +1082,16 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 		launch_plan_done(&plan);
 		return r;
 	}
+	const enum layout layout = (enum layout)plan.layout;
+	const bool vm = plan.runtime_init_path[0] != '\0';
 	/* The guardian first: before any thread (netns helpers) and before
 	 * anything exists that it must remove. */
 	r = cleanup_guardian_start(&g, err);
 	if (r < 0)
 		goto out;
 
-	r = mkdir_p_run(plan.run_dir, err);
+	/* another uid's workload must be able to see the ready file */
+	r = mkdir_p_run(plan.run_dir, plan.user[0] ? 0711 : 0700, err);
 	if (r < 0)
 		goto out;
 	r = cleanup_guardian_add(&g, CLEANUP_TEMP_DIR, plan.run_dir, -1, NULL);
@@ -743,6 +1106,8 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 			log_warn("cannot create cgroup %s: %m; running without --cgroup", plan.cgroup_parent);
 			plan.cgroup_parent[0] = '\0';
 			plan.sandbox_cgroup[0] = '\0';
+			argv_drop(plan.procsup_argv, "--cgroup");
+			argv_drop(plan.netsup_argv, "--sandbox-cgroup");
 		} else {
 			r = cleanup_guardian_add(&g, CLEANUP_CGROUP, plan.cgroup_parent, -1, NULL);
 			if (r < 0) {
@@ -752,29 +1117,17 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 		}
 	}
 
-	r = netns_create(plan.netns_name, &wns, err);
+	r = build_network(&plan, &g, &wns, err);
 	if (r < 0)
 		goto out;
-	r = cleanup_guardian_add(&g, CLEANUP_NETNS, plan.netns_name, -1, NULL);
-	if (r < 0) {
-		topology_error_errno(err, r, "cannot register netns %s", plan.netns_name);
-		goto out;
+	if (plan.key_dir[0]) {
+		/* a provisioning key pair for this run only: the proc-supervisor
+		 * signs its certificate with it, the net-supervisor pins it */
+		const char *kg[] = { plan.self_path, "keygen", "--out", plan.key_dir, NULL };
+		r = run_self(kg, "tether keygen", err);
+		if (r < 0)
+			goto out;
 	}
-	r = netns_veth_create(-1, plan.veth_outer, wns.fd, plan.veth_inner, err);
-	if (r < 0)
-		goto out;
-	r = cleanup_guardian_add(&g, CLEANUP_LINK, plan.veth_outer, -1, NULL);
-	if (r < 0) {
-		topology_error_errno(err, r, "cannot register link %s", plan.veth_outer);
-		goto out;
-	}
-	if ((r = netns_addr_add(-1, plan.veth_outer, plan.addr_outer, err)) < 0 ||
-	    (r = netns_addr_add(wns.fd, plan.veth_inner, plan.addr_inner, err)) < 0 ||
-	    (r = netns_link_up(-1, plan.veth_outer, err)) < 0 ||
-	    (r = netns_link_up(wns.fd, plan.veth_inner, err)) < 0)
-		goto out;
-	/* Deliberately no default route in the workload netns: the on-link /30
-	 * to the proxy is its only route. */
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
 		r = topology_error_errno(err, -errno, "socketpair");
@@ -800,34 +1153,77 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 	}
 	fflush(NULL);
 
-	struct tether_clone_args ca = { .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD,
-					.pidfd = (uint64_t)(uintptr_t)&pfd, .exit_signal = SIGCHLD };
-	ppid = sys_clone3(&ca, sizeof(ca));
-	if (ppid < 0) {
-		r = topology_error_errno(err, -errno, "cannot create the sandbox PID namespace");
-		goto out;
-	}
-	if (ppid == 0) {
-		sigprocmask(SIG_SETMASK, &oldmask, NULL);
-		close(sp[0]);
-		sandbox_mounts();
-		if (cfg->topo->id == TOPOLOGY_VM_LOCAL) {
-			/* PID 1 is the runtime init stand-in (a binary that is
-			 * not ours, never inspected); its CMD is our stage 2,
-			 * which does what combined's PID 1 does. */
-			int mfd = plan_memfd(&plan);
-			if (mfd < 0)
-				child_die("cannot write the plan");
-			fcntl(wns.fd, F_SETFD, 0);
-			fcntl(sp[1], F_SETFD, 0);
-			char fds[64];
-			snprintf(fds, sizeof(fds), "%d,%d,%d", wns.fd, sp[1], mfd);
-			execl(plan.runtime_init_path, plan.runtime_init_path, "--", plan.self_path, "run",
-			      "--internal-stage2", fds, "--", "-", (char *)NULL);
-			child_die("cannot execute tether-runtime-init");
+	const char *const *pv = plan.procsup_argv, *const *nv = plan.netsup_argv;
+	if (layout == LAYOUT_SANDBOX || layout == LAYOUT_VM_HOST) {
+		struct tether_clone_args ca = { .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD,
+						.pidfd = (uint64_t)(uintptr_t)&pfd, .exit_signal = SIGCHLD };
+		ppid = sys_clone3(&ca, sizeof(ca));
+		if (ppid < 0) {
+			r = topology_error_errno(err, -errno, "cannot create the sandbox PID namespace");
+			goto out;
 		}
-		sandbox_start(plan.netsup_path, (char *const *)plan.netsup_argv, plan.procsup_path,
-			      (char *const *)plan.procsup_argv, wns.fd, sp[1]);
+		if (ppid == 0) {
+			sigprocmask(SIG_SETMASK, &oldmask, NULL);
+			close(sp[0]);
+			sandbox_mounts();
+			if (vm) {
+				/* PID 1 is the runtime init stand-in (a binary that is
+				 * not ours, never inspected); its CMD is our stage 2,
+				 * which does what combined's PID 1 does. */
+				int mfd = plan_memfd(&plan);
+				if (mfd < 0)
+					child_die("cannot write the plan");
+				fcntl(wns.fd, F_SETFD, 0);
+				fcntl(sp[1], F_SETFD, 0);
+				char fds[64];
+				snprintf(fds, sizeof(fds), "%d,%d,%d", wns.fd, sp[1], mfd);
+				execl(plan.runtime_init_path, plan.runtime_init_path, "--", plan.self_path, "run",
+				      "--internal-stage2", fds, "--", "-", (char *)NULL);
+				child_die("cannot execute tether-runtime-init");
+			}
+			sandbox_start(plan.netsup_path, (char *const *)nv, plan.procsup_path, (char *const *)pv,
+				      wns.fd, sp[1]);
+		}
+	} else if (layout == LAYOUT_PAUSE) {
+		struct tether_clone_args ca = { .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD,
+						.pidfd = (uint64_t)(uintptr_t)&xfd, .exit_signal = SIGCHLD };
+		xpid = sys_clone3(&ca, sizeof(ca));
+		if (xpid < 0) {
+			r = topology_error_errno(err, -errno, "cannot create the pod PID namespace");
+			goto out;
+		}
+		if (xpid == 0) {
+			sandbox_mounts();
+			pause_main();
+		}
+		r = cleanup_guardian_add(&g, CLEANUP_PID, NULL, xfd, NULL);
+		if (r < 0) {
+			topology_error_errno(err, r, "cannot register the pause process");
+			goto out;
+		}
+		/* Both daemons into the pod's PID namespace, as a container
+		 * runtime starts containers there: our children only (setns on
+		 * a PID namespace never moves the caller), then back. The
+		 * proc-supervisor first: it is pid 2, which --sandbox-cgroup
+		 * names. */
+		own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+		if (own_pidns < 0 || setns(xfd, CLONE_NEWPID) < 0) {
+			r = topology_error_errno(err, -errno, "cannot enter the pod PID namespace");
+			goto out;
+		}
+		ppid = start_daemon(CLONE_NEWNS, wns.fd, plan.procsup_path, pv, &oldmask, &pfd);
+		if (ppid > 0)
+			npid = start_daemon(CLONE_NEWNS, -1, plan.netsup_path, nv, &oldmask, &nfd);
+		if (setns(own_pidns, CLONE_NEWPID) < 0) {
+			r = topology_error_errno(err, -errno, "cannot return to our own PID namespace");
+			goto out;
+		}
+	} else {
+		ppid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, wns.fd, plan.procsup_path, pv, &oldmask, &pfd);
+	}
+	if (ppid < 0) {
+		r = topology_error_errno(err, ppid, "cannot start the proc-supervisor");
+		goto out;
 	}
 	close(sp[1]);
 	sp[1] = -1;
@@ -836,9 +1232,19 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 		topology_error_errno(err, r, "cannot register the proc-supervisor");
 		goto out;
 	}
-	nfd = recv_fd(sp[0], 5000);
-	if (nfd < 0) {
-		r = topology_error_errno(err, nfd, "the sandbox did not report its net-supervisor");
+	if (layout == LAYOUT_SANDBOX) {
+		nfd = recv_fd(sp[0], 5000);
+		if (nfd < 0) {
+			r = topology_error_errno(err, nfd, "the sandbox did not report its net-supervisor");
+			goto out;
+		}
+	} else if (layout == LAYOUT_SPLIT) {
+		npid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, -1, plan.netsup_path, nv, &oldmask, &nfd);
+	} else if (layout == LAYOUT_VM_HOST) {
+		npid = start_daemon(0, -1, plan.netsup_path, nv, &oldmask, &nfd);
+	}
+	if (npid < 0 && layout != LAYOUT_SANDBOX) {
+		r = topology_error_errno(err, npid, "cannot start the net-supervisor");
 		goto out;
 	}
 	r = cleanup_guardian_add(&g, CLEANUP_PID, NULL, nfd, NULL);
@@ -874,19 +1280,30 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 			break;
 		}
 		if (fds[1].revents & POLLIN) {
-			/* The proc-supervisor stops its children (us included) when
-			 * the entrypoint is done: an orderly exit (0, or SIGTERM) is
-			 * that, and its own exit follows. Anything else is a crash:
-			 * the sandbox goes down, 125. */
-			int ns = pidfd_exit_status(nfd, 500);
-			bool orderly = ns == -ENODATA ||
-				       (ns >= 0 && ((WIFEXITED(ns) && WEXITSTATUS(ns) == 0) ||
-						    (WIFSIGNALED(ns) && WTERMSIG(ns) == SIGTERM)));
-			struct pollfd pp = { .fd = pfd, .events = POLLIN };
-			if (ready && poll(&pp, 1, orderly ? 5000 : 0) == 1 &&
-			    wait_child_exit(ppid, &ws, 5000) == 0) {
-				reaped = true;
-				break;
+			int ns = -ENODATA;
+			bool orderly = false;
+			if (npid > 0) {
+				/* ours: it never stops before we ask it to */
+				int nws;
+				if (wait_child_exit(npid, &nws, 500) == 0) {
+					ns = nws;
+					npid = -1;
+				}
+			} else {
+				/* The proc-supervisor stops its children (us included)
+				 * when the entrypoint is done: an orderly exit (0, or
+				 * SIGTERM) is that, and its own exit follows. Anything
+				 * else is a crash: the sandbox goes down, 125. */
+				ns = pidfd_exit_status(nfd, 500);
+				orderly = ns == -ENODATA ||
+					  (ns >= 0 && ((WIFEXITED(ns) && WEXITSTATUS(ns) == 0) ||
+						       (WIFSIGNALED(ns) && WTERMSIG(ns) == SIGTERM)));
+				struct pollfd pp = { .fd = pfd, .events = POLLIN };
+				if (ready && poll(&pp, 1, orderly ? 5000 : 0) == 1 &&
+				    wait_child_exit(ppid, &ws, 5000) == 0) {
+					reaped = true;
+					break;
+				}
 			}
 			char d[64] = "";
 			if (ns >= 0)
@@ -919,7 +1336,7 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 	if (WIFSIGNALED(ws)) {
 		char d[64];
 		describe_status(ws, d, sizeof(d));
-		r = topology_error_set(err, -ECHILD, "proc-supervisor %s", d);
+		r = topology_error_set(err, -ECHILD, "%s %s", vm ? "the VM's runtime init" : "proc-supervisor", d);
 		goto out;
 	}
 	*status = WEXITSTATUS(ws);
@@ -930,6 +1347,12 @@ out:
 		if (pfd >= 0)
 			sys_pidfd_send_signal(pfd, SIGKILL, NULL, 0);
 		wait_child_exit(ppid, &ws, 3000);
+	}
+	/* a net-supervisor of ours outlives the sandbox unless stopped */
+	stop_child(npid, nfd, 3000);
+	if (xpid > 0) {
+		sys_pidfd_send_signal(xfd, SIGKILL, NULL, 0);
+		wait_child_exit(xpid, &ws, 3000);
 	}
 	if (g.pid > 0) {
 		struct topology_error cerr = { 0 };
@@ -943,6 +1366,10 @@ out:
 		close(pfd);
 	if (nfd >= 0)
 		close(nfd);
+	if (xfd >= 0)
+		close(xfd);
+	if (own_pidns >= 0)
+		close(own_pidns);
 	if (sfd >= 0)
 		close(sfd);
 	if (sp[0] >= 0)

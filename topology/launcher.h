@@ -10,7 +10,8 @@
  * to the running `tether` (or in $TETHER_BIN_DIR); the launcher knows their
  * command lines, never their internals.
  *
- * combined and vm-local (the others are -EOPNOTSUPP so far):
+ * Four process layouts (launcher.c `enum layout`):
+ * combined and vm-local (one PID namespace holds both daemons):
  *   launcher ── clone(NEWPID|NEWNS) ──► P = PID 1: mounts /proc, forks N, joins the workload netns and
  *   execs proc-supervisor. N waits until P has exec'd (a CLOEXEC pipe's EOF),
  *   then execs net-supervisor in the outer netns: N is the proc-supervisor's
@@ -24,6 +25,30 @@
  *   too: it makes no network connections in these topologies, and it has no
  *   way (yet) to place only its children into a netns (workloads cannot
  *   setns: the seccomp profile denies it).
+ *
+ * shared-pid: a pause process is PID 1 of a new PID namespace; the launcher
+ *   enters it (setns on the pause's pidfd, CLONE_NEWPID for children only)
+ *   and starts proc-supervisor and net-supervisor as siblings, each in its
+ *   own mount namespace with the pod's /proc, as a container runtime does
+ *   (their parent is outside the namespace). Local identity, the anchor
+ *   found through the proc-supervisor's status socket (SO_PEERPIDFD + exe
+ *   digest).
+ * split-shared-netns, split-veth: each daemon is PID 1 of its own PID
+ *   namespace; delegated identity with a provisioning key generated for
+ *   the run (unix socket in the run directory, or TCP across the veth).
+ * vm-delegated: the guest as in vm-local but without a net-supervisor
+ *   inside; the launcher starts it host-side (our PID namespace), delegated
+ *   identity over vsock when the kernel has a vsock loopback, else a unix
+ *   socket.
+ * Network: combined, vm-*, split-veth put the workload in a netns whose one
+ *   route is the /30 to the proxy's veth end. shared-pid and
+ *   split-shared-netns build a pod netns with a default route (through the
+ *   caller's netns) fenced by nftables (`tether fence`): only uid 0 (the
+ *   daemons) may send anything but loopback TCP to the proxy, so the
+ *   workload runs as --user (default nobody). The proxy listens on the
+ *   pod's 127.0.0.1 (net-supervisor --listen-netns) while its upstream
+ *   connections leave from the caller's netns, which is what a node's
+ *   routing does for a real pod.
  *
  * The entrypoint starts only once the proxy is ready (/readyz on an admin
  * port bound to the outer loopback): proc-supervisor runs
@@ -45,6 +70,8 @@ struct launch_config {
 	const char *agent;               /* NULL: none */
 	const char *audit;               /* NULL: audit to /dev/null */
 	const char *exec_socket;         /* NULL: no exec gateway */
+	const char *user;                /* workload user (proc-supervisor --user); NULL: pod
+	                                  * topologies "nobody", the others ours */
 	char *const *argv;               /* the entrypoint, NULL-terminated, argv[0] non-NULL */
 	const char *bin_dir;             /* NULL: $TETHER_BIN_DIR, else the dir of /proc/self/exe */
 	const char *self_exe;            /* the tether binary for --wait-ready; NULL: /proc/self/exe target */
@@ -76,8 +103,17 @@ struct launch_plan {
 	const char *procsup_argv[LAUNCH_ARGV_MAX + 8];
 	const char *netsup_argv[LAUNCH_ARGV_MAX];
 	char anchor_pid[16];
+	int layout;                /* launcher.c enum layout */
+	bool pod;                  /* shared pod netns fenced by nftables (else veth-only route) */
+	char netns_path[64];
+	char user[64];             /* --user for the proc-supervisor; "" none */
+	char control[192];         /* delegated: the identity service endpoint; "" none */
+	char control_kind[64];     /* "unix socket", "vsock loopback", "TCP over the veth" */
+	char key_dir[160];         /* delegated: the run's provisioning key pair */
+	char key_file[192], pub_file[192];
+	char anchor_socket[160];   /* shared-pid: the proc-supervisor's status socket */
 	char unsupported[3300];    /* non-empty: a daemon lacks what this topology needs (run refuses) */
-	char *strings[16];         /* owned strings the argv vectors point into */
+	char *strings[24];         /* owned strings the argv vectors point into */
 	size_t n_strings;
 };
 

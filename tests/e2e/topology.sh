@@ -1,7 +1,8 @@
 #!/bin/bash
 # e2e: `tether run --topology TOPO` end to end, one CASE per call.
 #
-#   topology.sh CASE [TOPO]   (TOPO: combined (default) | vm-local;
+#   topology.sh CASE [TOPO]   (TOPO: combined (default) | shared-pid | vm-local |
+#                              vm-delegated | split-shared-netns | split-veth;
 #                              env: TETHER_BIN, TETHER_SRC; TETHER_BIN_DIR optional)
 #
 # Every case builds a private "outer" netns (so nothing touches the host's
@@ -9,7 +10,8 @@
 # python3 http.server) joined to it by a veth, then runs tether run inside
 # the outer netns. Every audit line of every case is checked for `topology`
 # (= TOPO's canonical name) and every egress decision for identity_source
-# (local_procfs; a denial without any identity says "none").
+# (local_procfs or delegated as the topology says; a denial without any
+# identity says "none").
 # Exit 0 pass, 1 fail, 77 skip (a daemon lacks a feature this case needs).
 set -u
 CASE=${1:?case}
@@ -20,6 +22,10 @@ TETHER="$BIN/tether"
 TAG="te$$"
 OUTER="${TAG}o" INET="${TAG}i"
 WORK=$(mktemp -d /tmp/tether-e2e.XXXXXX)
+# the workload may run as another uid (nobody in the pod topologies): it
+# reads the scripts here and writes into rw/
+chmod 755 "$WORK"
+mkdir -m 1777 "$WORK/rw"
 AUDIT="$WORK/audit.jsonl"
 SERVER_PID="" RUN_PID=""
 URL=http://198.51.100.10:8080/
@@ -34,7 +40,8 @@ dump() {
 
 cleanup() {
 	[ -n "$RUN_PID" ] && kill -9 "$RUN_PID" 2>/dev/null
-	[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null
+	# shellcheck disable=SC2086 # a list of pids
+	[ -n "$SERVER_PID" ] && kill $SERVER_PID 2>/dev/null
 	wait 2>/dev/null
 	ip netns del "$INET" 2>/dev/null
 	ip netns del "$OUTER" 2>/dev/null
@@ -43,13 +50,24 @@ cleanup() {
 trap cleanup EXIT
 
 [ "$(id -u)" = 0 ] || skip "needs root"
+# the identity strategy (audit identity_source) and network shape per topology
+case "$TOPO" in
+split|split-shared-netns|split-veth|vm-delegated) IDSRC=delegated ;;
+*) IDSRC=local_procfs ;;
+esac
+case "$TOPO" in
+shared-pid|split|split-shared-netns) POD=1 ;;
+*) POD=0 ;;
+esac
 NETSUP_BIN="${TETHER_BIN_DIR:-$BIN}/net-supervisor"
 PROCSUP_BIN="${TETHER_BIN_DIR:-$BIN}/proc-supervisor"
 if [ -z "${TETHER_BIN_DIR:-}" ] && ! "$NETSUP_BIN" --help 2>&1 | grep -q -- '--anchor-pid'; then
 	case "$CASE" in dry_run) ;; *) skip "net-supervisor has no --identity local / --anchor-pid yet";; esac
 fi
 
-inside() { ip netns exec "$OUTER" "$@"; }
+# nsenter, not `ip netns exec`: that one remounts /sys, hiding the cgroup
+# tree (the sandbox would fall back to lineage membership)
+inside() { nsenter --net=/run/netns/"$OUTER" "$@"; }
 
 setup_net() {
 	ip netns add "$OUTER" && ip netns add "$INET" || fail "cannot create netns"
@@ -94,16 +112,17 @@ run() { # run [tether run options] -- CMD...; sets RC
 
 # Every line has topology $TOPO; every egress decision local_procfs (or none on a denial).
 check_audit_common() {
-	python3 - "$AUDIT" "$TOPO" <<'PY' || fail "audit lines lack topology/identity_source"
+	python3 - "$AUDIT" "$TOPO" "$IDSRC" <<'PY' || fail "audit lines lack topology/identity_source"
 import json, sys
 ok = True
+idsrc = sys.argv[3]
 for n, l in enumerate(open(sys.argv[1]), 1):
     e = json.loads(l)
     if e.get("topology") != sys.argv[2] or "ts" not in e or "event" not in e:
         print(f"line {n}: topology={e.get('topology')} event={e.get('event')}"); ok = False
     if e.get("event") == "egress_decision":
         # allowed flows are attributed locally; a denial may have no identity at all
-        want = {"local_procfs"} if e.get("decision") == "allow" else {"local_procfs", "none"}
+        want = {idsrc} if e.get("decision") == "allow" else {idsrc, "none"}
         if e.get("identity_source") not in want:
             print(f"line {n}: {e.get('decision')} with identity_source={e.get('identity_source')}"); ok = False
 sys.exit(0 if ok else 1)
@@ -155,6 +174,11 @@ nothing_left() {
 	true
 }
 
+# the proxy is ready (policy and anchor): only then does the entrypoint run
+wait_ready() {
+	wait_for 10 grep -q "ready: policy loaded and anchor established" "$WORK/out" || fail "proxy never ready"
+}
+
 wait_for() { # wait_for SECONDS CMD...
 	local n=$(( $1 * 20 )); shift
 	for _ in $(seq "$n"); do "$@" && return 0; sleep 0.05; done
@@ -177,8 +201,15 @@ dry_run)
 	after=$(ls /run/netns 2>/dev/null | grep '^tt' | sort)
 	[ "$before" = "$after" ] || fail "dry-run created a netns"
 	"$TETHER" run --topology nosuch -- true 2>/dev/null; [ $? = 2 ] || fail "unknown topology not a usage error"
-	"$TETHER" run --topology split -- true 2>"$WORK/err"; [ $? = 125 ] || fail "split not 125"
-	grep -q "cannot be built locally" "$WORK/err" || fail "split reason missing"
+	# a root workload in a uid-fenced pod netns would pass the fence: refused
+	"$TETHER" run --dry-run --topology shared-pid --user root -- true 2>"$WORK/err"; [ $? = 125 ] || fail "shared-pid as root not 125"
+	grep -q "cannot run as root" "$WORK/err" || fail "shared-pid root reason missing: $(cat "$WORK/err")"
+	"$TETHER" run --dry-run --topology "$TOPO" --user no-such-user-here -- true 2>"$WORK/err"; [ $? = 125 ] || fail "unknown user not 125"
+	grep -q "no such user" "$WORK/err" || fail "unknown user reason missing: $(cat "$WORK/err")"
+	case "$TOPO" in
+	split*|vm-delegated) grep -q "^control channel: " "$WORK/out" || fail "no control channel in the plan" ;;
+	esac
+	[ "$POD" = 1 ] && { grep -q "^workload user: nobody" "$WORK/out" || fail "pod workload user not nobody"; }
 	echo "PASS [$CASE $TOPO]"; exit 0 ;;
 esac
 
@@ -208,10 +239,53 @@ hash_mismatch)
 	check_audit_common
 	;;
 direct_blocked)
-	# no proxy: no route out of the workload netns; the proxy sees nothing
-	run --policy "$WORK/p.yaml" -- sh -c "ip route; curl -sS --noproxy '*' --max-time 3 -o /dev/null $URL && echo DIRECT-OK"
+	# The fake internet answers UDP too (what reaches it is logged): no
+	# bypass by TCP or UDP, the proxy sees nothing.
+	ip netns exec "$INET" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.51.100.10", 5353)); s.settimeout(40)
+while True:
+    d, a = s.recvfrom(100)
+    open(sys.argv[1], "a").write(a[0] + " " + d.decode("latin-1") + "\n")
+' "$WORK/udp.log" &
+	SERVER_PID="$SERVER_PID $!"
+	printf '%s\n' 'import socket, sys' \
+		's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)' \
+		's.sendto(sys.argv[1].encode(), ("198.51.100.10", 5353))' >"$WORK/udp_send.py"
+	UDP_SEND="python3 $WORK/udp_send.py"
+	wait_for 5 sh -c "ss -Hunl -N $INET | grep -q 198.51.100.10:5353" || fail "UDP listener did not start"
+	if [ "$POD" = 1 ]; then
+		# A pod netns routes out (a default route, as a real pod's); make
+		# that route lead to the fake internet (forwarding in our private
+		# outer netns, a route back), so only the fence stands in the way.
+		inside sysctl -qw net.ipv4.ip_forward=1 || fail "cannot enable forwarding in the outer netns"
+		ip -n "$INET" route add 192.0.2.0/24 via 198.51.100.1 || fail "return route"
+		inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" \
+			-- sh -c "ip route; curl -sS --noproxy '*' --max-time 3 -o /dev/null $URL && echo DIRECT-OK; $UDP_SEND workload; i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
+			>"$WORK/out" 2>&1 &
+		RUN_PID=$!
+		wait_for 10 grep -q "^default" "$WORK/out" || fail "the pod netns has no default route: $(cat "$WORK/out")"
+		TPID=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")") || fail "tether run process not found"
+		POD_NS=tt${TPID}w
+		# the control: uid 0 (the proxy's uid, exempt) does reach it directly
+		ip netns exec "$POD_NS" curl -sS --noproxy '*' --max-time 5 -o /dev/null "$URL" ||
+			fail "uid 0 in the pod netns cannot reach the fake internet: the test proves nothing"
+		ip netns exec "$POD_NS" sh -c "$UDP_SEND control"
+		# any other uid does not, whatever the protocol
+		ip netns exec "$POD_NS" setpriv --reuid=65534 --regid=65534 --clear-groups \
+			curl -sS --noproxy '*' --max-time 3 -o /dev/null "$URL" 2>/dev/null && fail "uid 65534 bypassed the fence"
+		ip netns exec "$POD_NS" setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "$UDP_SEND nobody" 2>/dev/null
+		touch "$WORK/done"
+		wait "$RUN_PID"; RUN_PID=""
+		wait_for 3 grep -q control "$WORK/udp.log" || fail "the control datagram never arrived"
+	else
+		run --policy "$WORK/p.yaml" -- sh -c "ip route; curl -sS --noproxy '*' --max-time 3 -o /dev/null $URL && echo DIRECT-OK; $UDP_SEND workload"
+		grep -q "^default" "$WORK/out" && fail "workload netns has a default route"
+	fi
 	grep -q DIRECT-OK "$WORK/out" && fail "direct connection succeeded"
-	grep -q "^default" "$WORK/out" && fail "workload netns has a default route"
+	sleep 0.3
+	grep -q "workload\|nobody" "$WORK/udp.log" 2>/dev/null && fail "a datagram bypassed the proxy: $(cat "$WORK/udp.log")"
 	[ -z "$(decisions /usr/bin/curl)" ] || fail "a direct connection reached the proxy"
 	check_audit_common
 	;;
@@ -219,10 +293,10 @@ daemonize)
 	# double fork: the daemon's parent exits, it is reparented, connects later
 	cat >"$WORK/d.sh" <<EOF
 #!/bin/sh
-( ( sleep 0.5; curl -sS -o /dev/null -w '%{http_code}' --max-time 10 $URL > $WORK/daemon.out ) & ) &
+( ( sleep 0.5; curl -sS -o /dev/null -w '%{http_code}' --max-time 10 $URL > $WORK/rw/daemon.out ) & ) &
 wait
-i=0; while [ ! -s $WORK/daemon.out ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i+1)); done
-cat $WORK/daemon.out
+i=0; while [ ! -s $WORK/rw/daemon.out ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i+1)); done
+cat $WORK/rw/daemon.out
 EOF
 	chmod +x "$WORK/d.sh"
 	run --policy "$WORK/p.yaml" -- "$WORK/d.sh"
@@ -239,6 +313,7 @@ exec_gateway)
 	RUN_PID=$!
 	wait_for 10 test -S "$SOCK" || fail "exec socket did not appear"
 	wait_for 10 grep -q '"event":"process_spawn"' "$AUDIT" || fail "entrypoint did not start"
+	wait_ready
 	"$TETHER" exec --socket "$SOCK" -- curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "$URL" >"$WORK/exec.out" 2>&1
 	touch "$WORK/done"
 	wait "$RUN_PID"; RUN_PID=""
@@ -252,6 +327,7 @@ nsenter_denied)
 		>"$WORK/out" 2>&1 &
 	RUN_PID=$!
 	wait_for 10 grep -q '"event":"process_spawn"' "$AUDIT" || fail "entrypoint did not start"
+	wait_ready
 	P=$(sandbox_pid_of_exe "$(readlink -f "$PROCSUP_BIN")") || fail "proc-supervisor not found"
 	PROXY=$(tr '\0' '\n' < /proc/"$P"/cmdline | grep -A1 -x -- --proxy | tail -1)
 	# a stranger entering the sandbox's PID, mount and network namespaces
@@ -292,7 +368,7 @@ procsup_killed|netsup_killed|launcher_killed)
 	[ $(( (T1 - T0) / 1000000 )) -lt 8000 ] || fail "teardown took $(( (T1 - T0) / 1000000 )) ms"
 	case "$CASE:$TOPO" in
 	launcher_killed:*) [ "$RC" = 137 ] || fail "rc=$RC" ;;
-	procsup_killed:vm-local)
+	procsup_killed:vm-*)
 	   # the runtime init reports its child's death like any CMD's (137)
 	   # unless the launcher sees the net-supervisor killed first (125)
 	   [ "$RC" = 125 ] || [ "$RC" = 137 ] || fail "tether run rc=$RC, expected 125 or 137" ;;
