@@ -1,0 +1,178 @@
+# Shared harness of the e2e scripts (sourced after CASE and TOPO are set):
+# a private "outer" netns and a fake-internet netns on TEST-NET-2
+# (198.51.100.10:8080, a python3 http.server) joined to it by a veth, then
+# helpers to run `tether run` inside the outer netns and read its audit.
+# Every audit line is checked for `topology` (= TOPO's canonical name) and
+# every egress decision for identity_source (local_procfs or delegated as
+# the topology says; a denial without any identity says "none").
+# Exit 0 pass, 1 fail, 77 skip (a daemon lacks a feature this case needs).
+set -u
+BIN=${TETHER_BIN:?TETHER_BIN}
+SRC=${TETHER_SRC:?TETHER_SRC}
+TETHER="$BIN/tether"
+TAG="te$$"
+OUTER="${TAG}o" INET="${TAG}i"
+WORK=$(mktemp -d /tmp/tether-e2e.XXXXXX)
+# the workload may run as another uid (nobody in the pod topologies): it
+# reads the scripts here and writes into rw/
+chmod 755 "$WORK"
+mkdir -m 1777 "$WORK/rw"
+AUDIT="$WORK/audit.jsonl"
+SERVER_PID="" RUN_PID=""
+URL=http://198.51.100.10:8080/
+
+fail() { echo "FAIL [$CASE $TOPO]: $*" >&2; dump; exit 1; }
+skip() { echo "SKIP [$CASE $TOPO]: $*"; exit 77; }
+dump() {
+	[ -s "$AUDIT" ] && { echo "--- audit (events other than env_boundary)"; grep -v '"event":"env_boundary"' "$AUDIT" | tail -20; } >&2
+	[ -s "$WORK/out" ] && { echo "--- output"; tail -20 "$WORK/out"; } >&2
+	true
+}
+
+cleanup() {
+	[ -n "$RUN_PID" ] && kill -9 "$RUN_PID" 2>/dev/null
+	# shellcheck disable=SC2086 # a list of pids
+	[ -n "$SERVER_PID" ] && kill $SERVER_PID 2>/dev/null
+	wait 2>/dev/null
+	ip netns del "$INET" 2>/dev/null
+	ip netns del "$OUTER" 2>/dev/null
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+[ "$(id -u)" = 0 ] || skip "needs root"
+# the identity strategy (audit identity_source) and network shape per topology
+case "$TOPO" in
+split|split-shared-netns|split-veth|vm-delegated) IDSRC=delegated ;;
+*) IDSRC=local_procfs ;;
+esac
+case "$TOPO" in
+shared-pid|split|split-shared-netns) POD=1 ;;
+*) POD=0 ;;
+esac
+NETSUP_BIN="${TETHER_BIN_DIR:-$BIN}/net-supervisor"
+PROCSUP_BIN="${TETHER_BIN_DIR:-$BIN}/proc-supervisor"
+if [ -z "${TETHER_BIN_DIR:-}" ] && ! "$NETSUP_BIN" --help 2>&1 | grep -q -- '--anchor-pid'; then
+	case "$CASE" in dry_run) ;; *) skip "net-supervisor has no --identity local / --anchor-pid yet";; esac
+fi
+
+# nsenter, not `ip netns exec`: that one remounts /sys, hiding the cgroup
+# tree (the sandbox would fall back to lineage membership)
+inside() { nsenter --net=/run/netns/"$OUTER" "$@"; }
+
+setup_net() {
+	ip netns add "$OUTER" && ip netns add "$INET" || fail "cannot create netns"
+	ip netns exec "$OUTER" ip link set lo up
+	ip netns exec "$INET" ip link set lo up
+	ip link add "${TAG}h" netns "$OUTER" type veth peer name "${TAG}n" netns "$INET" || fail "veth"
+	inside ip addr add 198.51.100.1/24 dev "${TAG}h"
+	inside ip link set "${TAG}h" up
+	ip netns exec "$INET" ip addr add 198.51.100.10/24 dev "${TAG}n"
+	ip netns exec "$INET" ip link set "${TAG}n" up
+	mkdir -p "$WORK/www" && echo hello > "$WORK/www/index.html"
+	ip netns exec "$INET" python3 -m http.server 8080 --bind 198.51.100.10 --directory "$WORK/www" \
+		>"$WORK/server.log" 2>&1 &
+	SERVER_PID=$!
+	for _ in $(seq 100); do
+		inside curl -s -o /dev/null --noproxy '*' --max-time 1 "$URL" && return 0
+		sleep 0.1
+	done
+	fail "test server did not start"
+}
+
+policy() { # policy FILE [sha256-pin]
+	{
+		echo "version: 1"
+		echo "network:"
+		echo "  mode: enforce"
+		echo "  policies:"
+		echo "    - name: test-server"
+		echo "      binaries:"
+		echo "        - path: /usr/bin/curl"
+		[ -n "${2:-}" ] && echo "          sha256: \"$2\""
+		echo "      endpoints:"
+		echo "        - cidr: 198.51.100.0/24"
+		echo "          ports: [8080]"
+	} >"$1"
+}
+
+run() { # run [tether run options] -- CMD...; sets RC
+	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" "$@" >"$WORK/out" 2>&1
+	RC=$?
+}
+
+# Every line has topology $TOPO; every egress decision local_procfs (or none on a denial).
+check_audit_common() {
+	python3 - "$AUDIT" "$TOPO" "$IDSRC" <<'PY' || fail "audit lines lack topology/identity_source"
+import json, sys
+ok = True
+idsrc = sys.argv[3]
+for n, l in enumerate(open(sys.argv[1]), 1):
+    e = json.loads(l)
+    if e.get("topology") != sys.argv[2] or "ts" not in e or "event" not in e:
+        print(f"line {n}: topology={e.get('topology')} event={e.get('event')}"); ok = False
+    if e.get("event") == "egress_decision":
+        # allowed flows are attributed locally; a denial may have no identity at all
+        want = {idsrc} if e.get("decision") == "allow" else {idsrc, "none"}
+        if e.get("identity_source") not in want:
+            print(f"line {n}: {e.get('decision')} with identity_source={e.get('identity_source')}"); ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+# decisions BINARY -> "decision:reason" lines
+decisions() {
+	python3 - "$AUDIT" "$1" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == "egress_decision" and (e.get("binary") or {}).get("path") == sys.argv[2]:
+        print(f"{e.get('decision')}:{e.get('reason')}")
+PY
+}
+
+expect_decision() { # BINARY decision:reason
+	local got
+	got=$(decisions "$1")
+	echo "$got" | grep -qx "$2" || fail "expected $2 for $1, audit says: ${got:-nothing}"
+}
+
+# the host pid of a descendant of $1 with exe $2 (breadth first, bounded
+# depth; a walk down from processes we started, never a system-wide search)
+descendant_of_exe() {
+	local pids=$1 want=$2 p c
+	for _ in 1 2 3 4 5 6 7; do
+		local next=""
+		for p in $pids; do
+			for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+				[ "$(readlink /proc/"$c"/exe 2>/dev/null)" = "$want" ] && { echo "$c"; return 0; }
+				next="$next $c"
+			done
+		done
+		pids=$next
+	done
+	return 1
+}
+sandbox_pid_of_exe() { descendant_of_exe "$RUN_PID" "$1"; }
+
+nothing_left() {
+	local t=$1
+	ip -n "$OUTER" -o link | grep -q "tt${t}a" && fail "veth tt${t}a left behind"
+	[ -e "/run/netns/tt${t}w" ] && fail "netns tt${t}w left behind"
+	[ -e "/run/tether/run-$t" ] && fail "/run/tether/run-$t left behind"
+	ls -d /sys/fs/cgroup/*/tether-run-"$t" /sys/fs/cgroup/tether-run-"$t" 2>/dev/null | grep -q . &&
+		fail "cgroup tether-run-$t left behind"
+	true
+}
+
+# the proxy is ready (policy and anchor): only then does the entrypoint run
+wait_ready() {
+	wait_for 10 grep -q "ready: policy loaded and anchor established" "$WORK/out" || fail "proxy never ready"
+}
+
+wait_for() { # wait_for SECONDS CMD...
+	local n=$(( $1 * 20 )); shift
+	for _ in $(seq "$n"); do "$@" && return 0; sleep 0.05; done
+	return 1
+}
+
