@@ -37,14 +37,30 @@ if command -v tinyproxy >/dev/null; then
 	HAVE_TP=1
 fi
 sleep 0.5
-echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r)); identity: static test strategy"
+NS_PID=${PIDS[0]} NSQ_PID=${PIDS[1]}
+ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+mibs() { sed -n 's/.*MiB_per_s=\([0-9]*\).*/\1/p'; }
+# One bulk run through a proxy process: its line plus that process's CPU
+# time per GiB relayed (utime+stime from /proc), so a ratio can be read
+# next to the cost that bounds it.
+bulk_via() { # PID PORT LABEL
+	local c0 c1 out
+	c0=$(ticks $1)
+	out=$($B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$2 --label $3)
+	c1=$(ticks $1)
+	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
+}
+echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy"
+RATIOS=()
 for r in $(seq $ROUNDS); do
-	$B bulk --port $UP --bytes $BYTES --label direct
-	$B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$NSP --label net-supervisor
-	$B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$NSQ --label net-supervisor-splice
+	D=$($B bulk --port $UP --bytes $BYTES --label direct); echo "$D"
+	N=$(bulk_via $NS_PID $NSP net-supervisor); echo "$N"
+	bulk_via $NSQ_PID $NSQ net-supervisor-splice
 	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
+	RATIOS+=("$(awk -v n=$(echo "$N" | mibs) -v d=$(echo "$D" | mibs) 'BEGIN{printf "%.2f", n / d}')")
 	$B short --port $UP --requests $REQS --label direct
 	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
 done
-echo "# audit lines written: $(wc -l < $TMP/audit.jsonl)"
+echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/audit.jsonl)"
