@@ -27,7 +27,10 @@ static void usage(FILE *out)
 "                             e.g. a pod netns; upstream connections stay in ours\n"
 "  --policy FILE              policy file (repeatable, layered in order)\n"
 "  --audit FILE               JSONL audit log ('-' = stdout, the default)\n"
-"  --topology NAME            recorded in every audit event (default combined)\n"
+"  --topology NAME            recorded in every audit event (default combined); when\n"
+"                             given, also checked: its identity strategy must be the\n"
+"                             one chosen, and a local anchor must share (or not) our\n"
+"                             PID namespace as the topology says\n"
 "  --max-header-bytes N       request head limit (default 16384; over → 431)\n"
 "  --max-headers N            header line limit (default 100; over → 431)\n"
 "  --max-connections N        concurrent clients (default 1024; over → 503)\n"
@@ -163,7 +166,7 @@ int main(int argc, char **argv)
 			cfg.policy[cfg.n_policy++] = optarg;
 			break;
 		case O_AUDIT: cfg.audit_path = optarg; break;
-		case O_TOPOLOGY: cfg.topology = optarg; break;
+		case O_TOPOLOGY: cfg.topology = optarg; cfg.topology_given = true; break;
 		case O_MAXHB:
 			if (parse_u64("--max-header-bytes", optarg, 1 << 20, &v) < 0 || v < 256)
 				return 2;

@@ -15,6 +15,8 @@
 #include "net-supervisor/identity_delegated.h"
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
+#include "topology/detect.h"
+#include "topology/model.h"
 
 void netsup_config_defaults(struct netsup_config *cfg)
 {
@@ -294,6 +296,59 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	uv_close((uv_handle_t *)&ns->sigint, NULL);
 }
 
+/* --topology X given: refuse to run where X does not describe us rather
+ * than silently use a weaker or wrong identity source. The model says
+ * which strategy X uses; a local anchor must share our PID namespace (or,
+ * for topologies with separate ones, could not be local at all). Network
+ * and mount placement are not checked here: `tether run` deliberately
+ * places some daemons' netns differently (docs/topologies.md). */
+static int check_topology(const struct netsup_config *cfg)
+{
+	if (!cfg->topology_given)
+		return 0;
+	const struct topology *t = topology_by_name(cfg->topology);
+	if (!t) {
+		char names[256];
+		if (topology_names_format(names, sizeof(names), ", ") < 0)
+			names[0] = '\0';
+		log_error("--topology %s: unknown (one of: %s)", cfg->topology, names);
+		return -EINVAL;
+	}
+	struct topology_channel ch;
+	int r = topology_role_channel(t, TOPOLOGY_ROLE_NET_SUPERVISOR, &ch);
+	if (r < 0) {
+		log_error("topology %s has no net-supervisor role", t->name);
+		return r;
+	}
+	const char *mode = cfg->identity_mode ? cfg->identity_mode : cfg->identity_static ? "static" : NULL;
+	if (!mode || strcmp(mode, "static") == 0)
+		return 0; /* none (never ready) or the test-only strategy */
+	bool local = strcmp(mode, "local") == 0;
+	if (local && ch.identity != TOPOLOGY_IDENTITY_LOCAL_PROCFS) {
+		log_error("topology %s uses delegated identity (the proc-supervisor is in another PID "
+			  "namespace): --identity local cannot work there; use --identity delegated",
+			  t->name);
+		return -EXDEV;
+	}
+	if (!local && ch.identity != TOPOLOGY_IDENTITY_DELEGATED) {
+		log_error("topology %s uses local identity (--identity local); --identity %s does not "
+			  "belong to it", t->name, mode);
+		return -EXDEV;
+	}
+	if (local && cfg->anchor_pid > 0) {
+		struct topology_peer peer = { .role = TOPOLOGY_ROLE_PROC_SUPERVISOR, .pid = cfg->anchor_pid,
+					      .pidfd = -1 };
+		struct topology_error err = { 0 };
+		r = topology_check_environment(t, TOPOLOGY_ROLE_NET_SUPERVISOR, &peer, 1,
+					       TOPOLOGY_DETECT_PID_ONLY, &err);
+		if (r < 0) {
+			log_error("%s", err.msg[0] ? err.msg : strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
 int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)
 {
 	memset(ns, 0, sizeof(*ns));
@@ -304,7 +359,10 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	ns->pool.free = calloc(ns->pool.cap, sizeof(char *));
 	if (!ns->pool.free)
 		return -ENOMEM;
-	int r = audit_open(cfg->audit_path, cfg->topology, &ns->audit_log);
+	int r = check_topology(cfg);
+	if (r < 0)
+		return r;
+	r = audit_open(cfg->audit_path, cfg->topology, &ns->audit_log);
 	if (r < 0) {
 		log_error("cannot open audit file %s: %s", cfg->audit_path, strerror(-r));
 		return r;

@@ -29,6 +29,10 @@ struct netsup_config {
 	 * on their loopback while our upstream connections leave from our own
 	 * netns (the local stand-in for a pod whose egress the node routes). */
 	const char *listen_netns;
+	/* --topology was given: a promise about where we run, checked at
+	 * start (the identity strategy it implies, and the anchor's PID
+	 * namespace). Without it the name only labels audit lines. */
+	bool topology_given;
 	const char *admin;                     /* NULL: no admin endpoint */
 	const char *policy[NETSUP_MAX_POLICY];
 	size_t n_policy;

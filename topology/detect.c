@@ -227,6 +227,8 @@ static int check_peer(const struct topology *t, enum topology_role self,
 	}
 	/* PID and network: strict both ways; mount: only required sharing. */
 	known &= ~(unsigned)TOPOLOGY_NS_MNT | (expect & TOPOLOGY_NS_MNT);
+	if (flags & TOPOLOGY_DETECT_PID_ONLY)
+		known &= TOPOLOGY_NS_PID;
 	for (size_t i = 0; i < 2; i++) {
 		enum topology_ns k = kinds[i];
 		if (!(known & k))

@@ -29,6 +29,9 @@ struct topology_ns_id {
 
 /* Skip the pidfd namespace ioctls and use procfs (tests the fallback). */
 #define TOPOLOGY_DETECT_NO_IOCTL 1u
+/* Check the PID namespace only (the identity source), not network or
+ * mount placement. */
+#define TOPOLOGY_DETECT_PID_ONLY 2u
 
 /* Our own namespace of one kind (TOPOLOGY_NS_PID/NET/MNT). */
 int topology_ns_self(enum topology_ns kind, struct topology_ns_id *out);
