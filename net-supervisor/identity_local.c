@@ -362,6 +362,10 @@ static bool ppid_is(pid_t ppid, bool procfs_ns, const struct procref *parent)
 	return ppid > 0 && ppid == (procfs_ns ? parent->procfs_pid : parent->pid);
 }
 
+static int fc_verify_chain(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
+			   pid_t ppid, bool pns);
+static int fc_identity(const struct fc_entry *e, const struct procref *sub, struct flow_identity **idp);
+
 /* Re-prove a cached flow (see the block comment). 0: *idp is the identity. */
 static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
 		     const struct sockdiag_result *sr, struct flow_identity **idp)
@@ -395,7 +399,18 @@ static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_e
 		return -ESTALE;
 	if (members_check_cgroup(s->table, sub) < 0)
 		return -ESTALE;
-	/* 3. The chain, nearest first; then the anchor. */
+	int r = fc_verify_chain(s, w, e, ppid, pns);
+	if (r < 0)
+		return r;
+	return fc_identity(e, sub, idp);
+}
+
+/* The chain of e from a subject whose live ppid was just read (ppid, in the
+ * procfs mount's pidns when pns): every hop, nearest first, then the
+ * anchor. */
+static int fc_verify_chain(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
+			   pid_t ppid, bool pns)
+{
 	for (size_t i = 0; i < e->n_hops; i++) {
 		struct procref *h = &e->hops[i].ref;
 		if (!ppid_is(ppid, pns, h))
@@ -411,7 +426,12 @@ static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_e
 	}
 	if (!ppid_is(ppid, pns, &s->anchor) || pidfd_is_alive(s->anchor_pidfd) < 0)
 		return -ESTALE;
+	return 0;
+}
 
+/* The identity a verified entry stands for, subject `sub`. */
+static int fc_identity(const struct fc_entry *e, const struct procref *sub, struct flow_identity **idp)
+{
 	struct flow_identity *id = flow_identity_new();
 	if (!id)
 		return -ENOMEM;
@@ -455,6 +475,8 @@ static int pin_recorded(const struct kernel_caps *caps, const struct procref *re
 	return fd;
 }
 
+static struct fc_entry *fc_slot(struct worker_ctx *w, const struct fc_entry *keep);
+
 /* After a slow-path success: remember the flow when every part of it can
  * be re-proved cheaply (one holder, plain images, hashes known, a short
  * chain of live hops). forks/cand are the holder scan's inputs. */
@@ -479,17 +501,8 @@ static void fc_store(struct local_strategy *s, struct worker_ctx *w, const struc
 	if (slot_fd < 0)
 		return;
 	struct fc_entry *e = fc_find(w, at->sock.cookie);
-	if (!e) {
-		e = &w->fc[0];
-		for (size_t i = 0; i < FC_ENTRIES; i++) {
-			if (!w->fc[i].used) {
-				e = &w->fc[i];
-				break;
-			}
-			if (w->fc[i].stamp < e->stamp)
-				e = &w->fc[i];
-		}
-	}
+	if (!e)
+		e = fc_slot(w, NULL);
 	fc_drop(e);
 	e->cookie = at->sock.cookie;
 	e->inode = at->sock.inode;
@@ -515,6 +528,84 @@ static void fc_store(struct local_strategy *s, struct worker_ctx *w, const struc
 			return;
 		}
 		strscpy(p->sha, id->ancestors[i].sha256, sizeof(p->sha));
+		e->n_hops++;
+	}
+	e->stamp = ++w->clock;
+}
+
+/* A slot for a new entry: a free one, else the least recently used one
+ * that is not `keep`. */
+static struct fc_entry *fc_slot(struct worker_ctx *w, const struct fc_entry *keep)
+{
+	struct fc_entry *e = NULL;
+	for (size_t i = 0; i < FC_ENTRIES; i++) {
+		struct fc_entry *x = &w->fc[i];
+		if (x == keep)
+			continue;
+		if (!x->used)
+			return x;
+		if (!e || x->stamp < e->stamp)
+			e = x;
+	}
+	return e;
+}
+
+/* A new socket of a process this context verified a flow for: its chain
+ * (pinned hops) is re-proved from the live subject the holder search just
+ * verified, instead of walking again. The subject's exe tuple was read by
+ * that search; it must be the cached file version for the cached hash. */
+static int fc_reuse_chain(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *pe,
+			  const struct procref *sub, struct flow_identity **idp)
+{
+	const struct exe_tuple *a = &sub->exe, *b = &pe->subj.ref.exe;
+	if (strcmp(pe->anchor_key, s->anchor.key) != 0 || s->anchor_pidfd < 0 || sub->pidfd < 0 ||
+	    sub->exe_err < 0 || !exe_tuple_same_file(a, b) || strcmp(a->path, b->path) != 0 ||
+	    a->deleted || a->memfd || a->maps_mismatch)
+		return -ESTALE;
+	pid_t ppid;
+	bool pns;
+	if (live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0 || members_check_cgroup(s->table, sub) < 0)
+		return -ESTALE;
+	int r = fc_verify_chain(s, w, pe, ppid, pns);
+	if (r < 0)
+		return r;
+	if (procref_revalidate(s->caps, sub) < 0)
+		return -ESTALE;
+	return fc_identity(pe, sub, idp);
+}
+
+/* Remember the new socket's flow with pe's chain (pidfds duplicated). */
+static void fc_clone(struct local_strategy *s, struct worker_ctx *w, const struct fc_entry *pe,
+		     const struct attribution *at, uint64_t forks, const pid_t *cand, size_t n_cand)
+{
+	if (at->n_holders != 1 || at->subject_fd < 0 || at->sock.cookie == 0)
+		return;
+	struct fc_entry *e = fc_slot(w, pe);
+	if (!e)
+		return;
+	fc_drop(e);
+	e->cookie = at->sock.cookie;
+	e->inode = at->sock.inode;
+	e->fd = at->subject_fd;
+	e->forks = forks;
+	e->members_n = n_cand;
+	e->members_hash = pidset_hash(cand, n_cand);
+	strscpy(e->anchor_key, s->anchor.key, sizeof(e->anchor_key));
+	procref_copy_recorded(&e->subj.ref, &at->subject);
+	e->subj.ref.pidfd = fcntl(at->subject.pidfd, F_DUPFD_CLOEXEC, 3);
+	memcpy(e->subj.sha, pe->subj.sha, sizeof(e->subj.sha));
+	e->used = true;
+	if (e->subj.ref.pidfd < 0) {
+		fc_drop(e);
+		return;
+	}
+	for (size_t i = 0; i < pe->n_hops; i++) {
+		e->hops[i] = pe->hops[i];
+		e->hops[i].ref.pidfd = fcntl(pe->hops[i].ref.pidfd, F_DUPFD_CLOEXEC, 3);
+		if (e->hops[i].ref.pidfd < 0) {
+			fc_drop(e);
+			return;
+		}
 		e->n_hops++;
 	}
 	e->stamp = ++w->clock;
@@ -895,6 +986,25 @@ static void resolve_work(uv_work_t *w)
 	if (r < 0) {
 		j->why = at.reason != REASON_OK ? at.reason : REASON_IDENTITY_UNAVAILABLE;
 		goto out;
+	}
+
+	/* A new socket of a process verified before: re-prove that chain. */
+	for (size_t i = 0; i < FC_ENTRIES; i++) {
+		struct fc_entry *pe = &wc->fc[i];
+		if (!pe->used || strcmp(pe->subj.ref.key, at.subject.key) != 0)
+			continue;
+		struct flow_identity *rid = NULL;
+		if (fc_reuse_chain(s, wc, pe, &at.subject, &rid) == 0) {
+			pe->stamp = ++wc->clock;
+			fc_clone(s, wc, pe, &at, forks, cand, n_cand);
+			j->id = rid;
+			j->why = REASON_OK;
+			j->fast = true;
+			t2 = now_mono_ns();
+			goto out;
+		}
+		fc_drop(pe); /* that chain no longer holds */
+		break;
 	}
 
 	uint64_t t1 = now_mono_ns();
