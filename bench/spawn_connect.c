@@ -6,15 +6,19 @@
  *           SCM_RIGHTS, execve; plus CLONE_INTO_CGROUP when cgroup v2 is
  *           writable) vs N posix_spawn() of the same program, each followed
  *           by waitpid. Prints both rates and the ratio (target <= 1.5).
- *  connect: M loopback TCP connects by a child process without a filter vs
- *           with the workload filter, its listener served by the real
- *           notifier on a libuv loop (pidfd_open, key, exe tuple, ID_VALID,
- *           pidfd_getfd, SO_COOKIE, CONTINUE, then the ProcessRef and the
- *           cookie registry). Prints median and p99 of each and the added
- *           median (target <= 25 us), and the CPU time of both sides.
+ *  connect: M loopback TCP connects by a child process, back to back: without
+ *           a filter; with the workload filter answered by a bare RECV +
+ *           SEND(CONTINUE) loop (the kernel's floor); with the real notifier
+ *           on a libuv loop and the cookie registry, its caller cache off
+ *           (each connect costs what a process's first connect costs) and
+ *           on (as the daemon runs). Rows alternate over R rounds; prints
+ *           the pooled median and p99, the range of the round medians, the
+ *           added median (target <= 25 us), the time the caller is blocked
+ *           in the handler, and the CPU time of both sides.
  *
- * Usage: spawn_connect [--quick]   (root: Landlock/cgroup need no root,
- * CLONE_INTO_CGROUP does) */
+ * Usage: spawn_connect [--quick] [--connect-only] [--rounds N] [--registry CAP]
+ *                      [--only floor|uvfloor|cold|cached]   (root:
+ * Landlock/cgroup need no root, CLONE_INTO_CGROUP does) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -200,20 +204,9 @@ static int b_record(void *u, uint64_t cookie, const struct procref *ref)
 {
 	return cookie_registry_put(((struct nctx *)u)->reg, cookie, ref);
 }
-/* The mechanism alone: key from fstat(pidfd) (pidfs inode), no procfs. */
-static int b_identify_min(void *u, const struct kernel_caps *caps, int pidfd, struct procref *out)
-{
-	struct stat st;
-	if (fstat(pidfd, &st) < 0)
-		return -errno;
-	memset(out, 0, sizeof(*out));
-	out->pidfd = -1;
-	out->pidfs_ino = st.st_ino;
-	snprintf(out->key, sizeof(out->key), "%s:%llu", caps->boot_id, (unsigned long long)st.st_ino);
-	return 0;
-}
 static void b_release(void *u, struct procref *ref)
 {
+	(void)u;
 	procref_close(ref);
 }
 
@@ -240,20 +233,67 @@ static void floor_loop(int lfd, int m)
 	free(resp);
 }
 
+static double thread_cpu_us(void)
+{
+	struct rusage r;
+	getrusage(RUSAGE_THREAD, &r);
+	return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
+enum cmode { C_PLAIN, C_FLOOR, C_UVFLOOR, C_COLD, C_CACHED };
+static const char *const mode_word[] = { "plain", "floor", "uvfloor", "cold", "cached" };
+
+/* The floor on the libuv loop: RECV + SEND(CONTINUE) from a uv_poll callback. */
+struct uvfloor {
+	uv_poll_t poll;
+	int fd;
+	struct seccomp_notif *req;
+	struct seccomp_notif_resp *resp;
+	size_t req_size, resp_size;
+	uint64_t n;
+};
+static void uvfloor_cb(uv_poll_t *h, int status, int events)
+{
+	struct uvfloor *u = h->data;
+	if (status < 0 || (events & UV_DISCONNECT)) {
+		uv_poll_stop(h);
+		uv_close((uv_handle_t *)h, NULL);
+		return;
+	}
+	memset(u->req, 0, u->req_size);
+	if (ioctl(u->fd, SECCOMP_IOCTL_NOTIF_RECV, u->req) < 0)
+		return;
+	memset(u->resp, 0, u->resp_size);
+	u->resp->id = u->req->id;
+	u->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	ioctl(u->fd, SECCOMP_IOCTL_NOTIF_SEND, u->resp);
+	u->n++;
+}
+
+/* What one connect run measured besides the caller's latencies. */
+struct crun {
+	double blocked_us;  /* notifier: mean RECV -> SEND call */
+	double after_us;    /* notifier: mean after SEND */
+	double sup_cpu_us;  /* CPU of the loop thread per notification */
+	double child_cpu_us;
+	uint64_t hits, misses, recorded;
+	bool sync_wakeup;
+};
+
 static pid_t reap_pid;
-static bool sync_wakeup;
-static double handler_us; /* mean time the supervisor holds a notification */
-static double handler_cpu_us; /* the same in CPU time */
 static void on_child_exit(uv_poll_t *h, int status, int events)
 {
+	(void)status;
+	(void)events;
 	waitpid(reap_pid, NULL, 0); /* filters are released at reap: the listener then HUPs */
 	uv_poll_stop(h);
 	uv_close((uv_handle_t *)h, NULL);
 }
 
-static void bench_connect(int m, const struct workload_filter *f, struct nctx *nc, double *lat, bool minimal,
-			  bool floor_only)
+static void bench_connect(int m, const struct workload_filter *f, struct nctx *nc, double *lat, enum cmode mode,
+			  struct crun *cr)
 {
+	memset(cr, 0, sizeof(*cr));
 	int sv[2], rep[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(rep, O_CLOEXEC) < 0)
 		exit(1);
@@ -261,11 +301,12 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	 * while the loop (not reading it) serves its notifications. */
 	if (fcntl(rep[1], F_SETPIPE_SZ, 1 << 20) < (int)(sizeof(double) * (size_t)(m + 1)))
 		exit(1);
+	bool filtered = mode != C_PLAIN;
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
 		close(rep[0]);
-		if (f) {
+		if (filtered) {
 			prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 			int lfd = workload_filter_install_listener(f);
 			if (lfd < 0)
@@ -294,11 +335,12 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	}
 	close(sv[1]);
 	close(rep[1]);
-	if (!f) {
+	if (!filtered) {
 		read_all(rep[0], lat, sizeof(double) * (size_t)(m + 1));
 		waitpid(pid, NULL, 0);
 		close(sv[0]);
 		close(rep[0]);
+		cr->child_cpu_us = lat[m] / m;
 		return;
 	}
 	char b;
@@ -313,22 +355,59 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	int lfd;
 	memcpy(&lfd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
 
-	if (floor_only) {
+	if (mode == C_FLOOR) {
 		(void)!write(sv[0], "g", 1);
+		double c0 = thread_cpu_us();
 		floor_loop(lfd, m);
+		cr->sup_cpu_us = (thread_cpu_us() - c0) / m;
 		read_all(rep[0], lat, sizeof(double) * (size_t)(m + 1));
 		waitpid(pid, NULL, 0);
 		close(lfd);
 		close(sv[0]);
 		close(rep[0]);
+		cr->child_cpu_us = lat[m] / m;
 		return;
 	}
 	uv_loop_t loop;
 	uv_loop_init(&loop);
+	if (mode == C_UVFLOOR) {
+		struct seccomp_notif_sizes sz;
+		syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz);
+		struct uvfloor u = { .fd = lfd };
+		u.req_size = sz.seccomp_notif > sizeof(*u.req) ? sz.seccomp_notif : sizeof(*u.req);
+		u.resp_size = sz.seccomp_notif_resp > sizeof(*u.resp) ? sz.seccomp_notif_resp : sizeof(*u.resp);
+		u.req = calloc(1, u.req_size);
+		u.resp = calloc(1, u.resp_size);
+		__u64 fl = 1; /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP */
+		ioctl(lfd, SECCOMP_IOW(4, __u64), &fl);
+		uv_poll_init(&loop, &u.poll, lfd);
+		u.poll.data = &u;
+		uv_poll_start(&u.poll, UV_READABLE | UV_DISCONNECT, uvfloor_cb);
+		int pfd = sys_pidfd_open(pid, 0);
+		uv_poll_t pp;
+		reap_pid = pid;
+		uv_poll_init(&loop, &pp, pfd);
+		uv_poll_start(&pp, UV_READABLE, on_child_exit);
+		(void)!write(sv[0], "g", 1);
+		double c0 = thread_cpu_us();
+		uv_run(&loop, UV_RUN_DEFAULT);
+		cr->sup_cpu_us = (thread_cpu_us() - c0) / (double)(u.n ? u.n : 1);
+		uv_loop_close(&loop);
+		free(u.req);
+		free(u.resp);
+		read_all(rep[0], lat, sizeof(double) * (size_t)(m + 1));
+		cr->child_cpu_us = lat[m] / m;
+		close(lfd);
+		close(pfd);
+		close(sv[0]);
+		close(rep[0]);
+		return;
+	}
 	struct notifier *n;
-	struct notifier_ops ops = { .identify = minimal ? b_identify_min : notifier_identify_default,
-				    .record = b_record, .release = b_release, .user = nc };
-	if (notifier_new(&loop, &nc->caps, &ops, &n) < 0 || notifier_add_listener(n, lfd) < 0)
+	struct notifier_ops ops = { .identify = notifier_identify_default, .record = b_record, .release = b_release,
+				    .user = nc };
+	if (notifier_new(&loop, &nc->caps, &ops, &n) < 0 || notifier_set_cache(n, mode == C_COLD ? 0 : NOTIFIER_CACHE_DEFAULT) < 0 ||
+	    notifier_add_listener(n, lfd) < 0)
 		exit(1);
 	int pidfd = sys_pidfd_open(pid, 0);
 	uv_poll_t pp;
@@ -336,30 +415,104 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 	uv_poll_init(&loop, &pp, pidfd);
 	uv_poll_start(&pp, UV_READABLE, on_child_exit);
 	(void)!write(sv[0], "g", 1);
+	double c0 = thread_cpu_us();
 	uv_run(&loop, UV_RUN_DEFAULT);
+	double c1 = thread_cpu_us();
 	const struct notifier_stats *st = notifier_stats(n);
-	sync_wakeup = st->sync_wakeup;
-	handler_us = st->notifications ? (double)st->handle_ns / 1e3 / (double)st->notifications : 0;
-	handler_cpu_us = st->notifications ? (double)st->handle_cpu_ns / 1e3 / (double)st->notifications : 0;
+	double k = st->notifications ? (double)st->notifications : 1;
+	cr->sync_wakeup = st->sync_wakeup;
+	cr->blocked_us = (double)st->handle_ns / 1e3 / k;
+	cr->after_us = (double)st->after_ns / 1e3 / k;
+	cr->sup_cpu_us = (c1 - c0) / k;
+	cr->hits = st->cache_hits;
+	cr->misses = st->cache_misses;
+	cr->recorded = st->recorded;
 	if (st->recorded != (uint64_t)m)
 		fprintf(stderr, "warning: %llu of %d connects attributed\n", (unsigned long long)st->recorded, m);
 	notifier_close(n);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);
 	read_all(rep[0], lat, sizeof(double) * (size_t)(m + 1));
+	cr->child_cpu_us = lat[m] / m;
 	close(pidfd);
 	close(sv[0]);
 	close(rep[0]);
 }
 
+/* One row of the connect table, pooled over the rounds. */
+struct crow {
+	const char *name;
+	enum cmode mode;
+	double *all;        /* every latency of every round */
+	size_t n;
+	double rmed[64];    /* each round's median */
+	struct crun sum;    /* summed over rounds */
+};
+
+static void crow_add(struct crow *r, const double *lat, int m, const struct crun *cr, int round)
+{
+	memcpy(r->all + r->n, lat, sizeof(double) * (size_t)m);
+	r->n += (size_t)m;
+	double *tmp = malloc(sizeof(double) * (size_t)m);
+	memcpy(tmp, lat, sizeof(double) * (size_t)m);
+	r->rmed[round] = pct(tmp, (size_t)m, 0.5);
+	free(tmp);
+	r->sum.blocked_us += cr->blocked_us;
+	r->sum.after_us += cr->after_us;
+	r->sum.sup_cpu_us += cr->sup_cpu_us;
+	r->sum.child_cpu_us += cr->child_cpu_us;
+	r->sum.hits += cr->hits;
+	r->sum.misses += cr->misses;
+	r->sum.recorded += cr->recorded;
+	r->sum.sync_wakeup |= cr->sync_wakeup;
+}
+
+static void range_of(const double *v, int n, double *lo, double *hi)
+{
+	*lo = *hi = v[0];
+	for (int i = 1; i < n; i++) {
+		*lo = v[i] < *lo ? v[i] : *lo;
+		*hi = v[i] > *hi ? v[i] : *hi;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+	bool quick = false, connect_only = false;
+	const char *only = NULL; /* floor|uvfloor|cold|cached: that row (and plain) only, for profiling */
+	/* The daemon's default. A fresh registry grows for its first `capacity`
+	 * connects (each new entry touches fresh memory); a small one is soon
+	 * at capacity, where entries are recycled (the steady state). */
+	size_t registry_cap = 65536;
+	int rounds = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (!strcmp(argv[i], "--connect-only"))
+			connect_only = true;
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+			rounds = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
+		else if (!strcmp(argv[i], "--registry") && i + 1 < argc)
+			registry_cap = (size_t)strtoul(argv[++i], NULL, 10);
+		else {
+			fprintf(stderr, "usage: spawn_connect [--quick] [--connect-only] [--rounds N (1-64)] [--registry CAPACITY] "
+				"[--only floor|uvfloor|cold|cached]\n");
+			return 2;
+		}
+	}
+	if (rounds == 0)
+		rounds = quick ? 1 : 3;
+	if (rounds < 1 || rounds > 64 || registry_cap == 0) {
+		fprintf(stderr, "spawn_connect: --rounds must be 1-64, --registry at least 1\n");
+		return 2;
+	}
 	int n_spawn = quick ? 100 : 500, m = quick ? 1000 : 5000;
 	struct nctx nc;
 	if (kernel_caps_probe(&nc.caps) < 0)
 		return 1;
-	nc.reg = cookie_registry_new(65536);
+	nc.reg = cookie_registry_new(registry_cap);
 
 	struct workload_filter f;
 	struct workload_filter_opts fo = { .notify_connect = true };
@@ -369,6 +522,8 @@ int main(int argc, char **argv)
 	struct sandbox_cgroup cg;
 	bool have_cg = sandbox_cgroup_setup(&nc.caps, CGROUP_MODE_AUTO, NULL, &cg) == 0;
 
+	if (connect_only)
+		goto connect;
 	/* warm-up, then alternate to share any drift */
 	bench_posix_spawn(20);
 	bench_spawner(20, &f, ll, have_cg ? cg.workload_fd : -1);
@@ -385,6 +540,7 @@ int main(int argc, char **argv)
 	       sp, 1e6 / sp, ll >= 0 ? "on" : "off", have_cg ? "on" : "off", ps, 1e6 / ps, sp / ps);
 	printf("spawn CPU time (self + children): spawner %.0f us, posix_spawn %.0f us; ratio %.2f\n", spc, psc,
 	       spc / psc);
+connect:
 	if (have_cg)
 		sandbox_cgroup_remove(&cg);
 
@@ -398,43 +554,66 @@ int main(int argc, char **argv)
 	server_port = ntohs(a.sin_port);
 	pthread_t st;
 	pthread_create(&st, NULL, server_thread, &srv);
-	double *plain = malloc(sizeof(double) * (size_t)(m + 1)), *noti = malloc(sizeof(double) * (size_t)(m + 1));
-	double *mini = malloc(sizeof(double) * (size_t)(m + 1));
-	double *flo = malloc(sizeof(double) * (size_t)(m + 1));
-	bench_connect(m / 10, NULL, &nc, plain, false, false); /* warm-up */
-	bench_connect(m, NULL, &nc, plain, false, false);
-	bench_connect(m, &f, &nc, flo, false, true);
-	bench_connect(m, &f, &nc, mini, true, false);
-	double mech_handler = handler_us, mech_cpu = handler_cpu_us;
-	bench_connect(m, &f, &nc, noti, false, false);
-	/* the child's own CPU per connect (sent after its latencies), before sorting */
-	double plain_cpu = plain[m] / m, noti_cpu = noti[m] / m;
-	double pm = pct(plain, (size_t)m, 0.5), p99 = pct(plain, (size_t)m, 0.99);
-	double nm = pct(noti, (size_t)m, 0.5), n99 = pct(noti, (size_t)m, 0.99);
-	double mm = pct(mini, (size_t)m, 0.5), m99 = pct(mini, (size_t)m, 0.99);
-	double fm = pct(flo, (size_t)m, 0.5), f99 = pct(flo, (size_t)m, 0.99);
-	printf("connect (kernel floor: RECV + SEND CONTINUE only, blocking loop, no attribution): median %.1f us "
-	       "p99 %.1f us; added median %.1f us\n", fm, f99, fm - pm);
-	free(flo);
-	printf("connect (mechanism only: the daemon's blocked phase - pidfd, key, exe stat+readlink, ID_VALID, "
-	       "pidfd_getfd, SO_COOKIE, CONTINUE - but no ref completion after it): "
-	       "median %.1f us p99 %.1f us; added median %.1f us; caller blocked %.1f us mean\n",
-	       mm, m99, mm - pm, mech_handler);
-	printf("connect CPU time per connect: caller plain %.1f us, caller notified %.1f us, supervisor handler %.1f us "
-	       "(mechanism only %.1f us); added CPU %.1f us\n",
-	       plain_cpu, noti_cpu, handler_cpu_us, mech_cpu, noti_cpu - plain_cpu + handler_cpu_us);
-	free(mini);
-	printf("connect: plain median %.1f us p99 %.1f us; notified median %.1f us p99 %.1f us; added median %.1f us "
-	       "(target <= 25) p99 %.1f us; caller blocked in the handler %.1f us mean (M=%d, sync_wakeup %s)\n",
-	       pm, p99, nm, n99, nm - pm, n99 - p99, handler_us, m, sync_wakeup ? "on" : "off");
+	struct crow rows[] = {
+		{ .name = "plain connect (no filter)", .mode = C_PLAIN },
+		{ .name = "kernel floor: RECV + SEND(CONTINUE) in a blocking loop, no attribution", .mode = C_FLOOR },
+		{ .name = "libuv floor: RECV + SEND(CONTINUE) from a uv_poll callback, no attribution", .mode = C_UVFLOOR },
+		{ .name = "notifier, caller cache off (every connect as a first connect: pidfd_open, fstat, exe stat+readlink, "
+		  "getfd, ID_VALID, SO_DOMAIN, SO_COOKIE; full ProcessRef after CONTINUE)",
+		  .mode = C_COLD },
+		{ .name = "notifier as the daemon runs it (caller cache: getfd, exe stat, ID_VALID, SO_DOMAIN, SO_COOKIE; "
+		  "cached ref + PIDFD_GET_INFO after CONTINUE)",
+		  .mode = C_CACHED },
+	};
+	const int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
+	double *lat = malloc(sizeof(double) * (size_t)(m + 1));
+	for (int i = 0; i < nrows; i++)
+		rows[i].all = malloc(sizeof(double) * (size_t)m * (size_t)rounds);
+	struct crun cr;
+	bench_connect(m / 10, NULL, &nc, lat, C_PLAIN, &cr); /* warm-up */
+	bench_connect(m / 10, &f, &nc, lat, C_CACHED, &cr);
+	/* Rounds alternate the rows so drift (other load) is shared. */
+	for (int round = 0; round < rounds; round++)
+		for (int i = 0; i < nrows; i++) {
+			if (only && i > 0 && strcmp(only, mode_word[rows[i].mode]) != 0)
+				continue;
+			bench_connect(m, rows[i].mode == C_PLAIN ? NULL : &f, &nc, lat, rows[i].mode, &cr);
+			crow_add(&rows[i], lat, m, &cr, round);
+		}
+	double pm = pct(rows[0].all, rows[0].n, 0.5);
+	printf("connect: %d loopback TCP connects per row and round, %d round(s), cookie registry capacity %zu; median and "
+	       "p99 pooled over the rounds, [range of the round medians]\n",
+	       m, rounds, registry_cap);
+	for (int i = 0; i < nrows; i++) {
+		struct crow *r = &rows[i];
+		if (r->n == 0)
+			continue;
+		double med = pct(r->all, r->n, 0.5), p99 = pct(r->all, r->n, 0.99), lo, hi;
+		range_of(r->rmed, rounds, &lo, &hi);
+		printf("  %s:\n    median %.1f us [%.1f-%.1f] p99 %.1f us", r->name, med, lo, hi, p99);
+		if (i > 0)
+			printf("; added median %.1f us [%.1f-%.1f]%s", med - pm, lo - pm, hi - pm,
+			       r->mode == C_CACHED ? " (target <= 25)" : "");
+		printf("\n    CPU per connect: caller %.1f us", r->sum.child_cpu_us / rounds);
+		if (r->mode != C_PLAIN)
+			printf(", supervisor loop thread %.1f us", r->sum.sup_cpu_us / rounds);
+		if (r->mode == C_COLD || r->mode == C_CACHED)
+			printf("; caller blocked in the handler %.1f us mean, after CONTINUE %.1f us mean; cache hits %llu "
+			       "misses %llu; recorded %llu of %d",
+			       r->sum.blocked_us / rounds, r->sum.after_us / rounds, (unsigned long long)r->sum.hits,
+			       (unsigned long long)r->sum.misses, (unsigned long long)r->sum.recorded, m * rounds);
+		printf("\n");
+	}
+	printf("  sync_wakeup %s\n", rows[nrows - 1].sum.sync_wakeup ? "on" : "off");
+	free(lat);
+	for (int i = 0; i < nrows; i++)
+		free(rows[i].all);
 	double la[3];
 	if (getloadavg(la, 3) == 3)
 		printf("load average during the run: %.2f (nproc %ld)\n", la[0], sysconf(_SC_NPROCESSORS_ONLN));
 	server_stop = 1;
 	pthread_join(st, NULL);
 	close(srv);
-	free(plain);
-	free(noti);
 	workload_filter_free(&f);
 	if (ll >= 0)
 		close(ll);

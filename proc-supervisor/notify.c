@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
-#include <poll.h>
 #include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +33,22 @@ struct listener {
 	struct listener *next, **pprev;
 };
 
+/* One calling thread as the fast path knows it. Owned by the cache (or
+ * the scratch slot when there is no room). */
+struct caller {
+	pid_t tid;     /* 0: free */
+	pid_t tgid;
+	int pidfd;     /* the thread group: key, ref, getfd */
+	int tpidfd;    /* the thread, when it is not the leader (its fd table may differ); -1 */
+	int lfd;       /* listener it came through (dropped when that tree is gone) */
+	size_t slot;   /* index in the cache; SIZE_MAX for the scratch slot */
+	uint64_t ino;  /* pidfs inode of pidfd */
+	uint64_t used; /* LRU stamp */
+	bool complete; /* ref is a completed ProcessRef (else only key/pid/exe) */
+	struct procref ref; /* recorded (pidfd -1); ref.exe: the image at the last connect */
+	char exe_link[32];  /* "/proc/<tid>/exe" */
+};
+
 struct notifier {
 	uv_loop_t *loop;
 	const struct kernel_caps *caps;
@@ -43,22 +58,203 @@ struct notifier {
 	struct seccomp_notif_resp *resp;
 	size_t req_size, resp_size;
 	struct listener *listeners;
-	bool fast; /* pidfs keys and our own /proc: defer procfs reads past CONTINUE */
+	bool fast; /* pidfs keys and our own /proc: cache callers, defer ref completion */
 	bool closing;
 	unsigned pending_close; /* uv_close issued, callback not yet run */
+	struct caller **cache;  /* cache_cap slots, entries allocated on first use */
+	pid_t *cache_tid;       /* cache[i]->tid, scanned without touching the entries */
+	size_t cache_cap;
+	uint64_t clock;
+	struct caller scratch;  /* a caller that could not be cached */
 };
 
-static int exe_capture(pid_t pid, struct exe_tuple *t);
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
+/* Fill the file part of t from a stat of the exe link. */
+static void exe_from_stat(struct exe_tuple *t, const struct stat *st)
+{
+	t->dev = st->st_dev;
+	t->ino = st->st_ino;
+	t->size = st->st_size;
+	t->mtime_ns = ts_ns(&st->st_mtim);
+	t->ctime_ns = ts_ns(&st->st_ctim);
+}
+
+/* The label: readlink, " (deleted)" stripped. */
+static int exe_label(const char *link, struct exe_tuple *t)
+{
+	ssize_t n = readlink(link, t->path, sizeof(t->path) - 1);
+	if (n < 0) {
+		t->path[0] = '\0';
+		return -errno;
+	}
+	t->path[n] = '\0';
+	static const char deleted[] = " (deleted)";
+	size_t dl = sizeof(deleted) - 1;
+	t->deleted = false;
+	if ((size_t)n > dl && strcmp(t->path + n - dl, deleted) == 0) {
+		t->deleted = true;
+		t->path[n - dl] = '\0';
+	}
+	t->memfd = strncmp(t->path, "/memfd:", 7) == 0;
+	return 0;
+}
+
+/* The exe tuple of a live process: stat (the file) + readlink (label). */
+static int exe_capture(const char *link, struct exe_tuple *t)
+{
+	struct stat st;
+	memset(t, 0, sizeof(*t));
+	if (stat(link, &st) < 0)
+		return -errno;
+	exe_from_stat(t, &st);
+	int r = exe_label(link, t);
+	if (r < 0)
+		memset(t, 0, sizeof(*t));
+	return r;
+}
+
+/* Same file in the same version, and still (un)linked as when labelled? */
+static bool exe_matches(const struct exe_tuple *t, const struct stat *st)
+{
+	return t->dev == (uint64_t)st->st_dev && t->ino == (uint64_t)st->st_ino && t->size == st->st_size &&
+	       t->mtime_ns == ts_ns(&st->st_mtim) && t->ctime_ns == ts_ns(&st->st_ctim) &&
+	       t->deleted == (st->st_nlink == 0);
+}
 
 int notifier_identify_default(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out)
 {
 	int r = procref_from_pidfd_ex(caps, pidfd, PROCREF_NO_EXE, out);
 	if (r < 0)
 		return r;
-	pid_t pp = out->procfs_pid > 0 ? out->procfs_pid : out->pid;
+	char link[32];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)(out->procfs_pid > 0 ? out->procfs_pid : out->pid));
 	/* Without an image: identity only (a kernel thread cannot connect). */
-	out->exe_err = exe_capture(pp, &out->exe);
+	out->exe_err = exe_capture(link, &out->exe);
 	return 0;
+}
+
+/* ---- the caller cache ---- */
+
+static void caller_init(struct caller *c, size_t slot)
+{
+	memset(c, 0, sizeof(*c));
+	c->pidfd = c->tpidfd = c->lfd = -1;
+	c->ref.pidfd = -1;
+	c->slot = slot;
+}
+
+static void caller_set_tid(struct notifier *n, struct caller *c, pid_t tid)
+{
+	c->tid = tid;
+	if (c->slot != SIZE_MAX)
+		n->cache_tid[c->slot] = tid;
+}
+
+static void caller_reset(struct notifier *n, struct caller *c)
+{
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	if (c->tpidfd >= 0)
+		close(c->tpidfd);
+	c->pidfd = c->tpidfd = -1;
+	caller_set_tid(n, c, 0);
+	c->complete = false;
+}
+
+static struct caller *cache_find(struct notifier *n, pid_t tid)
+{
+	for (size_t i = 0; i < n->cache_cap; i++)
+		if (n->cache_tid[i] == tid)
+			return n->cache[i];
+	return NULL;
+}
+
+/* A slot for a new caller: a free one, else the least recently used;
+ * the scratch slot when there is no cache (or no memory). */
+static struct caller *cache_slot(struct notifier *n)
+{
+	struct caller *lru = NULL;
+	for (size_t i = 0; i < n->cache_cap; i++) {
+		if (!n->cache[i]) {
+			n->cache[i] = malloc(sizeof(struct caller));
+			if (!n->cache[i])
+				break;
+			caller_init(n->cache[i], i);
+			return n->cache[i];
+		}
+		if (n->cache[i]->tid == 0)
+			return n->cache[i];
+		if (!lru || n->cache[i]->used < lru->used)
+			lru = n->cache[i];
+	}
+	if (lru) {
+		caller_reset(n, lru);
+		return lru;
+	}
+	caller_reset(n, &n->scratch);
+	return &n->scratch;
+}
+
+static void cache_drop_listener(struct notifier *n, int lfd)
+{
+	for (size_t i = 0; i < n->cache_cap; i++)
+		if (n->cache_tid[i] && n->cache[i]->lfd == lfd)
+			caller_reset(n, n->cache[i]);
+}
+
+int notifier_set_cache(struct notifier *n, size_t entries)
+{
+	if (entries > NOTIFIER_CACHE_MAX)
+		return -EINVAL;
+	for (size_t i = entries; i < n->cache_cap; i++) {
+		if (n->cache[i]) {
+			caller_reset(n, n->cache[i]);
+			free(n->cache[i]);
+			n->cache[i] = NULL;
+		}
+	}
+	if (entries == 0) {
+		free(n->cache);
+		free(n->cache_tid);
+		n->cache = NULL;
+		n->cache_tid = NULL;
+		n->cache_cap = 0;
+		return 0;
+	}
+	if (entries < n->cache_cap) {
+		n->cache_cap = entries; /* the arrays stay as large as they were */
+		return 0;
+	}
+	struct caller **c = calloc(entries, sizeof(*c));
+	pid_t *t = calloc(entries, sizeof(*t));
+	if (!c || !t) {
+		free(c);
+		free(t);
+		return -ENOMEM;
+	}
+	if (n->cache_cap) {
+		memcpy(c, n->cache, n->cache_cap * sizeof(*c));
+		memcpy(t, n->cache_tid, n->cache_cap * sizeof(*t));
+	}
+	free(n->cache);
+	free(n->cache_tid);
+	n->cache = c;
+	n->cache_tid = t;
+	n->cache_cap = entries;
+	return 0;
+}
+
+static void notifier_free(struct notifier *n)
+{
+	notifier_set_cache(n, 0);
+	caller_reset(n, &n->scratch);
+	free(n->req);
+	free(n->resp);
+	free(n);
 }
 
 int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct notifier_ops *ops,
@@ -70,15 +266,14 @@ int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct n
 	struct notifier *n = calloc(1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;
+	caller_init(&n->scratch, SIZE_MAX);
 	/* The kernel may know a larger struct than our headers do. */
 	n->req_size = sz.seccomp_notif > sizeof(*n->req) ? sz.seccomp_notif : sizeof(*n->req);
 	n->resp_size = sz.seccomp_notif_resp > sizeof(*n->resp) ? sz.seccomp_notif_resp : sizeof(*n->resp);
 	n->req = calloc(1, n->req_size);
 	n->resp = calloc(1, n->resp_size);
-	if (!n->req || !n->resp) {
-		free(n->req);
-		free(n->resp);
-		free(n);
+	if (!n->req || !n->resp || notifier_set_cache(n, NOTIFIER_CACHE_DEFAULT) < 0) {
+		notifier_free(n);
 		return -ENOMEM;
 	}
 	n->loop = loop;
@@ -107,11 +302,8 @@ static void listener_closed(uv_handle_t *h)
 	close(l->fd);
 	free(l);
 	n->stats.listeners--;
-	if (--n->pending_close == 0 && n->closing && !n->listeners) {
-		free(n->req);
-		free(n->resp);
-		free(n);
-	}
+	if (--n->pending_close == 0 && n->closing && !n->listeners)
+		notifier_free(n);
 }
 
 static void listener_stop(struct listener *l)
@@ -119,6 +311,9 @@ static void listener_stop(struct listener *l)
 	*l->pprev = l->next;
 	if (l->next)
 		l->next->pprev = l->pprev;
+	/* Its tree is gone: so are the callers that came through it (and the
+	 * fd number is still ours, so no new listener can share the tag). */
+	cache_drop_listener(l->n, l->fd);
 	uv_poll_stop(&l->poll);
 	l->n->pending_close++;
 	uv_close((uv_handle_t *)&l->poll, listener_closed);
@@ -140,176 +335,305 @@ static pid_t tgid_of(pid_t tid)
 	return v > 0 && v <= INT32_MAX ? (pid_t)v : -1;
 }
 
+/* pidfds for the calling thread tid: its group, plus the thread itself
+ * when it is not the leader. -errno (-ESRCH: gone). */
+static int open_caller(pid_t tid, int *pidfd, int *tpidfd, pid_t *tgid)
+{
+	*tgid = tid;
+	*tpidfd = -1;
+	*pidfd = sys_pidfd_open(tid, 0);
+	if (*pidfd == -EINVAL || *pidfd == -ENOENT) { /* not a group leader (6.9+: ENOENT) */
+		*tgid = tgid_of(tid);
+		*pidfd = *tgid > 0 ? sys_pidfd_open(*tgid, 0) : -ESRCH;
+		/* The socket lives in the calling thread's fd table, which can
+		 * differ from the leader's after unshare(CLONE_FILES). */
+		*tpidfd = sys_pidfd_open(tid, PIDFD_THREAD);
+	}
+	return *pidfd < 0 ? *pidfd : 0;
+}
+
 /* One notification's state across the two phases. */
 struct pending {
-	int pidfd, tpidfd, dup;
+	struct caller *c;   /* fast path: the caller's cache entry (or scratch) */
+	bool drop;          /* fast path: forget c afterwards (gone, or not cacheable) */
+	int pidfd, tpidfd;  /* slow path (owned) */
 	pid_t tgid;
-	uint64_t ino;         /* pidfs inode of the caller (fast path) */
+	int dup;
 	bool have_cookie;
 	uint64_t cookie;
 	bool have_ref;        /* slow path: ref filled while blocked */
 	struct procref ref;
-	struct exe_tuple exe; /* fast path: the image as of this connect */
-	int exe_err;
 };
 
-static int exe_capture(pid_t pid, struct exe_tuple *t)
+static void count_pidfd_error(struct notifier *n, int r)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	struct stat st;
-	memset(t, 0, sizeof(*t));
-	ssize_t n = readlink(path, t->path, sizeof(t->path) - 1);
-	if (n < 0 || stat(path, &st) < 0) {
-		t->path[0] = '\0';
-		return -errno;
-	}
-	t->path[n] = '\0';
-	static const char deleted[] = " (deleted)";
-	size_t dl = sizeof(deleted) - 1;
-	if ((size_t)n > dl && strcmp(t->path + n - dl, deleted) == 0) {
-		t->deleted = true;
-		t->path[n - dl] = '\0';
-	}
-	t->memfd = strncmp(t->path, "/memfd:", 7) == 0;
-	t->dev = st.st_dev;
-	t->ino = st.st_ino;
-	t->size = st.st_size;
-	t->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-	t->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
-	return 0;
+	if (r == -ESRCH)
+		n->stats.stale++;
+	else
+		n->stats.failures++;
 }
 
-/* Phase 1, the caller blocked: pin the caller (pidfd), capture what must be
- * "as of this connect" (the exe), prove it with ID_VALID, and take the
- * cookie. On the fast path (pidfs keys, our own /proc) the procfs reads of
- * the rest of the ref wait until after CONTINUE: the pidfd already pins
- * the process, and the key (pidfs inode) was taken while blocked. */
-static void phase_blocked(struct notifier *n, int fd, const struct seccomp_notif *req, struct pending *p)
+/* Take the socket argument. EBADF: not an fd at all; connect fails on its own. */
+static int take_socket(struct notifier *n, int pidfd, const struct seccomp_notif *req, struct pending *p)
 {
-	pid_t tid = (pid_t)req->pid;
-	if (tid <= 0) { /* caller outside our pid namespace: cannot be a member */
-		n->stats.failures++;
-		return;
-	}
-	p->tgid = tid;
-	p->pidfd = sys_pidfd_open(tid, 0);
-	if (p->pidfd == -EINVAL || p->pidfd == -ENOENT) { /* not a group leader (6.9+: ENOENT) */
-		p->tgid = tgid_of(tid);
-		p->pidfd = p->tgid > 0 ? sys_pidfd_open(p->tgid, 0) : -ESRCH;
-		/* The socket lives in the calling thread's fd table, which can
-		 * differ from the leader's after unshare(CLONE_FILES). */
-		p->tpidfd = sys_pidfd_open(tid, PIDFD_THREAD);
-	}
-	if (p->pidfd < 0) {
-		if (p->pidfd == -ESRCH)
-			n->stats.stale++;
-		else
-			n->stats.failures++;
-		return;
-	}
-	if (n->fast) {
-		struct stat st;
-		if (fstat(p->pidfd, &st) < 0) {
-			n->stats.failures++;
-			return;
-		}
-		p->ino = st.st_ino;
-		p->exe_err = exe_capture(tid, &p->exe);
-	} else {
-		int r = n->ops.identify ? n->ops.identify(n->ops.user, n->caps, p->pidfd, &p->ref) : -ENOSYS;
-		if (r < 0) {
-			n->stats.failures++;
-			return;
-		}
-		p->have_ref = true;
-	}
-	/* Only now is it certain the pidfd (and what was read) is the caller. */
+	int sockfd = (int)(uint32_t)req->data.args[0];
+	p->dup = sys_pidfd_getfd(pidfd, sockfd, 0);
+	return p->dup < 0 ? p->dup : 0;
+}
+
+/* Only after the pidfd and the fd were taken: the caller is still that task
+ * blocked in this connect, so both were the caller's. */
+static bool still_valid(struct notifier *n, int fd, const struct seccomp_notif *req)
+{
 	uint64_t id = req->id;
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) {
 		n->stats.stale++;
-		return;
+		return false;
 	}
-	int sockfd = (int)(uint32_t)req->data.args[0];
-	p->dup = sys_pidfd_getfd(p->tpidfd >= 0 ? p->tpidfd : p->pidfd, sockfd, 0);
-	if (p->dup < 0) {
-		/* EBADF: not an fd at all; connect will fail on its own. */
-		if (p->dup == -EBADF)
-			n->stats.not_inet++;
-		else
-			n->stats.failures++;
-		return;
-	}
-	struct stat st;
+	return true;
+}
+
+/* The cookie of the socket we now hold (the kernel never reuses one), if
+ * it is an inet socket (a non-socket fails with ENOTSOCK). Then the
+ * duplicate is closed at once, while the caller still holds the socket:
+ * we never keep a workload's socket past its connect, and the last close
+ * (a TCP teardown) stays the workload's. */
+static void read_cookie(struct notifier *n, struct pending *p)
+{
 	int domain = 0;
 	socklen_t len = sizeof(domain);
-	if (fstat(p->dup, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-	    getsockopt(p->dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 || (domain != AF_INET && domain != AF_INET6)) {
+	int r = getsockopt(p->dup, SOL_SOCKET, SO_DOMAIN, &domain, &len);
+	if (r < 0 && errno != ENOTSOCK) {
+		n->stats.failures++;
+	} else if (r < 0 || (domain != AF_INET && domain != AF_INET6)) {
 		n->stats.not_inet++;
+	} else {
+		len = sizeof(p->cookie);
+		if (getsockopt(p->dup, SOL_SOCKET, SO_COOKIE, &p->cookie, &len) < 0 || p->cookie == 0)
+			n->stats.failures++;
+		else
+			p->have_cookie = true;
+	}
+	close(p->dup);
+	p->dup = -1;
+}
+
+/* Fast path, the caller blocked. A cached caller costs getfd + stat +
+ * ID_VALID + SO_COOKIE; a new one adds pidfd_open, fstat and readlink. */
+static void phase_blocked_fast(struct notifier *n, int fd, const struct seccomp_notif *req, struct pending *p)
+{
+	pid_t tid = (pid_t)req->pid;
+	struct caller *c = cache_find(n, tid);
+	if (c) {
+		int r = take_socket(n, c->tpidfd >= 0 ? c->tpidfd : c->pidfd, req, p);
+		if (r == -ESRCH) {
+			/* The cached process is gone and tid was reused. */
+			n->stats.cache_stale++;
+			caller_reset(n, c);
+			c = NULL;
+		} else {
+			n->stats.cache_hits++;
+			p->c = c;
+			c->used = ++n->clock;
+			if (r < 0) {
+				if (r == -EBADF)
+					n->stats.not_inet++;
+				else
+					n->stats.failures++;
+				return;
+			}
+			/* The image now; the label is reread only if the file changed. */
+			struct stat st;
+			if (stat(c->exe_link, &st) < 0) {
+				c->ref.exe_err = -errno;
+				memset(&c->ref.exe, 0, sizeof(c->ref.exe));
+				c->complete = false;
+			} else if (c->ref.exe_err < 0 || !exe_matches(&c->ref.exe, &st)) {
+				n->stats.exe_changed++;
+				exe_from_stat(&c->ref.exe, &st);
+				c->ref.exe_err = exe_label(c->exe_link, &c->ref.exe);
+				if (c->ref.exe_err < 0)
+					memset(&c->ref.exe, 0, sizeof(c->ref.exe));
+				/* exec: comm and the rest are read again after CONTINUE */
+				c->complete = false;
+			}
+		}
+	}
+	if (!c) {
+		n->stats.cache_misses++;
+		c = cache_slot(n);
+		p->c = c;
+		p->drop = c == &n->scratch;
+		int r = open_caller(tid, &c->pidfd, &c->tpidfd, &c->tgid);
+		if (r < 0) {
+			count_pidfd_error(n, r);
+			p->drop = true;
+			return;
+		}
+		struct stat st;
+		if (fstat(c->pidfd, &st) < 0) {
+			n->stats.failures++;
+			p->drop = true;
+			return;
+		}
+		caller_set_tid(n, c, tid);
+		c->ino = st.st_ino;
+		c->lfd = fd;
+		c->used = ++n->clock;
+		c->complete = false;
+		memset(&c->ref, 0, sizeof(c->ref));
+		c->ref.pidfd = -1;
+		snprintf(c->exe_link, sizeof(c->exe_link), "/proc/%d/exe", (int)tid);
+		r = take_socket(n, c->tpidfd >= 0 ? c->tpidfd : c->pidfd, req, p);
+		if (r < 0) {
+			if (r == -EBADF)
+				n->stats.not_inet++;
+			else
+				count_pidfd_error(n, r);
+			p->drop |= r == -ESRCH;
+			return;
+		}
+		c->ref.exe_err = exe_capture(c->exe_link, &c->ref.exe);
+	}
+	if (!still_valid(n, fd, req)) {
+		p->drop = true;
 		return;
 	}
-	len = sizeof(p->cookie);
-	if (getsockopt(p->dup, SOL_SOCKET, SO_COOKIE, &p->cookie, &len) < 0 || p->cookie == 0) {
+	read_cookie(n, p);
+}
+
+/* Slow path (no pidfs keys, or /proc of another pid namespace): the whole
+ * ref is read before ID_VALID, nothing is cached. */
+static void phase_blocked_slow(struct notifier *n, int fd, const struct seccomp_notif *req, struct pending *p)
+{
+	int r = open_caller((pid_t)req->pid, &p->pidfd, &p->tpidfd, &p->tgid);
+	if (r < 0) {
+		count_pidfd_error(n, r);
+		return;
+	}
+	r = n->ops.identify ? n->ops.identify(n->ops.user, n->caps, p->pidfd, &p->ref) : -ENOSYS;
+	if (r < 0) {
 		n->stats.failures++;
 		return;
 	}
-	p->have_cookie = true;
+	p->have_ref = true;
+	r = take_socket(n, p->tpidfd >= 0 ? p->tpidfd : p->pidfd, req, p);
+	if (r < 0) {
+		if (r == -EBADF)
+			n->stats.not_inet++;
+		else
+			count_pidfd_error(n, r);
+		return;
+	}
+	if (!still_valid(n, fd, req))
+		return;
+	read_cookie(n, p);
 }
 
-/* Phase 2, the caller running again: complete the ref and record it. */
+/* The rest of the ref, the caller running again (fast path). */
+static int complete_ref(struct notifier *n, struct pending *p)
+{
+	struct caller *c = p->c;
+	if (c->complete) {
+		/* The fields a live process can change without exec. */
+		if (n->caps->pidfd_info) {
+			struct tether_pidfd_info info = {
+				.mask = TETHER_PIDFD_INFO_PID | TETHER_PIDFD_INFO_CREDS | TETHER_PIDFD_INFO_CGROUPID,
+			};
+			/* ESRCH: exited since; the cached values were true while it was blocked. */
+			if (ioctl(c->pidfd, TETHER_PIDFD_GET_INFO, &info) == 0 &&
+			    (info.mask & TETHER_PIDFD_INFO_CREDS)) {
+				c->ref.ppid = (pid_t)info.ppid;
+				c->ref.ruid = info.ruid;
+				c->ref.euid = info.euid;
+				c->ref.suid = info.suid;
+				c->ref.fsuid = info.fsuid;
+				c->ref.rgid = info.rgid;
+				c->ref.egid = info.egid;
+				c->ref.sgid = info.sgid;
+				c->ref.fsgid = info.fsgid;
+				if (info.mask & TETHER_PIDFD_INFO_CGROUPID)
+					c->ref.cgroup_id = info.cgroupid;
+			}
+		}
+		return 0;
+	}
+	struct procref full;
+	int r = n->ops.identify == notifier_identify_default ?
+			procref_from_pidfd_ex(n->caps, c->pidfd, PROCREF_NO_EXE, &full) :
+		n->ops.identify ? n->ops.identify(n->ops.user, n->caps, c->pidfd, &full) : -ENOSYS;
+	if (r == 0 && full.pidfs_ino == c->ino) {
+		/* Keep the image proven while it was blocked. */
+		memcpy(&full.exe, &c->ref.exe, sizeof(full.exe));
+		full.exe_err = c->ref.exe_err;
+		if (n->ops.release)
+			n->ops.release(n->ops.user, &full);
+		procref_close(&full);
+		memcpy(&c->ref, &full, sizeof(full));
+		c->complete = true;
+		return 0;
+	}
+	/* Gone (e.g. connect-and-exit, already reaped): record what was proven
+	 * while it was blocked - key, pid, image. */
+	if (r == 0) {
+		if (n->ops.release)
+			n->ops.release(n->ops.user, &full);
+		procref_close(&full);
+	}
+	struct exe_tuple *exe = &full.exe; /* reuse the stack space */
+	memcpy(exe, &c->ref.exe, sizeof(*exe));
+	int exe_err = c->ref.exe_err;
+	memset(&c->ref, 0, sizeof(c->ref));
+	c->ref.pidfd = -1;
+	memcpy(&c->ref.exe, exe, sizeof(*exe));
+	c->ref.exe_err = exe_err;
+	strscpy(c->ref.boot_id, n->caps->boot_id, sizeof(c->ref.boot_id));
+	c->ref.key_kind = PROCREF_KEY_PIDFS;
+	c->ref.pidfs_ino = c->ino;
+	c->ref.pid = c->tgid;
+	c->ref.procfs_pid = c->tgid;
+	p->drop = true;
+	if (procref_format_key(&c->ref, PROCREF_KEY_PIDFS, c->ref.key, sizeof(c->ref.key)) < 0)
+		return -EINVAL;
+	n->stats.late_partial++;
+	return 0;
+}
+
+/* Phase 2, the caller running again: complete the ref and record it.
+ * Still inside the loop callback, so the record is in place before any
+ * identity request can be served. */
 static void phase_after(struct notifier *n, struct pending *p)
 {
-	if (p->have_cookie && n->fast) {
-		int r = n->ops.identify == notifier_identify_default ?
-				procref_from_pidfd_ex(n->caps, p->pidfd, PROCREF_NO_EXE, &p->ref) :
-			n->ops.identify ? n->ops.identify(n->ops.user, n->caps, p->pidfd, &p->ref) : -ENOSYS;
-		if (r == 0 && p->ref.pidfs_ino == p->ino) {
-			p->have_ref = true;
-		} else {
-			/* Gone (e.g. connect-and-exit, already reaped): record what was
-			 * proven while it was blocked - key, pid, image. */
-			if (r == 0 && n->ops.release)
-				n->ops.release(n->ops.user, &p->ref);
-			memset(&p->ref, 0, sizeof(p->ref));
-			p->ref.pidfd = -1;
-			strscpy(p->ref.boot_id, n->caps->boot_id, sizeof(p->ref.boot_id));
-			p->ref.key_kind = PROCREF_KEY_PIDFS;
-			p->ref.pidfs_ino = p->ino;
-			p->ref.pid = p->tgid;
-			p->ref.procfs_pid = p->tgid;
-			if (procref_format_key(&p->ref, PROCREF_KEY_PIDFS, p->ref.key, sizeof(p->ref.key)) < 0) {
-				n->stats.failures++;
-				goto out;
+	if (p->have_cookie) {
+		const struct procref *ref = NULL;
+		if (p->c) {
+			if (complete_ref(n, p) == 0) {
+				/* Live pidfd only for a completed ref (the contract of ops.record). */
+				p->c->ref.pidfd = p->c->complete ? p->c->pidfd : -1;
+				ref = &p->c->ref;
 			}
-			n->stats.late_partial++;
-			p->have_ref = true;
+		} else if (p->have_ref) {
+			ref = &p->ref;
 		}
-		p->ref.exe = p->exe;
-		p->ref.exe_err = p->exe_err;
-	}
-	if (p->have_cookie && p->have_ref) {
-		int r = n->ops.record ? n->ops.record(n->ops.user, p->cookie, &p->ref) : -ENOSYS;
+		int r = !ref ? -ESRCH : n->ops.record ? n->ops.record(n->ops.user, p->cookie, ref) : -ENOSYS;
+		if (p->c)
+			p->c->ref.pidfd = -1;
 		if (r < 0)
 			n->stats.failures++;
 		else
 			n->stats.recorded++;
 	}
-out:
 	if (p->have_ref && n->ops.release)
 		n->ops.release(n->ops.user, &p->ref);
+	procref_close(&p->ref);
 	if (p->dup >= 0)
 		close(p->dup);
 	if (p->tpidfd >= 0)
 		close(p->tpidfd);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
-}
-
-static uint64_t cpu_ns(void)
-{
-	struct timespec c;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);
-	return (uint64_t)c.tv_sec * 1000000000ULL + (uint64_t)c.tv_nsec;
+	if (p->c && p->drop)
+		caller_reset(n, p->c);
 }
 
 int notifier_handle(struct notifier *n, int fd)
@@ -319,22 +643,29 @@ int notifier_handle(struct notifier *n, int fd)
 		return -errno; /* ENOENT: the caller was killed before we got it */
 	n->stats.notifications++;
 	unsigned long long t0 = now_mono_ns();
-	uint64_t c0 = cpu_ns();
 	struct pending p;
-	memset(&p, 0, sizeof(p));
+	p.c = NULL;
+	p.drop = false;
 	p.pidfd = p.tpidfd = p.dup = -1;
+	p.have_cookie = p.have_ref = false;
 	p.ref.pidfd = -1;
-	phase_blocked(n, fd, n->req, &p);
+	if ((pid_t)n->req->pid <= 0) /* caller outside our pid namespace: cannot be a member */
+		n->stats.failures++;
+	else if (n->fast)
+		phase_blocked_fast(n, fd, n->req, &p);
+	else
+		phase_blocked_slow(n, fd, n->req, &p);
 	/* Whatever happened above, the connect proceeds: attribution is
 	 * observation, never a decision (policy is enforced by the proxy). */
 	memset(n->resp, 0, n->resp_size);
 	n->resp->id = n->req->id;
 	n->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	n->stats.handle_ns += now_mono_ns() - t0;
 	int sr = ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, n->resp);
 	int send_errno = errno;
-	n->stats.handle_ns += now_mono_ns() - t0;
+	unsigned long long t1 = now_mono_ns();
 	phase_after(n, &p);
-	n->stats.handle_cpu_ns += cpu_ns() - c0;
+	n->stats.after_ns += now_mono_ns() - t1;
 	if (sr < 0) {
 		int r = -send_errno;
 		if (r == -ENOENT)
@@ -349,25 +680,21 @@ int notifier_handle(struct notifier *n, int fd)
 static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct listener *l = h->data;
+	/* POLLHUP (the tree is gone) arrives as UV_DISCONNECT: libuv adds it,
+	 * with UV_READABLE, to a bare POLLHUP. */
 	if (status < 0 || (events & UV_DISCONNECT)) {
 		listener_stop(l);
 		return;
 	}
-	/* libuv folds POLLHUP (the tree is gone) into "readable", and RECV
-	 * with nothing pending would block: ask the kernel which it is. */
-	struct pollfd p = { .fd = l->fd, .events = POLLIN };
-	if (poll(&p, 1, 0) != 1)
+	if (!(events & UV_READABLE))
 		return;
-	if (p.revents & POLLIN) {
-		int r = notifier_handle(l->n, l->fd);
-		if (r < 0 && r != -ENOENT && r != -EINTR) {
-			log_warn("notify: listener %d: %s; closing it", l->fd, strerror(-r));
-			listener_stop(l);
-		}
-		return;
-	}
-	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+	/* Readable means a notification was pending; RECV does not block on
+	 * one whose caller was killed since (it returns ENOENT). */
+	int r = notifier_handle(l->n, l->fd);
+	if (r < 0 && r != -ENOENT && r != -EINTR) {
+		log_warn("notify: listener %d: %s; closing it", l->fd, strerror(-r));
 		listener_stop(l);
+	}
 }
 
 int notifier_add_listener(struct notifier *n, int fd)
@@ -414,9 +741,6 @@ void notifier_close(struct notifier *n)
 	n->closing = true;
 	while (n->listeners)
 		listener_stop(n->listeners);
-	if (n->pending_close == 0) {
-		free(n->req);
-		free(n->resp);
-		free(n);
-	}
+	if (n->pending_close == 0)
+		notifier_free(n);
 }

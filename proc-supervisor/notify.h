@@ -2,18 +2,43 @@
  *
  * Every spawned tree carries a filter whose connect(2) is SECCOMP_RET_USER_
  * NOTIF; its listener fd is added here and watched on the supervisor's
- * libuv loop. For each notification the notifier: opens a pidfd for the
- * caller's thread group, identifies it, checks with
- * SECCOMP_IOCTL_NOTIF_ID_VALID that the caller is still that very task
- * blocked in connect (so the pid could not have been reused in between),
- * duplicates the socket argument with pidfd_getfd, reads SO_COOKIE, always
- * answers SECCOMP_USER_NOTIF_FLAG_CONTINUE, and hands (cookie, ref) to
- * ops.record (normally the cookie registry). With pidfs keys and our own
- * /proc (the fast path) only the key (fstat of the pidfd) and the exe
- * tuple are read while the caller is blocked; the rest of the ref
- * (ops.identify) is read after CONTINUE through the pinned pidfd, and a
- * caller already gone by then is recorded with what was proven (key, pid,
- * exe). Otherwise ops.identify runs before ID_VALID.
+ * libuv loop. For each notification the notifier, while the caller is
+ * blocked: pins the caller (pidfd of its thread group, plus a thread pidfd
+ * for a non-leader thread), takes the socket argument with pidfd_getfd,
+ * captures the exe tuple as of this connect, proves with
+ * SECCOMP_IOCTL_NOTIF_ID_VALID - after the pidfd and the fd were taken -
+ * that the caller is still that very task blocked in connect (so neither
+ * the pid nor the fd table can have belonged to another process), and
+ * reads SO_COOKIE. Then it answers SECCOMP_USER_NOTIF_FLAG_CONTINUE and,
+ * in the same loop callback (before any other event is served), checks the
+ * socket is inet, completes the ProcessRef and hands (cookie, ref) to
+ * ops.record (normally the cookie registry).
+ *
+ * Caller cache (fast path: pidfs keys and our own /proc). Callers are
+ * cached by thread id with their pidfds, key, completed ref and exe tuple,
+ * so a repeated connect by the same thread costs, while it is blocked:
+ * pidfd_getfd on the cached pidfd, one stat of /proc/<tid>/exe, ID_VALID
+ * and SO_COOKIE. Why that is still exact:
+ *  - identity: pidfd_getfd on a pidfd whose process (or thread) is gone
+ *    fails with ESRCH, and then the entry is dropped and the caller opened
+ *    afresh. If it succeeds and ID_VALID succeeds afterwards, the tid was
+ *    held by the blocked caller throughout, and a live pidfd for that
+ *    number can only be the caller's: the cached key is the caller's key.
+ *  - image: the stat of /proc/<tid>/exe is the running image now (exec
+ *    replaces it; the caller cannot exec while blocked, and a sibling
+ *    thread's exec kills the caller first, which ID_VALID then sees). If
+ *    (dev, ino, size, mtime, ctime) and "unlinked" all match the cached
+ *    tuple it is the same file in the same version, and the cached path
+ *    label is kept; otherwise the link is read again. link, unlink and
+ *    rename change ctime, so a renamed or unlinked image is relabelled too.
+ *  - the rest of the ref: pid, key, start time and procfs pid are fixed
+ *    for a process; ppid, credentials and cgroup are refreshed with
+ *    PIDFD_GET_INFO after CONTINUE where available; comm is the one read
+ *    when the ref was last completed (first connect, or the first after an
+ *    exec).
+ * Without pidfs keys or with a foreign /proc nothing is cached and the
+ * whole ref (ops.identify) is read before ID_VALID.
+ *
  * Nothing is decided from pointer arguments: only the fd number is read.
  * Any failure still continues the connect (attribution then falls back to
  * holder search) and is counted. A listener ends when its tree is gone
@@ -22,6 +47,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
@@ -32,7 +58,8 @@
 struct notifier_ops {
 	/* Fill *out from the caller's pidfd (the callee dups it). -errno. */
 	int (*identify)(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out);
-	/* Record the attribution; ref->pidfd stays owned by the notifier. */
+	/* Record the attribution; ref->pidfd (-1, or the caller's live pidfd)
+	 * stays owned by the notifier. */
 	int (*record)(void *user, uint64_t cookie, const struct procref *ref);
 	void (*release)(void *user, struct procref *ref); /* procref_close */
 	void *user;
@@ -48,22 +75,33 @@ struct notifier_stats {
 	uint64_t listeners;     /* currently watched */
 	uint64_t late_partial;  /* fast path: the caller was gone before its ref was completed;
 				   recorded with the key, pid and image proven while it was blocked */
-	uint64_t handle_ns;     /* total time from RECV to SEND (the caller is blocked) */
-	uint64_t handle_cpu_ns; /* CPU time of the whole handling, the part after SEND included */
+	uint64_t handle_ns;     /* total time from RECV to the SEND call (the caller is blocked) */
+	uint64_t after_ns;      /* total time after SEND returned (ref completion, record) */
 	bool sync_wakeup;       /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP in use */
+	/* Caller cache (appended). */
+	uint64_t cache_hits;    /* the caller's cached pidfd and key were reused */
+	uint64_t cache_misses;  /* the caller was opened afresh */
+	uint64_t cache_stale;   /* a cached pidfd was of a gone process (tid reused): reopened */
+	uint64_t exe_changed;   /* a cached caller's image differed (exec): re-read */
 };
 
 struct notifier;
 
 /* The identify step the daemon uses: the ProcessRef through the pidfd
  * without the maps scan (PROCREF_NO_EXE), plus the exe tuple as of this
- * connect from a stat and a readlink of /proc/<pid>/exe - the cheap parts,
- * because the caller is blocked meanwhile. maps_mismatch is not checked
- * here (the identity service verifies the image at decision time). */
+ * connect from a stat and a readlink of /proc/<pid>/exe. maps_mismatch is
+ * not checked here (the identity service verifies the image at decision
+ * time). On the fast path only its ProcessRef part runs, after CONTINUE. */
 int notifier_identify_default(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out);
 
 int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct notifier_ops *ops,
 		 struct notifier **out);
+/* Callers kept in the cache (default NOTIFIER_CACHE_DEFAULT, at most
+ * NOTIFIER_CACHE_MAX; 0 = no cache: every connect opens its caller, as a
+ * first connect does). Shrinking drops the entries above the new size. */
+#define NOTIFIER_CACHE_DEFAULT 64
+#define NOTIFIER_CACHE_MAX 4096
+int notifier_set_cache(struct notifier *n, size_t entries);
 /* Watch a listener; takes ownership of fd (closed on error too). */
 int notifier_add_listener(struct notifier *n, int fd);
 /* Handle one pending notification on fd synchronously (tests, benchmarks).

@@ -1,0 +1,541 @@
+/* The notifier's caller cache must never record a stale identity or image:
+ *  1. exec between connects: a process connects twice (the second from the
+ *     cache), then execs a different binary (a copy of this one: another
+ *     inode and path) and connects again. Each connect is recorded with the
+ *     image it ran at that connect, and all three with the same key.
+ *  2. exec by a non-leader thread: the main thread and a second thread
+ *     connect, the second thread execs the copy (it becomes the leader,
+ *     same process) and the new image connects: recorded with the copy.
+ *  3. tid reuse: a process connects (cached) and exits; a new process is
+ *     created with the very same pid (clone3 set_tid) and connects: it is
+ *     recorded with its own key, never the cached one.
+ *  4. the cache off records the same as the cache on.
+ * The same binary runs with TETHER_FORCE_FALLBACK=all (no cache: the slow
+ * path) where 1, 2 and 4 must hold as well.
+ *
+ * `test_procsup_notify_cache --child-connect PORT FD` is the exec target:
+ * one loopback connect, its cookie written to FD. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/kernel.h"
+#include "common/util.h"
+#include "identity/procref.h"
+#include "proc-supervisor/notify.h"
+#include "proc-supervisor/seccomp.h"
+
+#ifndef SO_COOKIE
+#define SO_COOKIE 57
+#endif
+
+static int failures;
+#define CHECK(cond, ...)                                                                      \
+	do {                                                                                  \
+		if (!(cond)) {                                                                \
+			failures++;                                                           \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);       \
+			fprintf(stderr, __VA_ARGS__);                                         \
+			fputc('\n', stderr);                                                  \
+		}                                                                             \
+	} while (0)
+
+#define MAXREC 8
+struct rec {
+	int n;
+	uint64_t cookie[MAXREC];
+	pid_t pid[MAXREC];
+	char key[MAXREC][PROCREF_KEY_MAX];
+	char exe[MAXREC][PATH_MAX];
+	uint64_t exe_ino[MAXREC];
+};
+
+static int t_record(void *u, uint64_t cookie, const struct procref *ref)
+{
+	struct rec *r = u;
+	if (r->n >= MAXREC)
+		return -ENOSPC;
+	r->cookie[r->n] = cookie;
+	r->pid[r->n] = ref->pid;
+	strscpy(r->key[r->n], ref->key, sizeof(r->key[0]));
+	strscpy(r->exe[r->n], ref->exe.path, sizeof(r->exe[0]));
+	r->exe_ino[r->n] = ref->exe.ino;
+	r->n++;
+	return 0;
+}
+static void t_release(void *u, struct procref *ref)
+{
+	(void)u;
+	procref_close(ref);
+}
+
+static int server_port;
+static char self_exe[PATH_MAX], copy_exe[128], tmpdir[64];
+static uint64_t self_ino, copy_ino;
+
+static int loopback_connect(uint64_t *cookie)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)server_port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	socklen_t l = sizeof(*cookie);
+	getsockopt(fd, SOL_SOCKET, SO_COOKIE, cookie, &l);
+	close(fd);
+	return 0;
+}
+
+/* Child side: connect and report the cookie (0 on failure) on fd. */
+static void connect_report(int fd)
+{
+	uint64_t c = 0;
+	if (loopback_connect(&c) < 0)
+		c = 0;
+	if (write(fd, &c, sizeof(c)) != (ssize_t)sizeof(c))
+		_exit(80);
+}
+
+static void exec_copy(int fd)
+{
+	char port[16], fds[16];
+	snprintf(port, sizeof(port), "%d", server_port);
+	snprintf(fds, sizeof(fds), "%d", fd);
+	char *argv[] = { copy_exe, "--child-connect", port, fds, NULL };
+	/* LeakSanitizer cannot run under the workload profile (no ptrace). */
+	char *envp[] = { "ASAN_OPTIONS=detect_leaks=0", NULL };
+	execve(copy_exe, argv, envp);
+	_exit(81);
+}
+
+static void send_fd(int sock, int fd)
+{
+	char b = 'L';
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	memset(&cm, 0, sizeof(cm));
+	struct iovec iov = { &b, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(sock, &mh, 0) != 1)
+		_exit(90);
+}
+
+static int recv_fd(int sock)
+{
+	char b;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { &b, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	if (poll(&p, 1, 5000) != 1 || recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	int fd = -1;
+	if (c && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* In a new child: filter, listener to the parent over sock, wait for go. */
+static void child_setup(const struct workload_filter *f, int sock)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(91);
+	int lfd = workload_filter_install_listener(f);
+	if (lfd < 0)
+		_exit(92);
+	send_fd(sock, lfd);
+	close(lfd);
+	char go;
+	if (read(sock, &go, 1) != 1)
+		_exit(93);
+}
+
+static int handle_n(struct notifier *n, int lfd, int count)
+{
+	for (int i = 0; i < count; i++) {
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+		if (poll(&p, 1, 10000) != 1 || !(p.revents & POLLIN))
+			return -ETIMEDOUT;
+		int r = notifier_handle(n, lfd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Read count cookies the child reported (bounded wait). */
+static int read_cookies(int fd, uint64_t *out, int count)
+{
+	for (int i = 0; i < count; i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 10000) != 1 || read(fd, &out[i], sizeof(out[i])) != (ssize_t)sizeof(out[i]))
+			return -EIO;
+	}
+	return 0;
+}
+
+/* Wait for pid with a timeout; kill it if it overstays. */
+static int reap(pid_t pid)
+{
+	for (int i = 0; i < 1000; i++) {
+		int st;
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (r < 0)
+			return -errno;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -ETIMEDOUT;
+}
+
+static uint64_t ino_of(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	_cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(in, &st) < 0)
+		return -errno;
+	_cleanup_close_ int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	if (out < 0)
+		return -errno;
+	for (off_t off = 0; off < st.st_size;) {
+		ssize_t w = sendfile(out, in, &off, (size_t)(st.st_size - off));
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+static void cleanup_copy(void)
+{
+	if (copy_exe[0])
+		unlink(copy_exe);
+	if (tmpdir[0])
+		rmdir(tmpdir);
+}
+
+/* ---- 1. exec between connects ---- */
+
+static void check_exec_records(const char *what, const struct rec *rec, const uint64_t *ck, pid_t pid, int first_copy)
+{
+	CHECK(rec->n == 3, "%s: %d records", what, rec->n);
+	if (rec->n != 3)
+		return;
+	for (int i = 0; i < 3; i++) {
+		CHECK(rec->cookie[i] == ck[i] && ck[i] != 0, "%s: record %d cookie %llu, child saw %llu", what, i,
+		      (unsigned long long)rec->cookie[i], (unsigned long long)ck[i]);
+		CHECK(rec->pid[i] == pid, "%s: record %d pid %d, child %d", what, i, (int)rec->pid[i], (int)pid);
+		CHECK(strcmp(rec->key[i], rec->key[0]) == 0, "%s: record %d key %s != %s", what, i, rec->key[i],
+		      rec->key[0]);
+		bool copy = i >= first_copy;
+		CHECK(strcmp(rec->exe[i], copy ? copy_exe : self_exe) == 0, "%s: record %d exe '%s', want '%s'", what,
+		      i, rec->exe[i], copy ? copy_exe : self_exe);
+		CHECK(rec->exe_ino[i] == (copy ? copy_ino : self_ino), "%s: record %d exe inode %llu, want %llu",
+		      what, i, (unsigned long long)rec->exe_ino[i],
+		      (unsigned long long)(copy ? copy_ino : self_ino));
+	}
+}
+
+static void case_exec(struct notifier *n, struct rec *rec, const struct workload_filter *f, const char *what)
+{
+	memset(rec, 0, sizeof(*rec));
+	int sv[2], rp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe(rp) < 0) {
+		CHECK(0, "socketpair/pipe");
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		close(rp[0]);
+		child_setup(f, sv[1]);
+		connect_report(rp[1]);
+		connect_report(rp[1]); /* the same process again: the cached caller */
+		exec_copy(rp[1]);
+	}
+	close(sv[1]);
+	close(rp[1]);
+	int lfd = recv_fd(sv[0]);
+	CHECK(lfd >= 0, "%s: no listener", what);
+	(void)!write(sv[0], "g", 1);
+	uint64_t ck[3] = { 0 };
+	CHECK(lfd >= 0 && handle_n(n, lfd, 3) == 0, "%s: handling 3 notifications", what);
+	CHECK(read_cookies(rp[0], ck, 3) == 0, "%s: child reports", what);
+	CHECK(reap(pid) == 0, "%s: child exit", what);
+	check_exec_records(what, rec, ck, pid, 2);
+	if (lfd >= 0)
+		close(lfd);
+	close(sv[0]);
+	close(rp[0]);
+}
+
+/* ---- 2. exec by a non-leader thread ---- */
+
+static int thread_rp;
+static void *thread_exec(void *a)
+{
+	(void)a;
+	connect_report(thread_rp);
+	exec_copy(thread_rp); /* kills the main thread; we become the leader */
+	return NULL;
+}
+
+static void case_thread_exec(struct notifier *n, struct rec *rec, const struct workload_filter *f)
+{
+	memset(rec, 0, sizeof(*rec));
+	int sv[2], rp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe(rp) < 0) {
+		CHECK(0, "socketpair/pipe");
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		close(rp[0]);
+		child_setup(f, sv[1]);
+		connect_report(rp[1]);
+		thread_rp = rp[1];
+		pthread_t t;
+		if (pthread_create(&t, NULL, thread_exec, NULL) != 0)
+			_exit(94);
+		for (;;)
+			pause();
+	}
+	close(sv[1]);
+	close(rp[1]);
+	int lfd = recv_fd(sv[0]);
+	CHECK(lfd >= 0, "thread exec: no listener");
+	(void)!write(sv[0], "g", 1);
+	uint64_t ck[3] = { 0 };
+	CHECK(lfd >= 0 && handle_n(n, lfd, 3) == 0, "thread exec: handling 3 notifications");
+	CHECK(read_cookies(rp[0], ck, 3) == 0, "thread exec: child reports");
+	CHECK(reap(pid) == 0, "thread exec: child exit");
+	/* main (self), thread (self, same process), new image (copy) */
+	check_exec_records("thread exec", rec, ck, pid, 2);
+	if (lfd >= 0)
+		close(lfd);
+	close(sv[0]);
+	close(rp[0]);
+}
+
+/* ---- 3. tid reuse ---- */
+
+static pid_t spawn_at(pid_t want, const struct workload_filter *f, int sock, int rp)
+{
+	struct tether_clone_args ca;
+	memset(&ca, 0, sizeof(ca));
+	pid_t tid = want;
+	ca.exit_signal = SIGCHLD;
+	if (want > 0) {
+		ca.set_tid = (uint64_t)(uintptr_t)&tid;
+		ca.set_tid_size = 1;
+	}
+	pid_t pid = sys_clone3(&ca, sizeof(ca));
+	if (pid == 0) {
+		child_setup(f, sock);
+		connect_report(rp);
+		char done;
+		if (read(sock, &done, 1) != 1) /* stay alive until the parent saw us */
+			_exit(95);
+		_exit(0);
+	}
+	return pid;
+}
+
+static void boot_key_of(const struct kernel_caps *caps, pid_t pid, char *key, size_t size)
+{
+	key[0] = '\0';
+	_cleanup_close_ int pfd = sys_pidfd_open(pid, 0);
+	struct stat st;
+	if (pfd >= 0 && fstat(pfd, &st) == 0)
+		snprintf(key, size, "%s:%llu", caps->boot_id, (unsigned long long)st.st_ino);
+}
+
+static void case_tid_reuse(struct notifier *n, struct rec *rec, const struct workload_filter *f,
+			   const struct kernel_caps *caps)
+{
+	memset(rec, 0, sizeof(*rec));
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int sv[2], rp[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(rp, O_CLOEXEC) < 0) {
+			CHECK(0, "socketpair/pipe");
+			return;
+		}
+		rec->n = 0;
+		uint64_t stale0 = notifier_stats(n)->cache_stale;
+		/* A: connects, is cached, exits and is reaped. */
+		pid_t a = spawn_at(0, f, sv[1], rp[1]);
+		int lfd = recv_fd(sv[0]);
+		char key_a[PROCREF_KEY_MAX];
+		boot_key_of(caps, a, key_a, sizeof(key_a));
+		(void)!write(sv[0], "g", 1);
+		uint64_t ck[2] = { 0 };
+		CHECK(lfd >= 0 && handle_n(n, lfd, 1) == 0, "reuse: A's notification");
+		CHECK(read_cookies(rp[0], ck, 1) == 0, "reuse: A's report");
+		(void)!write(sv[0], "d", 1);
+		CHECK(reap(a) == 0, "reuse: A's exit");
+		if (lfd >= 0)
+			close(lfd);
+		/* B: the same pid, a new process. */
+		pid_t b = spawn_at(a, f, sv[1], rp[1]);
+		if (b == -EEXIST || b == -EBUSY) { /* someone else took the pid meanwhile: again */
+			close(sv[0]), close(sv[1]), close(rp[0]), close(rp[1]);
+			continue;
+		}
+		CHECK(b == a, "clone3 set_tid gave %d, want %d", (int)b, (int)a);
+		if (b < 0) {
+			close(sv[0]), close(sv[1]), close(rp[0]), close(rp[1]);
+			return;
+		}
+		lfd = recv_fd(sv[0]);
+		char key_b[PROCREF_KEY_MAX];
+		boot_key_of(caps, b, key_b, sizeof(key_b));
+		(void)!write(sv[0], "g", 1);
+		CHECK(lfd >= 0 && handle_n(n, lfd, 1) == 0, "reuse: B's notification");
+		CHECK(read_cookies(rp[0], ck + 1, 1) == 0, "reuse: B's report");
+		(void)!write(sv[0], "d", 1);
+		CHECK(reap(b) == 0, "reuse: B's exit");
+		if (lfd >= 0)
+			close(lfd);
+		close(sv[0]), close(sv[1]), close(rp[0]), close(rp[1]);
+
+		CHECK(rec->n == 2, "reuse: %d records", rec->n);
+		if (rec->n == 2) {
+			CHECK(rec->cookie[0] == ck[0] && rec->cookie[1] == ck[1], "reuse: cookies");
+			CHECK(rec->pid[0] == a && rec->pid[1] == a, "reuse: pids %d %d", rec->pid[0], rec->pid[1]);
+			CHECK(key_a[0] && strcmp(rec->key[0], key_a) == 0, "reuse: A key %s, want %s", rec->key[0], key_a);
+			CHECK(key_b[0] && strcmp(rec->key[1], key_b) == 0, "reuse: B recorded as %s, want %s",
+			      rec->key[1], key_b);
+			CHECK(strcmp(key_a, key_b) != 0, "reuse: A and B share key %s", key_a);
+		}
+		CHECK(notifier_stats(n)->cache_stale == stale0 + 1, "reuse: cache_stale %llu (was %llu)",
+		      (unsigned long long)notifier_stats(n)->cache_stale, (unsigned long long)stale0);
+		return;
+	}
+	CHECK(0, "reuse: the pid was taken by another process three times");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "--child-connect") == 0) {
+		server_port = atoi(argv[2]);
+		connect_report(atoi(argv[3]));
+		_exit(0);
+	}
+	struct kernel_caps caps;
+	if (kernel_caps_probe(&caps) < 0)
+		return 1;
+	ssize_t sl = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	if (sl <= 0)
+		return perror("readlink /proc/self/exe"), 1;
+	self_exe[sl] = '\0';
+	self_ino = ino_of(self_exe);
+	strscpy(tmpdir, "/tmp/tether-notify-cache-XXXXXX", sizeof(tmpdir));
+	if (!mkdtemp(tmpdir))
+		return perror("mkdtemp"), 1;
+	int cl = snprintf(copy_exe, sizeof(copy_exe), "%s/other-binary", tmpdir);
+	if (cl < 0 || (size_t)cl >= sizeof(copy_exe))
+		return fprintf(stderr, "temp path too long\n"), 1;
+	atexit(cleanup_copy);
+	if (copy_file(self_exe, copy_exe) < 0)
+		return perror("copy"), 1;
+	copy_ino = ino_of(copy_exe);
+
+	int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t al = sizeof(a);
+	if (bind(srv, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(srv, 64) < 0 ||
+	    getsockname(srv, (struct sockaddr *)&a, &al) < 0)
+		return perror("listen"), 1;
+	server_port = ntohs(a.sin_port);
+
+	struct workload_filter f;
+	struct workload_filter_opts fo = { .notify_connect = true };
+	if (workload_filter_build(&fo, &f) < 0)
+		return fprintf(stderr, "filter build failed\n"), 1;
+
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	struct rec rec;
+	memset(&rec, 0, sizeof(rec));
+	struct notifier_ops ops = { .identify = notifier_identify_default, .record = t_record, .release = t_release,
+				    .user = &rec };
+	struct notifier *n;
+	if (notifier_new(&loop, &caps, &ops, &n) < 0)
+		return fprintf(stderr, "notifier_new failed\n"), 1;
+	bool fast = caps.pidfs_ino; /* our /proc is our pid namespace's */
+
+	const struct notifier_stats *st = notifier_stats(n);
+	uint64_t hits0 = st->cache_hits, changed0 = st->exe_changed;
+	case_exec(n, &rec, &f, "exec");
+	if (fast) {
+		/* connect 2 and connect 3 (after exec: same process) reuse the caller */
+		CHECK(st->cache_hits == hits0 + 2, "cache hits %llu, want %llu", (unsigned long long)st->cache_hits,
+		      (unsigned long long)hits0 + 2);
+		CHECK(st->exe_changed == changed0 + 1, "exe_changed %llu, want %llu",
+		      (unsigned long long)st->exe_changed, (unsigned long long)changed0 + 1);
+	}
+	case_thread_exec(n, &rec, &f);
+	if (fast)
+		case_tid_reuse(n, &rec, &f, &caps);
+
+	/* 4. without the cache: the same records */
+	CHECK(notifier_set_cache(n, 0) == 0, "cache off");
+	hits0 = st->cache_hits;
+	case_exec(n, &rec, &f, "exec, cache off");
+	CHECK(st->cache_hits == hits0, "hits with the cache off");
+	CHECK(notifier_set_cache(n, NOTIFIER_CACHE_MAX + 1) == -EINVAL, "oversized cache accepted");
+	CHECK(notifier_set_cache(n, 2) == 0, "small cache");
+	case_exec(n, &rec, &f, "exec, 2-entry cache");
+
+	notifier_close(n);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
+	workload_filter_free(&f);
+	close(srv);
+	if (failures)
+		fprintf(stderr, "%d failure(s)\n", failures);
+	else
+		printf("test_notify_cache: all checks passed (%s path)\n", fast ? "cached" : "fallback");
+	return failures ? 1 : 0;
+}
