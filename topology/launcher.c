@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -135,6 +136,9 @@ static char *plan_keep(struct launch_plan *p, char *s)
 
 void launch_plan_done(struct launch_plan *plan)
 {
+	if (plan->slot_fd >= 0)
+		close(plan->slot_fd);
+	plan->slot_fd = -1;
 	for (size_t i = 0; i < plan->n_strings; i++)
 		free(plan->strings[i]);
 	plan->n_strings = 0;
@@ -253,6 +257,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			struct topology_error *err)
 {
 	memset(p, 0, sizeof(*p));
+	p->slot_fd = -1;
 	if (!cfg->topo)
 		return topology_error_set(err, -EINVAL, "no topology");
 	if (!cfg->argv || !cfg->argv[0])
@@ -347,14 +352,39 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	 * demo and tests uses 198.51.100.0/24, never this range. */
 	pid_t me = getpid();
 	unsigned k = (unsigned)me % 63u;
-	/* skip /30s another run already holds in this netns (bind succeeds
-	 * only on a local address); a race between two starting runs remains */
-	for (unsigned tries = 0; tries < 63; tries++, k = (k + 1) % 63u) {
+	/* Skip /30s another run holds: its slot lock (runs starting at the
+	 * same time), or the address already on a link here (bind succeeds
+	 * only on a local address: a run of an older tether, or a leftover). */
+	if (cfg->reserve_slot && mkdir(RUN_DIR_BASE, 0711) < 0 && errno != EEXIST)
+		return topology_error_errno(err, -errno, "cannot create %s", RUN_DIR_BASE);
+	bool found = false;
+	for (unsigned tries = 0; tries < 63 && !found; tries++, k = (k + 1) % 63u) {
+		if (cfg->reserve_slot) {
+			char lock[64];
+			snprintf(lock, sizeof(lock), RUN_DIR_BASE "/slot-%u.lock", k);
+			int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+			if (lfd < 0)
+				return topology_error_errno(err, -errno, "cannot open %s", lock);
+			if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+				close(lfd);
+				continue;
+			}
+			p->slot_fd = lfd;
+		}
 		_cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0xC0000200u | (4 * k + 1)) };
-		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			found = true;
 			break;
+		}
+		if (p->slot_fd >= 0) {
+			close(p->slot_fd);
+			p->slot_fd = -1;
+		}
 	}
+	if (!found)
+		return topology_error_set(err, -EADDRINUSE,
+					  "every /30 of 192.0.2.0/24 is taken by another tether run");
 	snprintf(p->netns_name, sizeof(p->netns_name), "tt%dw", (int)me);
 	snprintf(p->veth_outer, sizeof(p->veth_outer), "tt%da", (int)me);
 	snprintf(p->veth_inner, sizeof(p->veth_inner), "tt%db", (int)me);
@@ -1075,7 +1105,9 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 	sigset_t mask, oldmask;
 	bool masked = false;
 
-	int r = launch_plan_resolve(cfg, &plan, err);
+	struct launch_config rcfg = *cfg;
+	rcfg.reserve_slot = true;
+	int r = launch_plan_resolve(&rcfg, &plan, err);
 	if (r >= 0 && plan.unsupported[0])
 		r = topology_error_set(err, -EOPNOTSUPP, "%s", plan.unsupported);
 	if (r < 0) {

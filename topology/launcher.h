@@ -81,6 +81,10 @@ struct launch_config {
 	 * is gated on /healthz (listening) instead of /readyz. */
 	bool no_network_policy;
 	bool verbose;
+	/* Hold an flock on /run/tether/slot-K.lock for the /30 the plan picks
+	 * (launcher_run sets it; --dry-run does not): two runs starting at
+	 * once cannot take the same addresses. */
+	bool reserve_slot;
 };
 
 /* The concrete, resolved facts of one run (names, addresses, ports, argv of
@@ -113,6 +117,7 @@ struct launch_plan {
 	char key_file[192], pub_file[192];
 	char anchor_socket[160];   /* shared-pid: the proc-supervisor's status socket */
 	char unsupported[3300];    /* non-empty: a daemon lacks what this topology needs (run refuses) */
+	int slot_fd;               /* the slot lock (reserve_slot), -1 none; closed by launch_plan_done */
 	char *strings[24];         /* owned strings the argv vectors point into */
 	size_t n_strings;
 };

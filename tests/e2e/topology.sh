@@ -208,6 +208,56 @@ procsup_killed|netsup_killed|launcher_killed)
 	kill -0 "$V" 2>/dev/null && fail "victim still alive"
 	check_audit_common
 	;;
+policy_reload)
+	# a policy change reaches a running sandbox: curl is allowed, the file
+	# is rewritten without it, the net-supervisor reloads (generation 2)
+	# and the same workload's next curl is refused
+	cat >"$WORK/r.sh" <<EOF
+#!/bin/sh
+curl -sS -o /dev/null -w 'first %{http_code}\n' --max-time 10 $URL
+i=0; while [ ! -e $WORK/reloaded ] && [ \$i -lt 300 ]; do sleep 0.05; i=\$((i+1)); done
+curl -sS -o /dev/null -w 'second %{http_code}\n' --max-time 10 $URL
+EOF
+	chmod 755 "$WORK/r.sh"
+	cp "$WORK/p.yaml" "$WORK/live.yaml"
+	chmod 644 "$WORK/live.yaml"
+	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/live.yaml" \
+		-- "$WORK/r.sh" >"$WORK/out" 2>&1 &
+	RUN_PID=$!
+	wait_for 15 grep -q "^first " "$WORK/out" || fail "first request never made"
+	grep -qx "first 200" "$WORK/out" || fail "first request not allowed: $(grep first "$WORK/out")"
+	sed -i 's|/usr/bin/curl|/usr/bin/nothing-here|' "$WORK/live.yaml"
+	wait_for 10 grep -q '"policy_generation":2' "$AUDIT" || fail "policy not reloaded"
+	touch "$WORK/reloaded"
+	wait "$RUN_PID"; RUN_PID=""
+	grep -qx "second 403" "$WORK/out" || fail "after reload: $(grep second "$WORK/out")"
+	python3 - "$AUDIT" <<'PY' || fail "decisions do not follow the reload"
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1])]
+d = [(e["decision"], e["reason"], e.get("policy_generation")) for e in d if e.get("event") == "egress_decision"]
+print("decisions:", d)
+sys.exit(0 if d == [("allow", "allowed", 1), ("deny", "no_matching_policy", 2)] else 1)
+PY
+	check_audit_common
+	;;
+concurrent)
+	# three runs started at the same moment get three distinct /30s (the
+	# slot locks) and each gets its own curl through its own proxy
+	for i in 1 2 3; do
+		inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$WORK/a$i.jsonl" --policy "$WORK/p.yaml" \
+			-- sh -c "echo proxy=\$HTTP_PROXY; curl -sS -o /dev/null -w '%{http_code}\n' --max-time 10 $URL" \
+			>"$WORK/c$i.out" 2>&1 &
+		eval "C$i=\$!"
+	done
+	wait "$C1"; r1=$?; wait "$C2"; r2=$?; wait "$C3"; r3=$?
+	[ "$r1$r2$r3" = 000 ] || fail "rc $r1 $r2 $r3: $(tail -3 "$WORK"/c*.out)"
+	for i in 1 2 3; do grep -qx 200 "$WORK/c$i.out" || fail "run $i: $(tail -5 "$WORK/c$i.out")"; done
+	# (a pod's proxy is on its own loopback: the same URL in three netns)
+	n=$(grep -h '^proxy=' "$WORK"/c*.out | sort -u | wc -l)
+	[ "$POD" = 1 ] || [ "$n" = 3 ] || fail "runs shared a proxy address: $(grep -h '^proxy=' "$WORK"/c*.out)"
+	cat "$WORK"/a*.jsonl >"$AUDIT"
+	check_audit_common
+	;;
 exit_status)
 	run --policy "$WORK/p.yaml" -- sh -c 'exit 7'; [ "$RC" = 7 ] || fail "exit 7 -> $RC"
 	run --policy "$WORK/p.yaml" -- sh -c 'kill -TERM $$'; [ "$RC" = 143 ] || fail "SIGTERM -> $RC"
