@@ -215,6 +215,14 @@ struct worker_ctx {
 	char *stat_buf;
 	struct fc_entry fc[FC_ENTRIES];
 	unsigned clock;
+	/* The anchor's descendants as last listed, and the host fork count
+	 * read before that listing: while the count is unchanged no process
+	 * was created, so the list is still a superset of the holders'
+	 * candidates (exited ones simply hold nothing). */
+	pid_t *desc;
+	size_t n_desc;
+	uint64_t desc_forks;
+	char desc_anchor[PROCREF_KEY_MAX];
 	struct worker_ctx *next_free;
 };
 
@@ -259,6 +267,35 @@ static uint64_t host_forks(struct worker_ctx *w)
 	return (uint64_t)v;
 }
 
+/* The anchor's descendants for a holder search: the listing made at fork
+ * count `forks` when there is one (see struct worker_ctx), else a fresh
+ * one, remembered. *cached says which; the list belongs to w. */
+static int descendants(struct local_strategy *s, struct worker_ctx *w, uint64_t forks, bool fresh,
+		       const pid_t **out, size_t *n_out, bool *cached)
+{
+	if (!fresh && forks != 0 && w->desc && forks == w->desc_forks &&
+	    strcmp(w->desc_anchor, s->anchor.key) == 0) {
+		*out = w->desc;
+		*n_out = w->n_desc;
+		*cached = true;
+		return 0;
+	}
+	pid_t *v = NULL;
+	size_t n = 0;
+	int r = scan_descendants(s->anchor.pid, getpid(), s->max_candidates, &v, &n);
+	if (r < 0)
+		return r;
+	free(w->desc);
+	w->desc = v;
+	w->n_desc = n;
+	w->desc_forks = forks;
+	strscpy(w->desc_anchor, s->anchor.key, sizeof(w->desc_anchor));
+	*out = v;
+	*n_out = n;
+	*cached = false;
+	return 0;
+}
+
 static void fc_proc_close(struct fc_proc *p)
 {
 	procref_close(&p->ref);
@@ -278,6 +315,9 @@ static void fc_flush(struct worker_ctx *w)
 {
 	for (size_t i = 0; i < FC_ENTRIES; i++)
 		fc_drop(&w->fc[i]);
+	free(w->desc);
+	w->desc = NULL;
+	w->n_desc = 0;
 }
 
 static struct fc_entry *fc_find(struct worker_ctx *w, uint64_t cookie)
@@ -375,9 +415,10 @@ static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_e
 	/* 1. Nobody new can hold it. */
 	uint64_t forks = host_forks(w);
 	if (forks == 0 || forks != e->forks) {
-		_cleanup_free_ pid_t *cand = NULL;
-		size_t n_cand = 0;
-		if (scan_descendants(s->anchor.pid, getpid(), s->max_candidates, &cand, &n_cand) < 0)
+		const pid_t *cand;
+		size_t n_cand;
+		bool cached;
+		if (descendants(s, w, forks, false, &cand, &n_cand, &cached) < 0)
 			return -ENOMEM;
 		if (n_cand != e->members_n || pidset_hash(cand, n_cand) != e->members_hash)
 			return -ESTALE;
@@ -636,6 +677,7 @@ static void worker_free(struct worker_ctx *w)
 	if (!w)
 		return;
 	fc_flush(w);
+	free(w->desc);
 	attribute_ctx_free(w->attr);
 	sockdiag_close(w->sd);
 	if (w->proc_fd >= 0)
@@ -969,10 +1011,11 @@ static void resolve_work(uv_work_t *w)
 		}
 	}
 
-	uint64_t forks = host_forks(wc); /* before the scan: see fc_verify */
-	_cleanup_free_ pid_t *cand = NULL;
+	uint64_t forks = host_forks(wc); /* before the listing: see fc_verify */
+	const pid_t *cand = NULL;
 	size_t n_cand = 0;
-	if (scan_descendants(s->anchor.pid, getpid(), s->max_candidates, &cand, &n_cand) < 0) {
+	bool cached = false;
+	if (descendants(s, wc, forks, false, &cand, &n_cand, &cached) < 0) {
 		worker_put(s, wc);
 		return;
 	}
@@ -980,6 +1023,16 @@ static void resolve_work(uv_work_t *w)
 	memset(&at, 0, sizeof(at));
 	at.subject.pidfd = -1;
 	int r = attribute_flow(wc->attr, &ft, cand, n_cand, &at);
+	if (r == -ESRCH && cached) {
+		/* Nobody in the remembered listing holds it: list afresh before
+		 * denying (a process adopted into the tree without a fork). */
+		attribution_release(&at);
+		if (descendants(s, wc, forks, true, &cand, &n_cand, &cached) < 0) {
+			worker_put(s, wc);
+			return;
+		}
+		r = attribute_flow(wc->attr, &ft, cand, n_cand, &at);
+	}
 	j->t_attr = now_mono_ns() - t0;
 	struct ancestry_result res;
 	memset(&res, 0, sizeof(res));
