@@ -1,0 +1,315 @@
+#!/bin/bash
+# e2e: delegated identity with the two daemons composed by hand (no
+# `tether run`), one CASE per call.
+#
+#   delegated.sh CASE [TOPO]   (TOPO: the --topology both daemons are given,
+#                               default split-shared-netns; env: TETHER_BIN,
+#                               TETHER_SRC; TETHER_BIN_DIR optional)
+#
+# The arrangement: lib.sh's private outer netns (and its fake internet);
+# the net-supervisor in it, --identity delegated, pinned to a provisioning
+# public key, proxy and admin on its loopback; the proc-supervisor as PID 1
+# of its own PID namespace (unshare) in the same netns, serving identity on
+# a Unix control socket, its workload a loop that makes one curl request
+# through the proxy per line the test writes into a FIFO.
+#
+#   restart_new_cert  allowed (delegated, signed context recorded); SIGKILL
+#                     of the proc-supervisor -> every new flow denied, not
+#                     ready; a new proc-supervisor (new instance key, new
+#                     certificate) -> allowed again; the old context still
+#                     verifies against the old certificate and is rejected
+#                     against the new one (`tether verify-context`).
+#   impostor          a proc-supervisor signing with another provisioning
+#                     key is refused (the net-supervisor never becomes
+#                     ready, flows are denied); then the genuine one is
+#                     accepted and flows are allowed.
+CASE=${1:?case}
+TOPO=${2:-split-shared-netns}
+. "$(dirname "$0")/lib.sh"
+
+PROXY=127.0.0.1:3128 ADMIN=127.0.0.1:9100
+CTL="unix:$WORK/control.sock"
+FIFO="$WORK/rw/req"
+NS_TO="" NS_PID="" PS_TO="" PS_PID=""
+
+# our daemons first (by the pids we started), then lib.sh's cleanup
+delegated_cleanup() {
+	[ -n "$PS_PID" ] && kill -9 "$PS_PID" 2>/dev/null
+	[ -n "$PS_TO" ] && kill -9 "$PS_TO" 2>/dev/null
+	[ -n "$NS_PID" ] && kill -9 "$NS_PID" 2>/dev/null
+	[ -n "$NS_TO" ] && kill -9 "$NS_TO" 2>/dev/null
+	cleanup
+}
+trap delegated_cleanup EXIT
+
+# a process we started has ended (gone, or a zombie not yet waited for)
+gone() {
+	local st
+	st=$(cut -d' ' -f3 /proc/"$1"/stat 2>/dev/null)
+	[ -z "$st" ] || [ "$st" = Z ]
+}
+
+# the child of a process we started (timeout's child, the daemon)
+child_of() { cat /proc/"$1"/task/*/children 2>/dev/null | awk '{ print $1 }'; }
+
+start_netsup() { # start_netsup PUBKEY
+	inside timeout 40 "$NETSUP_BIN" --topology "$TOPO" --identity delegated --control "$CTL" \
+		--provisioning-pubkey "$1" --listen "$PROXY" --admin "$ADMIN" \
+		--policy "$WORK/p.yaml" --audit "$AUDIT" >"$WORK/out" 2>&1 &
+	NS_TO=$!
+	wait_for 5 sh -c "[ -n \"\$(cat /proc/$NS_TO/task/*/children 2>/dev/null)\" ]" || fail "net-supervisor did not start"
+	NS_PID=$(child_of "$NS_TO")
+	wait_for 10 inside curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$ADMIN/healthz" ||
+		fail "net-supervisor admin not listening"
+}
+# SIGTERM and wait: a sanitizer build reports leaks at exit
+stop_netsup() {
+	kill -TERM "$NS_PID" 2>/dev/null
+	wait_for 5 gone "$NS_TO" || fail "net-supervisor did not stop on SIGTERM"
+	wait "$NS_TO" 2>/dev/null
+	NS_PID="" NS_TO=""
+}
+
+# start_procsup KEY N: proc-supervisor number N (audit procN.jsonl, log
+# procN.log); its workload serves requests written into the FIFO.
+start_procsup() {
+	inside timeout 40 unshare --pid --fork --kill-child --mount-proc \
+		"$PROCSUP_BIN" --topology "$TOPO" --cgroup none --grace 1 --audit "$WORK/proc$2.jsonl" \
+		--control "$CTL" --provisioning-key "$1" --proxy "http://$PROXY" -- "$WORK/w.sh" \
+		>"$WORK/proc$2.log" 2>&1 &
+	PS_TO=$!
+	local exe
+	exe=$(readlink -f "$PROCSUP_BIN")
+	wait_for 5 sh -c "[ -n \"\$(cat /proc/$PS_TO/task/*/children 2>/dev/null)\" ]" || fail "unshare did not start"
+	PS_PID=""
+	for _ in $(seq 100); do
+		PS_PID=$(descendant_of_exe "$PS_TO" "$exe") && break
+		sleep 0.05
+	done
+	[ -n "$PS_PID" ] || fail "proc-supervisor $2 not found: $(cat "$WORK/proc$2.log")"
+	wait_for 10 grep -qs '"event":"process_spawn"' "$WORK/proc$2.jsonl" || fail "proc-supervisor $2: no workload"
+}
+
+kill_procsup() {
+	kill -9 "$PS_PID"
+	wait "$PS_TO" 2>/dev/null
+	PS_PID="" PS_TO=""
+}
+
+readyz() { inside curl -s -o /dev/null -w '%{http_code}' --noproxy '*' --max-time 2 "http://$ADMIN/readyz"; }
+wait_readyz() { wait_for "$1" sh -c "[ \"\$(nsenter --net=/run/netns/$OUTER curl -s -o /dev/null -w '%{http_code}' --noproxy '*' --max-time 1 http://$ADMIN/readyz)\" = 200 ]"; }
+
+# req N: the workload makes request N; prints its HTTP status
+req() {
+	timeout 10 sh -c "echo $1 >$FIFO" || fail "request $1: the workload does not read its FIFO"
+	wait_for 12 test -s "$WORK/rw/curl.$1" || fail "request $1: no answer"
+	head -1 "$WORK/rw/curl.$1"
+}
+# the workload ends, and with it the proc-supervisor (its exit status)
+stop_workload() {
+	timeout 5 sh -c "echo stop >$FIFO" 2>/dev/null
+	[ -n "$PS_TO" ] || return 0
+	local t=$PS_TO
+	wait_for 5 gone "$t" || fail "proc-supervisor did not exit after its workload"
+	wait "$PS_TO"; local rc=$?
+	PS_PID="" PS_TO=""
+	[ "$rc" = 0 ] || fail "proc-supervisor exited $rc after its workload"
+}
+
+# a flow from the test side straight to the proxy (nobody's identity)
+outside_req() {
+	inside curl -s -o /dev/null -w '%{http_code}' --max-time 10 -x "http://$PROXY" "$URL"
+}
+
+# decisions after audit line L (1-based): "decision:reason:binary" lines
+decisions_after() {
+	python3 - "$AUDIT" "$1" <<'PY'
+import json, sys
+for n, l in enumerate(open(sys.argv[1]), 1):
+    e = json.loads(l)
+    if n > int(sys.argv[2]) and e.get("event") == "egress_decision":
+        print(f"{e.get('decision')}:{e.get('reason')}:{(e.get('binary') or {}).get('path')}")
+PY
+}
+audit_lines() { wc -l <"$AUDIT" 2>/dev/null || echo 0; }
+# json_field FILE EVENT FIELD: FIELD of the last EVENT line
+json_field() {
+	python3 - "$@" <<'PY'
+import json, sys
+v = None
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == sys.argv[2]:
+        v = e.get(sys.argv[3])
+print(v if v is not None else "")
+PY
+}
+# Every audit file we collected: topology, identity_source.
+check_all_audits() {
+	local a=$AUDIT f
+	for f in "$a" "$WORK"/proc*.jsonl; do
+		[ -s "$f" ] || continue
+		AUDIT=$f check_audit_common
+	done
+	AUDIT=$a
+}
+
+setup_net
+policy "$WORK/p.yaml"
+mkfifo -m 666 "$FIFO" || fail "mkfifo"
+# One request per line read from the FIFO (a new open per line); `stop`
+# or a closed FIFO ends it. curl's status lands in rw/curl.N atomically.
+cat >"$WORK/w.sh" <<EOF
+#!/bin/sh
+i=0
+while [ \$i -lt 50 ]; do
+	read -r n <$FIFO || exit 3
+	[ "\$n" = stop ] && exit 0
+	curl -sS -o /dev/null -w '%{http_code}\n' --max-time 10 $URL >$WORK/rw/tmp.\$n 2>&1
+	mv $WORK/rw/tmp.\$n $WORK/rw/curl.\$n
+	i=\$((i+1))
+done
+EOF
+chmod 755 "$WORK/w.sh"
+"$TETHER" keygen --out "$WORK/keys" >/dev/null || fail "keygen"
+
+case "$CASE" in
+restart_new_cert)
+	start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "net-supervisor never ready with the genuine proc-supervisor"
+	[ "$(req 1)" = 200 ] || fail "request 1 not allowed: $(cat "$WORK/rw/curl.1")"
+	wait_for 5 sh -c "grep -q '\"decision\":\"allow\"' $AUDIT" || fail "no allow in the audit"
+	expect_decision /usr/bin/curl allow:allowed
+	# the allow carries the signed context the proc side issued
+	python3 - "$AUDIT" "$WORK/old_ctx.jsonl" <<'PY' || fail "the allowed flow has no signed_context"
+import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == "egress_decision" and e.get("decision") == "allow":
+        if e.get("identity_source") != "delegated" or not e.get("signed_context"):
+            sys.exit(1)
+        open(sys.argv[2], "w").write(l)
+        sys.exit(0)
+sys.exit(1)
+PY
+	KID1=$(json_field "$WORK/proc1.jsonl" anchor_established instance_key_id)
+	[ -n "$KID1" ] || fail "proc-supervisor 1 audited no instance_key_id"
+	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/cert1.jsonl"
+	grep -q anchor_certificate "$WORK/cert1.jsonl" || fail "proc-supervisor 1 audited no anchor_certificate"
+
+	# the proc side dies: nothing is allowed until a new anchor comes
+	kill_procsup
+	L=$(audit_lines)
+	wait_for 5 sh -c "[ \"\$(nsenter --net=/run/netns/$OUTER curl -s -o /dev/null -w '%{http_code}' --noproxy '*' --max-time 1 http://$ADMIN/readyz)\" != 200 ]" ||
+		fail "/readyz still 200 after the proc-supervisor was killed"
+	for i in 1 2 3; do
+		code=$(outside_req)
+		case "$code" in 503|403) ;; *) fail "flow $i after the kill: HTTP $code" ;; esac
+	done
+	[ "$(readyz)" != 200 ] || fail "/readyz 200 without a proc-supervisor"
+	for _ in $(seq 100); do
+		got=$(decisions_after "$L")
+		[ "$(echo "$got" | grep -c .)" -ge 3 ] && break
+		sleep 0.05
+	done
+	echo "after the kill: $(echo $got)"
+	[ "$(echo "$got" | grep -c .)" = 3 ] || fail "expected 3 decisions after the kill: $got"
+	echo "$got" | grep -v -q '^deny:\(not_ready\|control_channel_lost\|identity_unavailable\):' &&
+		fail "a flow after the kill was not denied as not ready: $got"
+	grep -q '"event":"anchor_lost"' "$AUDIT" || fail "no anchor_lost audited"
+
+	# a new proc-supervisor: new instance key, new certificate, allowed again
+	start_procsup "$WORK/keys/provisioning.key" 2
+	wait_readyz 10 || fail "net-supervisor never ready again with the new proc-supervisor"
+	L=$(audit_lines)
+	[ "$(req 2)" = 200 ] || fail "request 2 (new proc-supervisor) not allowed: $(cat "$WORK/rw/curl.2")"
+	wait_for 5 sh -c "tail -n +$((L + 1)) $AUDIT | grep -q '\"decision\":\"allow\"'" ||
+		fail "no allow audited for the new proc-supervisor"
+	KID2=$(json_field "$WORK/proc2.jsonl" anchor_established instance_key_id)
+	[ -n "$KID2" ] || fail "proc-supervisor 2 audited no instance_key_id"
+	[ "$KID1" != "$KID2" ] || fail "the new proc-supervisor reused instance key $KID1"
+	echo "instance keys: $KID1 -> $KID2"
+	grep '"event":"anchor_established"' "$AUDIT" | tail -1 | grep -q "instance $KID2" ||
+		fail "the net-supervisor's last anchor_established is not instance $KID2"
+	grep '"event":"anchor_changed"' "$AUDIT" | tail -1 | grep -q "instance $KID2" ||
+		fail "the net-supervisor audited no anchor_changed to instance $KID2"
+	python3 - "$AUDIT" "$L" "$WORK/new_ctx.jsonl" <<'PY' || fail "the new allow is not delegated or unsigned"
+import json, sys
+for n, l in enumerate(open(sys.argv[1]), 1):
+    e = json.loads(l)
+    if n > int(sys.argv[2]) and e.get("event") == "egress_decision" and e.get("decision") == "allow":
+        ok = e.get("identity_source") == "delegated" and e.get("signed_context")
+        open(sys.argv[3], "w").write(l)
+        sys.exit(0 if ok else 1)
+sys.exit(1)
+PY
+	grep '"event":"anchor_established"' "$WORK/proc2.jsonl" >"$WORK/cert2.jsonl"
+	stop_workload
+
+	PUB="$WORK/keys/provisioning.pub"
+	# the old context against the old certificate: valid (the check can pass)
+	cat "$WORK/cert1.jsonl" "$WORK/old_ctx.jsonl" >"$WORK/v_old_old.jsonl"
+	"$TETHER" verify-context --pubkey "$PUB" "$WORK/v_old_old.jsonl" >"$WORK/v1.out" 2>&1
+	[ $? = 0 ] || fail "old context does not verify against the old certificate: $(cat "$WORK/v1.out")"
+	grep -q "^line 2: valid" "$WORK/v1.out" || fail "verify-context: $(cat "$WORK/v1.out")"
+	# the old context against the new certificate: rejected
+	cat "$WORK/cert2.jsonl" "$WORK/old_ctx.jsonl" >"$WORK/v_old_new.jsonl"
+	"$TETHER" verify-context --pubkey "$PUB" "$WORK/v_old_new.jsonl" >"$WORK/v2.out" 2>&1
+	rc=$?
+	echo "old context vs new certificate: rc=$rc $(head -1 "$WORK/v2.out")"
+	[ "$rc" = 1 ] || fail "old context vs new certificate: exit $rc, not 1: $(cat "$WORK/v2.out")"
+	grep -q "^line 2: invalid: anchor_unknown" "$WORK/v2.out" ||
+		fail "old context vs new certificate: not anchor_unknown: $(cat "$WORK/v2.out")"
+	# and the new context against the new certificate: valid
+	cat "$WORK/cert2.jsonl" "$WORK/new_ctx.jsonl" >"$WORK/v_new_new.jsonl"
+	"$TETHER" verify-context --pubkey "$PUB" "$WORK/v_new_new.jsonl" >"$WORK/v3.out" 2>&1 ||
+		fail "new context does not verify against the new certificate: $(cat "$WORK/v3.out")"
+	check_all_audits
+	;;
+impostor)
+	"$TETHER" keygen --out "$WORK/impostor" >/dev/null || fail "keygen (impostor)"
+	start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/impostor/provisioning.key" 1
+	# the impostor's certificate reaches the net side and is refused
+	wait_for 10 grep -q "anchor certificate refused" "$WORK/out" || fail "the impostor was not refused"
+	word=$(sed -n 's/.*anchor certificate refused: \([a-z_]*\).*/\1/p' "$WORK/out" | head -1)
+	echo "impostor refused: $word"
+	[ "$word" = anchor_certificate_invalid ] || fail "impostor refused with '$word', not anchor_certificate_invalid"
+	# if the net side audits the refusal, it names the same word
+	if grep -q '"event":"anchor_refused"' "$AUDIT"; then
+		grep '"event":"anchor_refused"' "$AUDIT" | grep -q '"reason":"anchor_certificate_invalid"' ||
+			fail "anchor_refused audited with another reason"
+	fi
+	sleep 1 # a few reconnects with backoff: still refused
+	[ "$(readyz)" != 200 ] || fail "/readyz 200 with an impostor proc-supervisor"
+	code=$(req 1)
+	[ "$code" = 503 ] || [ "$code" = 403 ] || fail "impostor's workload flow: HTTP $code"
+	wait_for 5 sh -c "grep -q egress_decision $AUDIT" || fail "the impostor's flow was not audited"
+	got=$(decisions_after 0)
+	echo "impostor's flows: $(echo $got)"
+	echo "$got" | grep -q '^allow' && fail "a flow was allowed under the impostor: $got"
+	echo "$got" | grep -q '^deny:not_ready:' || fail "the impostor's flow was not denied not_ready: $got"
+	grep -q '"event":"anchor_established"' "$AUDIT" && fail "the net-supervisor established the impostor's anchor"
+	grep -q '"event":"anchor_established"' "$WORK/proc1.jsonl" || fail "the impostor never offered a certificate"
+	kill_procsup
+
+	# the genuine proc-supervisor is accepted
+	start_procsup "$WORK/keys/provisioning.key" 2
+	wait_readyz 10 || fail "net-supervisor never ready with the genuine proc-supervisor"
+	[ "$(req 2)" = 200 ] || fail "genuine proc-supervisor's flow not allowed: $(cat "$WORK/rw/curl.2")"
+	wait_for 5 sh -c "grep -q '\"decision\":\"allow\"' $AUDIT" || fail "no allow audited"
+	expect_decision /usr/bin/curl allow:allowed
+	KID=$(json_field "$WORK/proc2.jsonl" anchor_established instance_key_id)
+	grep '"event":"anchor_established"' "$AUDIT" | tail -1 | grep -q "instance $KID" ||
+		fail "the net-supervisor's anchor is not the genuine instance $KID"
+	stop_workload
+	check_all_audits
+	;;
+*) fail "unknown case" ;;
+esac
+stop_netsup
+grep -q "AddressSanitizer\|LeakSanitizer\|runtime error:" "$WORK/out" "$WORK"/proc*.log 2>/dev/null &&
+	fail "sanitizer report in a daemon's output"
+echo "PASS [$CASE $TOPO]"
+exit 0
