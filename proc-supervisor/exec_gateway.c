@@ -889,6 +889,7 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 		struct idservice_opts io = {
 			.endpoint = cfg->control, .caps = &ps->caps, .members = ps->members, .cookies = ps->cookies,
 			.provisioning = prov, .topology = topo, .audit = ps->audit,
+			.strict_socket_owner = cfg->strict_socket_owner,
 		};
 		r = idservice_start(&ps->loop, &io, &sv->ids);
 		sign_key_free(prov);

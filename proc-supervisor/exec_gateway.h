@@ -109,6 +109,7 @@ struct procsup_services_cfg {
 	const char *status_socket;    /* --status-socket PATH */
 	const char *control;          /* --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT */
 	const char *provisioning_key; /* --provisioning-key FILE (required with --control) */
+	bool strict_socket_owner;     /* --strict-socket-owner (idservice.h) */
 };
 
 /* Start the services cfg names on ps's loop: the exec gateway (spawning

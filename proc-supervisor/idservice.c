@@ -68,7 +68,10 @@ static struct attribute_ctx *pool_get(struct idservice *s)
 		free(it);
 		return c;
 	}
-	return attribute_ctx_new(s->o.caps, s->o.cookies);
+	struct attribute_ctx *c = attribute_ctx_new(s->o.caps, s->o.cookies);
+	if (c)
+		attribute_ctx_set_registry_holder_check(c, s->o.strict_socket_owner);
+	return c;
 }
 
 static void pool_put(struct idservice *s, struct attribute_ctx *c)

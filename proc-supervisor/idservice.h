@@ -48,6 +48,11 @@ struct idservice_opts {
 	struct audit_log *audit;           /* may be NULL: no events */
 	uint64_t context_lifetime_ns;      /* 0 => PROTO_DEFAULT_LIFETIME_NS */
 	uint64_t policy_generation;
+	/* --strict-socket-owner: a connect-time registry hit counts only while
+	 * the connector still runs and holds the socket; otherwise the holder
+	 * search decides. Denies a socket handed out of the tree after connect
+	 * (SCM_RIGHTS), at the price of connect-and-exit attribution. */
+	bool strict_socket_owner;
 };
 
 /* -EINVAL bad options, -errno from the anchor ref, signing or the listener. */

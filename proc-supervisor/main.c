@@ -45,6 +45,9 @@ static void usage(FILE *f)
 		"  --status-socket PATH   the supervised tree as JSON (tether ps)\n"
 		"  --control ENDPOINT     identity service: unix:PATH | tcp:HOST:PORT | vsock:CID:PORT\n"
 		"  --provisioning-key FILE  signs the anchor certificate (required with --control)\n"
+		"  --strict-socket-owner  identity service: a socket counts as its connector's only\n"
+		"                         while that process still holds it (denies a socket handed\n"
+		"                         out of the tree; a connect-and-exit flow is then denied)\n"
 		"  --debug-registry FILE  at exit, write the connect attributions as JSON\n"
 		"  --list-seccomp         print the workload seccomp rules and exit\n"
 		"  -v, --verbose          debug logging\n"
@@ -111,7 +114,7 @@ int main(int argc, char **argv)
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
-	       OPT_CONTROL, OPT_PROV_KEY, OPT_USER };
+	       OPT_CONTROL, OPT_PROV_KEY, OPT_USER, OPT_STRICT_OWNER };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
@@ -135,6 +138,7 @@ int main(int argc, char **argv)
 		{ "control", required_argument, NULL, OPT_CONTROL },
 		{ "provisioning-key", required_argument, NULL, OPT_PROV_KEY },
 		{ "user", required_argument, NULL, OPT_USER },
+		{ "strict-socket-owner", no_argument, NULL, OPT_STRICT_OWNER },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -222,6 +226,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PROV_KEY:
 			svc.provisioning_key = optarg;
+			break;
+		case OPT_STRICT_OWNER:
+			svc.strict_socket_owner = true;
 			break;
 		case OPT_USER:
 			if (parse_user(optarg, &cfg) < 0)
