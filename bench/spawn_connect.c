@@ -17,7 +17,7 @@
  *           in the handler, and the CPU time of both sides.
  *
  * Usage: spawn_connect [--quick] [--connect-only] [--rounds N] [--registry CAP]
- *                      [--only floor|uvfloor|cold|cached]   (root:
+ *                      [--only floor|uvfloor|cold|cached|spaced]   (root:
  * Landlock/cgroup need no root, CLONE_INTO_CGROUP does) */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -157,6 +157,8 @@ static void *server_thread(void *a)
 }
 
 /* In the child: M connects, latencies (us) written to `out`. */
+static int connect_gap_us; /* pause between connects (0: back to back) */
+
 static void child_connects(int m, int out)
 {
 	double *lat = malloc(sizeof(double) * (size_t)(m + 1));
@@ -170,6 +172,10 @@ static void child_connects(int m, int out)
 		if (r < 0)
 			_exit(3);
 		close(fd);
+		if (connect_gap_us) {
+			struct timespec gap = { 0, connect_gap_us * 1000L };
+			nanosleep(&gap, NULL);
+		}
 	}
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
@@ -443,6 +449,7 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 struct crow {
 	const char *name;
 	enum cmode mode;
+	int gap_us;         /* connects spaced this far apart (0: back to back) */
 	double *all;        /* every latency of every round */
 	size_t n;
 	double rmed[64];    /* each round's median */
@@ -479,7 +486,7 @@ static void range_of(const double *v, int n, double *lo, double *hi)
 int main(int argc, char **argv)
 {
 	bool quick = false, connect_only = false;
-	const char *only = NULL; /* floor|uvfloor|cold|cached: that row (and plain) only, for profiling */
+	const char *only = NULL; /* floor|uvfloor|cold|cached|spaced: those rows (and plain) only, for profiling */
 	/* The daemon's default. A fresh registry grows for its first `capacity`
 	 * connects (each new entry touches fresh memory); a small one is soon
 	 * at capacity, where entries are recycled (the steady state). */
@@ -498,7 +505,7 @@ int main(int argc, char **argv)
 			registry_cap = (size_t)strtoul(argv[++i], NULL, 10);
 		else {
 			fprintf(stderr, "usage: spawn_connect [--quick] [--connect-only] [--rounds N (1-64)] [--registry CAPACITY] "
-				"[--only floor|uvfloor|cold|cached]\n");
+				"[--only floor|uvfloor|cold|cached|spaced]\n");
 			return 2;
 		}
 	}
@@ -564,6 +571,11 @@ connect:
 		{ .name = "notifier as the daemon runs it (caller cache: getfd, exe stat, ID_VALID, SO_DOMAIN, SO_COOKIE; "
 		  "cached ref + PIDFD_GET_INFO after CONTINUE)",
 		  .mode = C_CACHED },
+		/* Spaced: each connect alone, as a workload's connects usually
+		 * are; the work after CONTINUE cannot delay the next connect. */
+		{ .name = "spaced 200 us apart: plain connect", .mode = C_PLAIN, .gap_us = 200 },
+		{ .name = "spaced 200 us apart: notifier, caller cache off (a first connect)", .mode = C_COLD, .gap_us = 200 },
+		{ .name = "spaced 200 us apart: notifier as the daemon runs it", .mode = C_CACHED, .gap_us = 200 },
 	};
 	const int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
 	double *lat = malloc(sizeof(double) * (size_t)(m + 1));
@@ -575,12 +587,15 @@ connect:
 	/* Rounds alternate the rows so drift (other load) is shared. */
 	for (int round = 0; round < rounds; round++)
 		for (int i = 0; i < nrows; i++) {
-			if (only && i > 0 && strcmp(only, mode_word[rows[i].mode]) != 0)
+			bool want = !only || i == 0 ||
+				    (!strcmp(only, "spaced") ? rows[i].gap_us != 0
+							     : rows[i].gap_us == 0 && !strcmp(only, mode_word[rows[i].mode]));
+			if (!want)
 				continue;
+			connect_gap_us = rows[i].gap_us;
 			bench_connect(m, rows[i].mode == C_PLAIN ? NULL : &f, &nc, lat, rows[i].mode, &cr);
 			crow_add(&rows[i], lat, m, &cr, round);
 		}
-	double pm = pct(rows[0].all, rows[0].n, 0.5);
 	printf("connect: %d loopback TCP connects per row and round, %d round(s), cookie registry capacity %zu; median and "
 	       "p99 pooled over the rounds, [range of the round medians]\n",
 	       m, rounds, registry_cap);
@@ -588,10 +603,14 @@ connect:
 		struct crow *r = &rows[i];
 		if (r->n == 0)
 			continue;
+		double pm = 0; /* the plain row with the same spacing */
+		for (int j = 0; j < nrows; j++)
+			if (rows[j].mode == C_PLAIN && rows[j].gap_us == r->gap_us && rows[j].n)
+				pm = pct(rows[j].all, rows[j].n, 0.5);
 		double med = pct(r->all, r->n, 0.5), p99 = pct(r->all, r->n, 0.99), lo, hi;
 		range_of(r->rmed, rounds, &lo, &hi);
 		printf("  %s:\n    median %.1f us [%.1f-%.1f] p99 %.1f us", r->name, med, lo, hi, p99);
-		if (i > 0)
+		if (r->mode != C_PLAIN)
 			printf("; added median %.1f us [%.1f-%.1f]%s", med - pm, lo - pm, hi - pm,
 			       r->mode == C_CACHED ? " (target <= 25)" : "");
 		printf("\n    CPU per connect: caller %.1f us", r->sum.child_cpu_us / rounds);

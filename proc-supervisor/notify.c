@@ -174,7 +174,7 @@ static struct caller *cache_find(struct notifier *n, pid_t tid)
 }
 
 /* A slot for a new caller: a free one, else the least recently used;
- * the scratch slot when there is no cache (or no memory). */
+ * NULL when there is no cache (or no memory). */
 static struct caller *cache_slot(struct notifier *n)
 {
 	struct caller *lru = NULL;
@@ -191,12 +191,26 @@ static struct caller *cache_slot(struct notifier *n)
 		if (!lru || n->cache[i]->used < lru->used)
 			lru = n->cache[i];
 	}
-	if (lru) {
+	if (lru)
 		caller_reset(n, lru);
-		return lru;
+	return lru;
+}
+
+/* After CONTINUE: keep the new caller opened in the scratch slot (its fds
+ * move along). Allocation and eviction happen here, not while the caller
+ * is blocked. */
+static void cache_adopt(struct notifier *n)
+{
+	struct caller *c = cache_slot(n);
+	if (!c) {
+		caller_reset(n, &n->scratch);
+		return;
 	}
-	caller_reset(n, &n->scratch);
-	return &n->scratch;
+	size_t slot = c->slot;
+	memcpy(c, &n->scratch, sizeof(*c));
+	c->slot = slot;
+	caller_set_tid(n, c, n->scratch.tid);
+	caller_init(&n->scratch, SIZE_MAX); /* fds now c's */
 }
 
 static void cache_drop_listener(struct notifier *n, int lfd)
@@ -460,10 +474,11 @@ static void phase_blocked_fast(struct notifier *n, int fd, const struct seccomp_
 		}
 	}
 	if (!c) {
+		/* Opened in the scratch slot: cached after CONTINUE. */
 		n->stats.cache_misses++;
-		c = cache_slot(n);
+		c = &n->scratch;
+		caller_reset(n, c);
 		p->c = c;
-		p->drop = c == &n->scratch;
 		int r = open_caller(tid, &c->pidfd, &c->tpidfd, &c->tgid);
 		if (r < 0) {
 			count_pidfd_error(n, r);
@@ -632,7 +647,9 @@ static void phase_after(struct notifier *n, struct pending *p)
 		close(p->tpidfd);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
-	if (p->c && p->drop)
+	if (p->c == &n->scratch && !p->drop && n->cache_cap)
+		cache_adopt(n);
+	else if (p->c && (p->drop || p->c == &n->scratch))
 		caller_reset(n, p->c);
 }
 
