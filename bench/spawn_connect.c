@@ -565,11 +565,11 @@ connect:
 		{ .name = "plain connect (no filter)", .mode = C_PLAIN },
 		{ .name = "kernel floor: RECV + SEND(CONTINUE) in a blocking loop, no attribution", .mode = C_FLOOR },
 		{ .name = "libuv floor: RECV + SEND(CONTINUE) from a uv_poll callback, no attribution", .mode = C_UVFLOOR },
-		{ .name = "notifier, caller cache off (every connect as a first connect: pidfd_open, fstat, exe stat+readlink, "
-		  "getfd, ID_VALID, SO_DOMAIN, SO_COOKIE; full ProcessRef after CONTINUE)",
+		{ .name = "notifier, caller cache off (every connect as a first connect: pidfd_open, fstat, getfd, "
+		  "exe stat+readlink, ID_VALID, SO_COOKIE; SO_DOMAIN, close, full ProcessRef, registry after CONTINUE)",
 		  .mode = C_COLD },
-		{ .name = "notifier as the daemon runs it (caller cache: getfd, exe stat, ID_VALID, SO_DOMAIN, SO_COOKIE; "
-		  "cached ref + PIDFD_GET_INFO after CONTINUE)",
+		{ .name = "notifier as the daemon runs it (caller cache: getfd, exe stat, ID_VALID, SO_COOKIE; "
+		  "SO_DOMAIN, close, PIDFD_GET_INFO, registry after CONTINUE)",
 		  .mode = C_CACHED },
 		/* Spaced: each connect alone, as a workload's connects usually
 		 * are; the work after CONTINUE cannot delay the next connect. */

@@ -407,26 +407,38 @@ static bool still_valid(struct notifier *n, int fd, const struct seccomp_notif *
 	return true;
 }
 
-/* The cookie of the socket we now hold (the kernel never reuses one), if
- * it is an inet socket (a non-socket fails with ENOTSOCK). Then the
- * duplicate is closed at once, while the caller still holds the socket:
- * we never keep a workload's socket past its connect, and the last close
- * (a TCP teardown) stays the workload's. */
+/* The cookie of the socket we now hold (the kernel never reuses one; a
+ * non-socket fails with ENOTSOCK). The family, which cannot change, is
+ * checked after CONTINUE. */
 static void read_cookie(struct notifier *n, struct pending *p)
 {
-	int domain = 0;
-	socklen_t len = sizeof(domain);
-	int r = getsockopt(p->dup, SOL_SOCKET, SO_DOMAIN, &domain, &len);
-	if (r < 0 && errno != ENOTSOCK) {
-		n->stats.failures++;
-	} else if (r < 0 || (domain != AF_INET && domain != AF_INET6)) {
-		n->stats.not_inet++;
-	} else {
-		len = sizeof(p->cookie);
-		if (getsockopt(p->dup, SOL_SOCKET, SO_COOKIE, &p->cookie, &len) < 0 || p->cookie == 0)
-			n->stats.failures++;
+	socklen_t len = sizeof(p->cookie);
+	if (getsockopt(p->dup, SOL_SOCKET, SO_COOKIE, &p->cookie, &len) < 0 || p->cookie == 0) {
+		if (errno == ENOTSOCK)
+			n->stats.not_inet++;
 		else
-			p->have_cookie = true;
+			n->stats.failures++;
+		return;
+	}
+	p->have_cookie = true;
+}
+
+/* First thing after CONTINUE: is it inet, then drop our duplicate. We hold
+ * a workload's socket only for the few microseconds around its connect. */
+static void check_release_socket(struct notifier *n, struct pending *p)
+{
+	if (p->dup < 0)
+		return;
+	if (p->have_cookie) {
+		int domain = 0;
+		socklen_t len = sizeof(domain);
+		if (getsockopt(p->dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0) {
+			n->stats.failures++;
+			p->have_cookie = false;
+		} else if (domain != AF_INET && domain != AF_INET6) {
+			n->stats.not_inet++;
+			p->have_cookie = false;
+		}
 	}
 	close(p->dup);
 	p->dup = -1;
@@ -619,6 +631,7 @@ static int complete_ref(struct notifier *n, struct pending *p)
  * identity request can be served. */
 static void phase_after(struct notifier *n, struct pending *p)
 {
+	check_release_socket(n, p);
 	if (p->have_cookie) {
 		const struct procref *ref = NULL;
 		if (p->c) {

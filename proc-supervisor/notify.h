@@ -11,8 +11,8 @@
  * the pid nor the fd table can have belonged to another process), and
  * reads SO_COOKIE. Then it answers SECCOMP_USER_NOTIF_FLAG_CONTINUE and,
  * in the same loop callback (before any other event is served), checks the
- * socket is inet, completes the ProcessRef and hands (cookie, ref) to
- * ops.record (normally the cookie registry).
+ * socket is inet, closes its duplicate, completes the ProcessRef and hands
+ * (cookie, ref) to ops.record (normally the cookie registry).
  *
  * Caller cache (fast path: pidfs keys and our own /proc). Callers are
  * cached by thread id with their pidfds, key, completed ref and exe tuple,
