@@ -20,6 +20,19 @@ CASE=${1:?case}
 TOPO=${2:-combined}
 . "$(dirname "$0")/lib.sh"
 
+# On a failure the entrypoint may still block on its FIFO: SIGKILL our
+# `tether run` (its guardian tears the sandbox down, as launcher_killed
+# shows) before lib.sh's cleanup, instead of leaving it to `timeout`.
+adversarial_cleanup() {
+	local t
+	if [ -n "$RUN_PID" ] && t=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")"); then
+		kill -9 "$t" 2>/dev/null
+		wait_for 8 sh -c "! kill -0 $RUN_PID 2>/dev/null || [ \"\$(cut -d' ' -f3 /proc/$RUN_PID/stat)\" = Z ]"
+	fi
+	cleanup
+}
+trap adversarial_cleanup EXIT
+
 # Start the entrypoint (a script) in the background; wait until it runs
 # and the proxy is ready.
 start_run() { # start_run SCRIPT

@@ -49,16 +49,25 @@ gone() {
 	[ -z "$st" ] || [ "$st" = Z ]
 }
 
-# the child of a process we started (timeout's child, the daemon)
-child_of() { cat /proc/"$1"/task/*/children 2>/dev/null | awk '{ print $1 }'; }
+# find_daemon PID BINARY: the daemon's own pid below the background job
+# PID we started (subshell, nsenter, timeout, unshare in between); the
+# job's pid itself is not the daemon, and killing it would orphan it.
+find_daemon() {
+	local exe p
+	exe=$(readlink -f "$2")
+	for _ in $(seq 100); do
+		p=$(descendant_of_exe "$1" "$exe") && { echo "$p"; return 0; }
+		sleep 0.05
+	done
+	return 1
+}
 
 start_netsup() { # start_netsup PUBKEY
 	inside timeout 40 "$NETSUP_BIN" --topology "$TOPO" --identity delegated --control "$CTL" \
 		--provisioning-pubkey "$1" --listen "$PROXY" --admin "$ADMIN" \
 		--policy "$WORK/p.yaml" --audit "$AUDIT" >"$WORK/out" 2>&1 &
 	NS_TO=$!
-	wait_for 5 sh -c "[ -n \"\$(cat /proc/$NS_TO/task/*/children 2>/dev/null)\" ]" || fail "net-supervisor did not start"
-	NS_PID=$(child_of "$NS_TO")
+	NS_PID=$(find_daemon "$NS_TO" "$NETSUP_BIN") || fail "net-supervisor did not start: $(cat "$WORK/out")"
 	wait_for 10 inside curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$ADMIN/healthz" ||
 		fail "net-supervisor admin not listening"
 }
@@ -78,15 +87,7 @@ start_procsup() {
 		--control "$CTL" --provisioning-key "$1" --proxy "http://$PROXY" -- "$WORK/w.sh" \
 		>"$WORK/proc$2.log" 2>&1 &
 	PS_TO=$!
-	local exe
-	exe=$(readlink -f "$PROCSUP_BIN")
-	wait_for 5 sh -c "[ -n \"\$(cat /proc/$PS_TO/task/*/children 2>/dev/null)\" ]" || fail "unshare did not start"
-	PS_PID=""
-	for _ in $(seq 100); do
-		PS_PID=$(descendant_of_exe "$PS_TO" "$exe") && break
-		sleep 0.05
-	done
-	[ -n "$PS_PID" ] || fail "proc-supervisor $2 not found: $(cat "$WORK/proc$2.log")"
+	PS_PID=$(find_daemon "$PS_TO" "$PROCSUP_BIN") || fail "proc-supervisor $2 not found: $(cat "$WORK/proc$2.log")"
 	wait_for 10 grep -qs '"event":"process_spawn"' "$WORK/proc$2.jsonl" || fail "proc-supervisor $2: no workload"
 }
 
@@ -232,8 +233,9 @@ PY
 	echo "instance keys: $KID1 -> $KID2"
 	grep '"event":"anchor_established"' "$AUDIT" | tail -1 | grep -q "instance $KID2" ||
 		fail "the net-supervisor's last anchor_established is not instance $KID2"
-	grep '"event":"anchor_changed"' "$AUDIT" | tail -1 | grep -q "instance $KID2" ||
-		fail "the net-supervisor audited no anchor_changed to instance $KID2"
+	# (no anchor_changed is required: the new proc-supervisor has a new PID
+	# namespace, a new anchor for the verifier, unless the kernel happens to
+	# reuse the old namespace's inode number)
 	python3 - "$AUDIT" "$L" "$WORK/new_ctx.jsonl" <<'PY' || fail "the new allow is not delegated or unsigned"
 import json, sys
 for n, l in enumerate(open(sys.argv[1]), 1):
