@@ -149,7 +149,7 @@ vm_pid1_unstatable)
 	cat >"$WORK/e.sh" <<EOF
 #!/bin/sh
 curl -sS -o /dev/null -w '%{http_code}\n' --max-time 10 $URL >$WORK/rw/curl.out 2>&1
-echo done >>$WORK/rw/curl.out
+echo finished >>$WORK/rw/curl.out
 i=0; while [ ! -e $WORK/rw/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done
 EOF
 	chmod 755 "$WORK/e.sh"
@@ -173,7 +173,7 @@ EOF
 	if stat "$path" >/dev/null 2>&1 && [ "$(stat -L -c %d:%i "$path")" = "$(stat -L -c %d:%i /proc/"$I"/exe)" ]; then
 		fail "$path is PID 1's image, stat-able from the host"
 	fi
-	wait_for 12 grep -q done "$WORK/rw/curl.out" || fail "curl did not finish"
+	wait_for 12 grep -qx finished "$WORK/rw/curl.out" || fail "curl did not finish"
 	finish_run
 	[ "$RC" = 0 ] || fail "tether run rc=$RC"
 	grep -qx 200 "$WORK/rw/curl.out" || fail "allowed curl did not get 200 under an unstat-able PID 1: $(cat "$WORK/rw/curl.out")"
