@@ -167,6 +167,9 @@ void attribution_release(struct attribution *out)
 	out->subject.pidfd = -1;
 }
 
+static int attribute_found(struct attribute_ctx *ctx, const pid_t *members, size_t n_members,
+			   struct attribution *out);
+
 int attribute_flow(struct attribute_ctx *ctx, const struct flow_tuple *t, const pid_t *members,
 		   size_t n_members, struct attribution *out)
 {
@@ -184,6 +187,26 @@ int attribute_flow(struct attribute_ctx *ctx, const struct flow_tuple *t, const 
 	}
 	if (r < 0)
 		return r; /* -ENOENT: no socket; else a netlink failure */
+	return attribute_found(ctx, members, n_members, out);
+}
+
+int attribute_flow_sock(struct attribute_ctx *ctx, const struct sockdiag_result *sock,
+			const pid_t *members, size_t n_members, struct attribution *out)
+{
+	if (!out)
+		return -EINVAL;
+	out_init(out);
+	if (!ctx || !sock)
+		return -EINVAL;
+	out->sock = *sock;
+	return attribute_found(ctx, members, n_members, out);
+}
+
+/* The socket is known (out->sock): registry, then holder search. */
+static int attribute_found(struct attribute_ctx *ctx, const pid_t *members, size_t n_members,
+			   struct attribution *out)
+{
+	int r;
 	out->socket_found = true;
 
 	if (ctx->reg && cookie_registry_get(ctx->reg, out->sock.cookie, &out->subject) == 0) {

@@ -78,6 +78,11 @@ void attribute_ctx_set_registry_holder_check(struct attribute_ctx *ctx, bool on)
  * Always release out with attribution_release (closes the subject's pidfd). */
 int attribute_flow(struct attribute_ctx *ctx, const struct flow_tuple *t, const pid_t *members,
 		   size_t n_members, struct attribution *out);
+/* attribute_flow for a socket the caller already looked up with its own
+ * sock_diag handle in the same netns (saves the second query); the rest is
+ * identical. */
+int attribute_flow_sock(struct attribute_ctx *ctx, const struct sockdiag_result *sock,
+			const pid_t *members, size_t n_members, struct attribution *out);
 void attribution_release(struct attribution *out);
 
 const char *attribution_source_word(enum attribution_source s); /* "registry", "holder_search", "none" */

@@ -993,7 +993,8 @@ static void resolve_work(uv_work_t *w)
 
 	/* Fast path: a flow this context verified before, re-proved. */
 	struct sockdiag_result sr;
-	if (sockdiag_lookup(wc->sd, &ft, &sr) == 0) {
+	bool have_sock = sockdiag_lookup(wc->sd, &ft, &sr) == 0;
+	if (have_sock) {
 		struct fc_entry *e = fc_find(wc, sr.cookie);
 		if (e) {
 			struct flow_identity *id = NULL;
@@ -1022,7 +1023,10 @@ static void resolve_work(uv_work_t *w)
 	struct attribution at;
 	memset(&at, 0, sizeof(at));
 	at.subject.pidfd = -1;
-	int r = attribute_flow(wc->attr, &ft, cand, n_cand, &at);
+	/* The socket as just looked up (a miss there is attribute_flow's to
+	 * report, with its reason). */
+	int r = have_sock ? attribute_flow_sock(wc->attr, &sr, cand, n_cand, &at)
+			  : attribute_flow(wc->attr, &ft, cand, n_cand, &at);
 	if (r == -ESRCH && cached) {
 		/* Nobody in the remembered listing holds it: list afresh before
 		 * denying (a process adopted into the tree without a fork). */
@@ -1031,7 +1035,8 @@ static void resolve_work(uv_work_t *w)
 			worker_put(s, wc);
 			return;
 		}
-		r = attribute_flow(wc->attr, &ft, cand, n_cand, &at);
+		r = have_sock ? attribute_flow_sock(wc->attr, &sr, cand, n_cand, &at)
+			      : attribute_flow(wc->attr, &ft, cand, n_cand, &at);
 	}
 	j->t_attr = now_mono_ns() - t0;
 	struct ancestry_result res;
