@@ -192,7 +192,7 @@ enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *
 	if (r != REASON_OK)
 		return r;
 
-	struct anchor_entry *e = NULL, *free_slot = NULL;
+	struct anchor_entry *e = NULL, *free_slot = NULL, *stale = NULL;
 	for (size_t i = 0; i < v->opts.max_anchors; i++) {
 		struct anchor_entry *a = &v->anchors[i];
 		if (!a->used) {
@@ -200,6 +200,11 @@ enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *
 				free_slot = a;
 			continue;
 		}
+		/* the oldest anchor whose channel is gone: reused when the table
+		 * is full (a long-lived net-supervisor outlives any number of
+		 * proc-supervisor restarts in new PID namespaces) */
+		if (!a->channel_alive && (!stale || a->cert.issued_at_ns < stale->cert.issued_at_ns))
+			stale = a;
 		if (strcmp(a->cert.boot_id, c.boot_id) == 0 && a->cert.pidns.dev == c.pidns.dev &&
 		    a->cert.pidns.ino == c.pidns.ino) {
 			e = a;
@@ -212,7 +217,15 @@ enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *
 		return REASON_INTERNAL_ERROR;
 
 	if (!e) {
+		if (!free_slot && stale) {
+			/* Its contexts are refused from now on (anchor_unknown), as
+			 * they would be anyway: nothing answers on its channel. */
+			signed_cert_clear(&stale->signed_cert);
+			memset(stale, 0, sizeof(*stale));
+			free_slot = stale;
+		}
 		if (!free_slot) {
+			/* max_anchors proc-supervisors connected at once */
 			signed_cert_clear(&copy);
 			return REASON_ANCHOR_CERTIFICATE_INVALID;
 		}

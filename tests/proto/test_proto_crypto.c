@@ -306,6 +306,43 @@ static void test_anchor_replacement(void **state)
 	sign_key_free(inst2);
 }
 
+/* A full anchor table reuses the oldest entry whose channel is gone: a
+ * long-lived net-supervisor accepts any number of proc-supervisor
+ * restarts; while every channel lives, one more anchor is refused. */
+static void test_anchor_table_full(void **state)
+{
+	struct vfix *x = *state;
+	struct verifier *v;
+	struct verifier_opts o = { .max_anchors = 2 };
+	assert_int_equal(verifier_new(&x->f.prov_pub, 1, &o, &v), 0);
+	struct anchor_event ev;
+	struct signed_cert c[5];
+	uint64_t ch[5];
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(fix_cert(&x->f, x->f.prov, x->f.inst, FIX_T0 + (uint64_t)i * SEC, 0x1000 + (uint64_t)i, &c[i]), 0);
+		ch[i] = verifier_channel_open(v);
+	}
+	assert_int_equal(verifier_install_cert(v, &c[0], ch[0], FIX_T0 + 10 * SEC, &ev), REASON_OK);
+	assert_int_equal(verifier_install_cert(v, &c[1], ch[1], FIX_T0 + 10 * SEC, &ev), REASON_OK);
+	/* both channels alive: full */
+	assert_int_equal(verifier_install_cert(v, &c[2], ch[2], FIX_T0 + 10 * SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	/* one goes away: its slot is reused */
+	verifier_channel_closed(v, ch[1]);
+	assert_int_equal(verifier_install_cert(v, &c[2], ch[2], FIX_T0 + 10 * SEC, &ev), REASON_OK);
+	assert_int_equal(ev.kind, ANCHOR_ESTABLISHED);
+	/* restarts without end: each new one replaces the oldest dead entry */
+	verifier_channel_closed(v, ch[0]);
+	verifier_channel_closed(v, ch[2]);
+	assert_int_equal(verifier_install_cert(v, &c[3], ch[3], FIX_T0 + 10 * SEC, &ev), REASON_OK);
+	verifier_channel_closed(v, ch[3]);
+	assert_int_equal(verifier_install_cert(v, &c[4], ch[4], FIX_T0 + 10 * SEC, &ev), REASON_OK);
+	assert_int_equal(ev.kind, ANCHOR_ESTABLISHED);
+	for (int i = 0; i < 5; i++)
+		signed_cert_clear(&c[i]);
+	verifier_free(v);
+}
+
 static void test_malformed_signed_context(void **state)
 {
 	struct vfix *x = *state;
@@ -358,6 +395,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_context_anchor_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_certificates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anchor_replacement, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anchor_table_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_signed_context, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
