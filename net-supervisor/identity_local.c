@@ -28,6 +28,7 @@
 #include "topology/netns.h"
 
 #define LOCAL_HASH_CACHE 1024
+#define LOCAL_MAX_WORKERS 16
 
 struct worker_ctx;
 
@@ -53,7 +54,7 @@ struct local_strategy {
 	 * workload's netns); a job borrows one from the free list. */
 	pthread_mutex_t workers_lock;
 	pthread_cond_t workers_cond;
-	struct worker_ctx *workers[16]; /* LOCAL_MAX_WORKERS */
+	struct worker_ctx *workers[LOCAL_MAX_WORKERS];
 	size_t n_workers;
 	struct worker_ctx *free_workers;
 	struct members *table;             /* anchor only, live-chain; thread-safe */
@@ -164,10 +165,12 @@ static int scan_descendants(pid_t root, pid_t skip, size_t max, pid_t **out, siz
  *     kernel never reuses a cookie);
  *   - nobody else can hold it: no process was created on the host since
  *     the holder scan (the `processes` fork counter of /proc/stat is
- *     unchanged; only fork can hand an fd to a new process, and a fork's
- *     count is taken together with its linking into the parent's children
- *     list), or — when something forked — a fresh descendant scan gives the
- *     same member set;
+ *     unchanged; only fork can hand an fd to a new process, and the kernel
+ *     counts a fork under the same tasklist_lock section that links the
+ *     child into its parent's children list — after its fd table was
+ *     copied; we rely on the count's store being visible no earlier than
+ *     that link, as on x86), or — when something forked — a descendant
+ *     listing gives the same member set;
  *   - the subject still holds the socket in the same fd slot, every process
  *     still runs the same exe file version under the same path (else its
  *     cached hash is not its hash: an exec, or an exe swapped in place),
@@ -182,7 +185,6 @@ static int scan_descendants(pid_t root, pid_t skip, size_t max, pid_t **out, siz
  * what the holder cache cannot see either (holders.h): an fd handed over
  * by SCM_RIGHTS or pidfd_getfd without any fork. */
 
-#define LOCAL_MAX_WORKERS 16
 #define FC_ENTRIES 8
 #define FC_MAX_HOPS 6
 #define STAT_BUF 32768
