@@ -29,6 +29,7 @@ struct delegated_strategy {
 	struct deleg_pending *pending;
 	struct identity_delegated_stats stats;
 	bool destroying;
+	enum reason last_refusal; /* REASON_OK: nothing refused since the last anchor */
 };
 
 const char *anchor_event_kind_word(enum anchor_event_kind k)
@@ -227,6 +228,20 @@ static void on_anchor(struct proto_client *c, const struct anchor_event *ev, voi
 		s->cfg.on_anchor_event(ev->kind, anchor_event_kind_word(ev->kind), desc, s->cfg.data);
 }
 
+static void on_refused(struct proto_client *c, enum reason why, void *userdata)
+{
+	(void)c;
+	struct delegated_strategy *s = userdata;
+	if (s->destroying || why == s->last_refusal)
+		return;
+	s->last_refusal = why;
+	if (s->cfg.on_anchor_refused) {
+		char d[160];
+		snprintf(d, sizeof(d), "the certificate presented on %s was refused", s->cfg.endpoint);
+		s->cfg.on_anchor_refused(why, d, s->cfg.data);
+	}
+}
+
 static void on_state(struct proto_client *c, bool ready, enum reason why, void *userdata)
 {
 	(void)c;
@@ -238,6 +253,8 @@ static void on_state(struct proto_client *c, bool ready, enum reason why, void *
 		log_warn("delegated identity: control channel %s lost (%s): not ready", s->cfg.endpoint,
 			 reason_word(why));
 	}
+	if (ready)
+		s->last_refusal = REASON_OK; /* a later refusal is news again */
 	char desc[sizeof(s->base.anchor_desc)];
 	strscpy(desc, ready ? s->base.anchor_desc : "control channel lost", sizeof(desc));
 	identity_strategy_set_anchored(&s->base, ready, desc);
@@ -280,6 +297,7 @@ int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_conf
 		.backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : 2000,
 		.on_anchor = on_anchor,
 		.on_state = on_state,
+		.on_refused = on_refused,
 		.userdata = s,
 	};
 	r = proto_client_start(loop, &co, &s->client);

@@ -42,6 +42,11 @@ struct identity_delegated_config {
 	 * id and the anchor. May be NULL. */
 	void (*on_anchor_event)(enum anchor_event_kind kind, const char *kind_word, const char *desc,
 				void *data);
+	/* The peer's anchor certificate was refused (an impostor without the
+	 * provisioning key, a second anchor for one PID namespace, ...).
+	 * Called once per distinct reason until an anchor is established
+	 * (every reconnect is refused the same way). May be NULL. */
+	void (*on_anchor_refused)(enum reason why, const char *detail, void *data);
 	void *data;
 };
 

@@ -130,15 +130,25 @@ static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 	netsup_update_ready(ns);
 }
 
-/* local: the anchor was refused or lost (wrong digest, gone, ...). */
-static void on_local_refused(enum reason why, const char *detail, void *data)
+/* The anchor was refused: local (wrong digest, gone, ...) or delegated
+ * (a certificate the pinned keys do not vouch for, ...). */
+static void audit_refused(struct netsup *ns, const char *strategy, enum reason why, const char *detail)
 {
-	struct netsup *ns = data;
 	json_t *o = json_object();
-	json_object_set_new(o, "strategy", json_string("local"));
+	json_object_set_new(o, "strategy", json_string(strategy));
 	json_object_set_new(o, "reason", json_string(reason_word(why)));
 	json_object_set_new(o, "detail", json_string(detail));
 	netsup_audit(ns, "anchor_refused", o);
+}
+
+static void on_delegated_refused(enum reason why, const char *detail, void *data)
+{
+	audit_refused(data, "delegated", why, detail);
+}
+
+static void on_local_refused(enum reason why, const char *detail, void *data)
+{
+	audit_refused(data, "local", why, detail);
 }
 
 /* delegated: a new certificate replaced the previous instance. */
@@ -200,6 +210,7 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 		.n_pinned = cfg->n_provisioning_pubkey,
 		.request_timeout_ms = cfg->identity_timeout_ms,
 		.on_anchor_event = on_delegated_event,
+		.on_anchor_refused = on_delegated_refused,
 		.data = ns,
 	};
 	int r = identity_delegated_new(loop, &dc, &ns->identity);

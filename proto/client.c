@@ -237,6 +237,8 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 		enum reason why = verifier_install_cert(c->opts.verifier, &m->u.hello_ack.cert, c->channel, 0, &ev);
 		if (why != REASON_OK) {
 			log_warn("%s: anchor certificate refused: %s", c->ep.text, reason_word(why));
+			if (c->opts.on_refused)
+				c->opts.on_refused(c, why, c->opts.userdata);
 			proto_conn_close(conn, -EACCES);
 			return;
 		}

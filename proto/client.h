@@ -58,6 +58,9 @@ struct proto_client_opts {
 	void (*on_anchor)(struct proto_client *c, const struct anchor_event *ev, void *userdata);
 	/* The channel became ready (why REASON_OK) or went down (why says so). */
 	void (*on_state)(struct proto_client *c, bool ready, enum reason why, void *userdata);
+	/* The peer's certificate was refused (why: the verifier's word); the
+	 * channel is closed and retried after the backoff. May be NULL. */
+	void (*on_refused)(struct proto_client *c, enum reason why, void *userdata);
 	void *userdata;
 };
 
