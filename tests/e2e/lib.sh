@@ -30,7 +30,15 @@ dump() {
 }
 
 cleanup() {
-	[ -n "$RUN_PID" ] && kill -9 "$RUN_PID" 2>/dev/null
+	if [ -n "$RUN_PID" ]; then
+		# RUN_PID is the background subshell; `tether run` is below it
+		# (nsenter, timeout): end that one too, its guardian removes the
+		# sandbox
+		local t
+		t=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")" 2>/dev/null)
+		[ -n "$t" ] && kill -9 "$t" 2>/dev/null
+		kill -9 "$RUN_PID" 2>/dev/null
+	fi
 	# shellcheck disable=SC2086 # a list of pids
 	[ -n "$SERVER_PID" ] && kill $SERVER_PID 2>/dev/null
 	wait 2>/dev/null
