@@ -574,6 +574,8 @@ connect:
 		/* Spaced: each connect alone, as a workload's connects usually
 		 * are; the work after CONTINUE cannot delay the next connect. */
 		{ .name = "spaced 200 us apart: plain connect", .mode = C_PLAIN, .gap_us = 200 },
+		{ .name = "spaced 200 us apart: kernel floor (blocking loop)", .mode = C_FLOOR, .gap_us = 200 },
+		{ .name = "spaced 200 us apart: libuv floor", .mode = C_UVFLOOR, .gap_us = 200 },
 		{ .name = "spaced 200 us apart: notifier, caller cache off (a first connect)", .mode = C_COLD, .gap_us = 200 },
 		{ .name = "spaced 200 us apart: notifier as the daemon runs it", .mode = C_CACHED, .gap_us = 200 },
 	};

@@ -475,7 +475,8 @@ static void phase_blocked_fast(struct notifier *n, int fd, const struct seccomp_
 				memset(&c->ref.exe, 0, sizeof(c->ref.exe));
 				c->complete = false;
 			} else if (c->ref.exe_err < 0 || !exe_matches(&c->ref.exe, &st)) {
-				n->stats.exe_changed++;
+				if (c->ref.exe.ino) /* not a tuple never read (a failed first connect) */
+					n->stats.exe_changed++;
 				exe_from_stat(&c->ref.exe, &st);
 				c->ref.exe_err = exe_label(c->exe_link, &c->ref.exe);
 				if (c->ref.exe_err < 0)
