@@ -253,6 +253,16 @@ static int free_port(void)
 	return ntohs(a.sin_port);
 }
 
+/* Append "NAME VALUE" to an argv under construction; nothing when VALUE
+ * is NULL or empty (an option the plan does not use). */
+static void opt(const char **v, size_t *n, const char *name, const char *value)
+{
+	if (!value || !*value)
+		return;
+	v[(*n)++] = name;
+	v[(*n)++] = value;
+}
+
 int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			struct topology_error *err)
 {
@@ -465,102 +475,63 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	size_t n = 0;
 	const char **v = p->netsup_argv;
 	v[n++] = p->netsup_path;
-	v[n++] = "--listen";
-	v[n++] = p->proxy_listen;
-	if (p->pod) {
-		v[n++] = "--listen-netns";
-		v[n++] = p->netns_path;
-	}
-	v[n++] = "--admin";
-	v[n++] = p->admin;
-	v[n++] = "--topology";
-	v[n++] = t->name;
-	v[n++] = "--audit";
-	v[n++] = audit;
+	opt(v, &n, "--listen", p->proxy_listen);
+	if (p->pod)
+		opt(v, &n, "--listen-netns", p->netns_path);
+	opt(v, &n, "--admin", p->admin);
+	opt(v, &n, "--topology", t->name);
+	opt(v, &n, "--audit", audit);
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
 		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
 			return topology_error_set(err, -E2BIG, "too many --policy files");
-		v[n++] = "--policy";
-		v[n++] = cfg->policy_files[i];
+		opt(v, &n, "--policy", cfg->policy_files[i]);
 	}
 	v[n++] = "--identity";
 	if (delegated) {
 		v[n++] = "delegated";
-		v[n++] = "--control";
-		v[n++] = p->control;
-		v[n++] = "--provisioning-pubkey";
-		v[n++] = p->pub_file;
+		opt(v, &n, "--control", p->control);
+		opt(v, &n, "--provisioning-pubkey", p->pub_file);
 	} else {
 		v[n++] = "local";
 		if (p->anchor_socket[0]) {
-			v[n++] = "--anchor-socket";
-			v[n++] = plan_keep(p, strdup_printf("unix:%s", p->anchor_socket));
+			const char *a = plan_keep(p, strdup_printf("unix:%s", p->anchor_socket));
+			if (!a)
+				return topology_error_set(err, -ENOMEM, "out of memory");
+			opt(v, &n, "--anchor-socket", a);
 		} else {
-			v[n++] = "--anchor-pid";
-			v[n++] = p->anchor_pid;
+			opt(v, &n, "--anchor-pid", p->anchor_pid);
 		}
 		/* Without the flag the net-supervisor pins the proc-supervisor
 		 * installed beside itself, which is the one we start. */
-		if (netsup_pins) {
-			v[n++] = "--expected-anchor-sha256";
-			v[n++] = p->procsup_sha256;
-		}
-		v[n++] = "--workload-netns";
-		v[n++] = p->netns_path;
-		if (p->sandbox_cgroup[0]) {
-			v[n++] = "--sandbox-cgroup";
-			v[n++] = p->sandbox_cgroup;
-		}
+		if (netsup_pins)
+			opt(v, &n, "--expected-anchor-sha256", p->procsup_sha256);
+		opt(v, &n, "--workload-netns", p->netns_path);
+		opt(v, &n, "--sandbox-cgroup", p->sandbox_cgroup);
 	}
 	v[n] = NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!v[i])
-			return topology_error_set(err, -ENOMEM, "out of memory");
 
 	/* proc-supervisor (vm: under tether-runtime-init) */
 	n = 0;
 	v = p->procsup_argv;
 	v[n++] = p->procsup_path;
-	v[n++] = "--topology";
-	v[n++] = t->name;
-	v[n++] = "--audit";
-	v[n++] = audit;
-	v[n++] = "--proxy";
-	v[n++] = p->proxy_url;
-	v[n++] = "--grace";
-	v[n++] = "2";
-	if (p->cgroup_parent[0]) {
-		v[n++] = "--cgroup";
-		v[n++] = p->cgroup_parent;
-	}
-	if (p->user[0]) {
-		v[n++] = "--user";
-		v[n++] = p->user;
-	}
-	if (p->anchor_socket[0]) {
-		v[n++] = "--status-socket";
-		v[n++] = p->anchor_socket;
-	}
+	opt(v, &n, "--topology", t->name);
+	opt(v, &n, "--audit", audit);
+	opt(v, &n, "--proxy", p->proxy_url);
+	opt(v, &n, "--grace", "2");
+	opt(v, &n, "--cgroup", p->cgroup_parent);
+	opt(v, &n, "--user", p->user);
+	opt(v, &n, "--status-socket", p->anchor_socket);
 	if (delegated) {
-		v[n++] = "--control";
-		v[n++] = p->control;
-		v[n++] = "--provisioning-key";
-		v[n++] = p->key_file;
+		opt(v, &n, "--control", p->control);
+		opt(v, &n, "--provisioning-key", p->key_file);
 	}
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
 		if (n + 2 >= LAUNCH_ARGV_MAX - 12)
 			return topology_error_set(err, -E2BIG, "too many --policy files");
-		v[n++] = "--policy";
-		v[n++] = cfg->policy_files[i];
+		opt(v, &n, "--policy", cfg->policy_files[i]);
 	}
-	if (cfg->agent) {
-		v[n++] = "--agent";
-		v[n++] = cfg->agent;
-	}
-	if (cfg->exec_socket) {
-		v[n++] = "--exec-socket";
-		v[n++] = cfg->exec_socket;
-	}
+	opt(v, &n, "--agent", cfg->agent);
+	opt(v, &n, "--exec-socket", cfg->exec_socket);
 	v[n++] = "--";
 	v[n++] = p->self_path;
 	v[n++] = "run";

@@ -7,8 +7,25 @@ TMP=$(mktemp -d /tmp/tt-gw.XXXXXX)
 PIDS=()
 FAILS=0
 
+# descendants PID...: every live process below the given ones (what we
+# started through wrappers such as timeout), depth-bounded
+descendants() {
+	local pids="$*" all="" next c p
+	for _ in 1 2 3 4 5 6; do
+		next=""
+		for p in $pids; do
+			for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do next="$next $c"; done
+		done
+		[ -z "$next" ] && break
+		all="$all $next"
+		pids=$next
+	done
+	echo "$all"
+}
+
 cleanup() {
-	local p
+	local p below
+	below=$(descendants "${PIDS[@]}")
 	for p in "${PIDS[@]}"; do
 		kill -TERM "$p" 2>/dev/null
 	done
@@ -16,6 +33,9 @@ cleanup() {
 		for _ in $(seq 1 15); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$p" 2>/dev/null
 	done
+	# a wrapper killed before its child (timeout, tether exec) must not
+	# leave that child holding our output open
+	for p in $below; do kill -KILL "$p" 2>/dev/null; done
 	[ -n "${EXTRA_CLEANUP:-}" ] && eval "$EXTRA_CLEANUP"
 	rm -rf "$TMP"
 }

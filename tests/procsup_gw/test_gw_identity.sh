@@ -27,7 +27,7 @@ QPID=$!
 PIDS+=($QPID)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
 PORT=$(cat "$TMP/port")
-timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c1.out" &
+timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c1.out" 2>>"$TMP/bg.err" &
 PIDS+=($!)
 for _ in $(seq 1 60); do [ "$(wc -l <"$TMP/q1.out")" -ge 1 ] && break; sleep 0.1; done
 L1=$(sed -n 1p "$TMP/q1.out")
@@ -47,7 +47,7 @@ kill -TERM "$APID"; wait_gone "$APID" 50
 start_harness a "$TMP/keys/provisioning.key" || exit 1
 BPID=$HPID
 touch "$TMP/restarted"
-timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c2.out" &
+timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c2.out" 2>>"$TMP/bg.err" &
 PIDS+=($!)
 for _ in $(seq 1 80); do [ "$(wc -l <"$TMP/q1.out")" -ge 3 ] && break; sleep 0.1; done
 L2=$(sed -n 2p "$TMP/q1.out"); L3=$(sed -n 3p "$TMP/q1.out")
@@ -66,7 +66,7 @@ rm -f "$TMP/port"
 timeout 30 "$IDC" query --control "unix:$TMP/a.ctl" --pub "$PUB" --port-file "$TMP/port" >"$TMP/q3.out" 2>"$TMP/q3.log" &
 PIDS+=($!)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
-timeout 20 "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null &
+timeout 20 "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null 2>>"$TMP/bg.err" &
 PIDS+=($!)
 for _ in $(seq 1 60); do [ -s "$TMP/q3.out" ] && break; sleep 0.1; done
 L=$(sed -n 1p "$TMP/q3.out"); R=$(jget "$L" reason)
@@ -83,7 +83,7 @@ if [ "${GW_SUP:-harness}" = procsup ]; then
 	PIDS+=($!)
 	wait_file "$TMP/port" 50 || fail "query client did not listen"
 	timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- sh -c 'echo $$; "$0" 127.0.0.1 "$1" 3; true' \
-		"$CONN" "$(cat "$TMP/port")" >"$TMP/c5.out" &
+		"$CONN" "$(cat "$TMP/port")" >"$TMP/c5.out" 2>>"$TMP/bg.err" &
 	PIDS+=($!)
 	for _ in $(seq 1 60); do [ -s "$TMP/q5.out" ] && break; sleep 0.1; done
 	L=$(sed -n 1p "$TMP/q5.out")
@@ -101,7 +101,7 @@ rm -f "$TMP/port"
 timeout 30 "$IDC" query --control "unix:$TMP/imp.ctl" --pub "$PUB" --port-file "$TMP/port" >"$TMP/q4.out" 2>"$TMP/q4.log" &
 PIDS+=($!)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
-timeout 20 "$B/tether" exec --socket "$TMP/imp.exec" -- "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null &
+timeout 20 "$B/tether" exec --socket "$TMP/imp.exec" -- "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null 2>>"$TMP/bg.err" &
 PIDS+=($!)
 for _ in $(seq 1 80); do [ -s "$TMP/q4.out" ] && break; sleep 0.1; done
 L=$(sed -n 1p "$TMP/q4.out")
