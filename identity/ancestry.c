@@ -19,6 +19,7 @@ struct walk {
 	struct ancestry_result *res;
 	unsigned max_depth;
 	unsigned open_flags; /* procref_open_ex flags for hops */
+	bool anchor_is_self; /* opts->anchor_is_self, checked against getpid() */
 	size_t cap;
 };
 
@@ -142,6 +143,8 @@ static void establish_recorded(struct walk *w, const struct member_entry *e, str
 /* The anchor must be alive: a chain to a dead anchor is anchored nowhere. */
 static int confirm_anchor(struct walk *w, const struct procref *anchor)
 {
+	if (w->anchor_is_self)
+		return 0;
 	note_open(w, anchor->pid);
 	int r = procref_match_pid(w->caps, anchor, anchor->pid);
 	if (r < 0)
@@ -336,6 +339,7 @@ int ancestry_walk(const struct kernel_caps *caps, struct members *table,
 	w.open_flags = opts && opts->skip_exe ? PROCREF_NO_EXE : 0;
 	struct procref anchor;
 	members_anchor(table, &anchor);
+	w.anchor_is_self = opts && opts->anchor_is_self && anchor.pid == getpid();
 
 	if (procref_same(subject, &anchor)) {
 		int r = confirm_anchor(&w, &anchor);

@@ -41,6 +41,10 @@ struct ancestry_opts {
 	 * recorded when they were learnt, unrecorded ones get none (exe_err
 	 * -ENODATA). Cheaper; for callers that do not judge ancestors' exes. */
 	bool skip_exe;
+	/* The caller IS the table's anchor (the proc-supervisor's identity
+	 * service): it is alive while it walks, so the walk does not re-open
+	 * it to confirm that. Honoured only when the anchor's pid is ours. */
+	bool anchor_is_self;
 	/* Test and debug hooks (may be NULL). on_open sees every pid the walk
 	 * is about to open or match against procfs; between_hops runs after
 	 * hop `hop` (0 = the subject) is established and before its parent is

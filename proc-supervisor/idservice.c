@@ -161,7 +161,9 @@ static void job_work(uv_work_t *w)
 	j->have_subject = true;
 
 	struct ancestry_result anc;
-	r = ancestry_walk(s->o.caps, s->o.members, &a.subject, NULL, &anc);
+	/* we are the anchor: alive while we answer, no need to re-open */
+	struct ancestry_opts ao = { .anchor_is_self = true };
+	r = ancestry_walk(s->o.caps, s->o.members, &a.subject, &ao, &anc);
 	if (r < 0 || !anc.anchored || anc.n == 0) {
 		j->reason = anc.reason != REASON_OK ? anc.reason : REASON_ANCESTRY_NOT_ANCHORED;
 		snprintf(j->message, sizeof(j->message), "%s", anc.detail[0] ? anc.detail : "not anchored");

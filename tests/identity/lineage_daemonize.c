@@ -22,6 +22,14 @@
 static struct kernel_caps caps;
 static struct procref anchor;
 
+static int self_opened;
+static void note_self_open(pid_t pid, void *userdata)
+{
+	(void)userdata;
+	if (pid == getpid())
+		self_opened++;
+}
+
 static void daemon_body(void)
 {
 	alarm(30); /* bounded even if the test dies without killing us */
@@ -200,6 +208,21 @@ static void scenario(enum membership_mode mode)
 		LT_CHECK(strcmp(res.hops[2].ref.key, anchor.key) == 0, "chain does not end at anchor");
 	}
 	ancestry_result_free(&res);
+	/* anchor_is_self (we are the anchor): the same chain, and the walk
+	 * never opens the anchor to confirm it is alive. */
+	{
+		struct ancestry_opts ao = { .anchor_is_self = true, .on_open = note_self_open };
+		self_opened = 0;
+		r = ancestry_walk(&caps, t, &dref, &ao, &res);
+		LT_CHECK(r == 0 && res.anchored && res.n == 3, "anchor_is_self walk D: %s", reason_word(res.reason));
+		LT_CHECK(self_opened == 0, "anchor_is_self still opened the anchor %d time(s)", self_opened);
+		ancestry_result_free(&res);
+		ao.anchor_is_self = false;
+		r = ancestry_walk(&caps, t, &dref, &ao, &res);
+		LT_CHECK(r == 0 && self_opened > 0, "without anchor_is_self the anchor is confirmed (opened %d)",
+			 self_opened);
+		ancestry_result_free(&res);
+	}
 	/* skip_exe: same chain, live hops carry the exe recorded at learn. */
 	struct ancestry_opts so = { .skip_exe = true };
 	r = ancestry_walk(&caps, t, &dref, &so, &res);
