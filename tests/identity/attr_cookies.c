@@ -62,6 +62,39 @@ static void test_put_get_remove(void **state)
 	cookie_registry_free(reg);
 }
 
+/* Entries are stored compactly (the path by length): every byte of the
+ * ref outside exe.path, and the path itself, come back as they went in. */
+static void test_compact_roundtrip(void **state)
+{
+	(void)state;
+	struct cookie_registry *reg = cookie_registry_new(4);
+	assert_non_null(reg);
+	static struct procref in, got;
+	unsigned char *b = (unsigned char *)&in;
+	for (size_t i = 0; i < sizeof(in); i++)
+		b[i] = (unsigned char)(i * 131 + 7);
+	in.pidfd = -1;
+	snprintf(in.exe.path, sizeof(in.exe.path), "/opt/tool/bin/a-rather-long-name-%d", 42);
+	memset(in.exe.path + strlen(in.exe.path), 0, sizeof(in.exe.path) - strlen(in.exe.path));
+	in.exe.hashed = true;
+	memset(in.exe.sha256, 0xab, sizeof(in.exe.sha256));
+	assert_int_equal(cookie_registry_put(reg, 77, &in), 0);
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(cookie_registry_get(reg, 77, &got), 0);
+	assert_int_equal(got.pidfd, -1);
+	assert_string_equal(got.exe.path, in.exe.path);
+	size_t path_off = offsetof(struct procref, exe.path), path_end = path_off + sizeof(in.exe.path);
+	assert_memory_equal(&got, &in, path_off);
+	assert_memory_equal((unsigned char *)&got + path_end, (unsigned char *)&in + path_end, sizeof(in) - path_end);
+	/* the longest path fits too */
+	memset(in.exe.path, 'p', sizeof(in.exe.path) - 1);
+	in.exe.path[sizeof(in.exe.path) - 1] = '\0';
+	assert_int_equal(cookie_registry_put(reg, 78, &in), 0);
+	assert_int_equal(cookie_registry_get(reg, 78, &got), 0);
+	assert_int_equal(strlen(got.exe.path), sizeof(in.exe.path) - 1);
+	cookie_registry_free(reg);
+}
+
 static void test_pidfd_not_kept(void **state)
 {
 	struct cookie_registry *reg = cookie_registry_new(4);
@@ -183,6 +216,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_put_get_remove),
 		cmocka_unit_test(test_pidfd_not_kept),
+		cmocka_unit_test(test_compact_roundtrip),
 		cmocka_unit_test(test_fifo_eviction),
 		cmocka_unit_test(test_capacity_one_and_bad_args),
 		cmocka_unit_test(test_concurrent),
