@@ -21,6 +21,7 @@
 #include <nftables/libnftables.h>
 
 #include "common/kernel.h"
+#include "common/fdpass.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "topology/netns.h"
@@ -492,20 +493,12 @@ static _Noreturn void guardian_main(int sock, int launcher_pidfd)
 			if (launcher_pidfd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
 				launcher_gone = true;
 		}
-		char cbuf[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-				     .msg_controllen = sizeof(cbuf) };
-		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | (launcher_gone ? MSG_DONTWAIT : 0));
-		if (n < 0 && errno == EINTR)
+		int fd;
+		ssize_t n = fdpass_recv(sock, m, sizeof(*m), &fd, launcher_gone ? MSG_DONTWAIT : 0);
+		if (n == -EINTR)
 			continue;
 		if (n <= 0)
 			break; /* EOF, or drained after the launcher died */
-		int fd = -1;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-			    c->cmsg_len == CMSG_LEN(sizeof(int)))
-				memcpy(&fd, CMSG_DATA(c), sizeof(int));
 		if ((size_t)n != sizeof(*m) || m->magic != GUARD_MAGIC ||
 		    memchr(m->name, '\0', sizeof(m->name)) == NULL) {
 			log_warn("cleanup guardian: malformed message ignored");
@@ -592,27 +585,15 @@ static int guard_send(struct cleanup_guardian *g, uint32_t op, enum cleanup_kind
 	m->id = id;
 	if (name && strscpy(m->name, name, sizeof(m->name)) < 0)
 		return -ENAMETOOLONG;
-	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	memset(cbuf, 0, sizeof(cbuf));
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (fd >= 0) {
+	if (fd >= 0)
 		m->has_fd = 1;
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
 	for (;;) {
-		ssize_t n = sendmsg(g->sock, &mh, MSG_NOSIGNAL);
+		ssize_t n = fdpass_send(g->sock, m, sizeof(*m), fd, 0);
 		if (n == (ssize_t)sizeof(*m))
 			return 0;
-		if (n < 0 && errno == EINTR)
+		if (n == -EINTR)
 			continue;
-		return n < 0 ? -errno : -EIO;
+		return n < 0 ? (int)n : -EIO;
 	}
 }
 

@@ -28,6 +28,7 @@
 
 #include <sodium.h>
 
+#include "common/fdpass.h"
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -673,25 +674,7 @@ int launcher_wait_ready_exec(const char *file, int timeout_ms, char *const *argv
 
 /* ---------- the sandbox's PID 1 side ---------- */
 
-static int send_fd(int sock, int fd)
-{
-	char c = 'N';
-	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
-}
-
+/* The report socket carries one byte with one fd. */
 static int recv_fd(int sock, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = sock, .events = POLLIN };
@@ -701,23 +684,11 @@ static int recv_fd(int sock, int timeout_ms)
 	if (r < 0)
 		return -errno;
 	char c;
-	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	if (n <= 0)
-		return n == 0 ? -EPIPE : -errno;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
-		return -EBADMSG;
 	int fd;
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
+	ssize_t n = fdpass_recv(sock, &c, 1, &fd, 0);
+	if (n <= 0)
+		return n == 0 ? -EPIPE : (int)n;
+	return fd >= 0 ? fd : -EBADMSG;
 }
 
 static void __attribute__((noreturn)) child_die(const char *what)
@@ -778,7 +749,7 @@ static void __attribute__((noreturn)) sandbox_start(const char *netsup_path, cha
 	}
 	close(gate[0]);
 	int nfd = sys_pidfd_open(n, 0);
-	if (nfd < 0 || send_fd(report_sock, nfd) < 0)
+	if (nfd < 0 || fdpass_send(report_sock, "N", 1, nfd, 0) != 1)
 		child_die("cannot report the net-supervisor");
 	close(nfd);
 	close(report_sock);
@@ -946,6 +917,18 @@ static int run_self(const char *const *argv, const char *what, struct topology_e
 	return 0;
 }
 
+/* clone3 with CLONE_PIDFD and flags (namespaces): like fork, the child
+ * returns 0; the parent the pid, or -errno; *pidfd is the child's pidfd
+ * (-1 on failure). */
+static pid_t clone_pidfd(unsigned long flags, int *pidfd)
+{
+	*pidfd = -1;
+	struct tether_clone_args ca = { .flags = flags | CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd,
+					.exit_signal = SIGCHLD };
+	pid_t pid = sys_clone3(&ca, sizeof(ca));
+	return pid < 0 ? -errno : pid;
+}
+
 /* A daemon the launcher starts itself (not from inside a sandbox init):
  * flags CLONE_NEWPID|CLONE_NEWNS makes it PID 1 of its own namespace
  * (split); CLONE_NEWNS alone, after the launcher entered a PID namespace
@@ -955,12 +938,9 @@ static int run_self(const char *const *argv, const char *what, struct topology_e
 static pid_t start_daemon(unsigned long flags, int netns_fd, const char *path, const char *const *argv,
 			  const sigset_t *oldmask, int *pidfd)
 {
-	*pidfd = -1;
-	struct tether_clone_args ca = { .flags = flags | CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd,
-					.exit_signal = SIGCHLD };
-	pid_t pid = sys_clone3(&ca, sizeof(ca));
+	pid_t pid = clone_pidfd(flags, pidfd);
 	if (pid != 0)
-		return pid < 0 ? -errno : pid;
+		return pid;
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 	if (flags & CLONE_NEWNS)
 		sandbox_mounts();
@@ -1158,11 +1138,9 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 
 	const char *const *pv = plan.procsup_argv, *const *nv = plan.netsup_argv;
 	if (layout == LAYOUT_SANDBOX || layout == LAYOUT_VM_HOST) {
-		struct tether_clone_args ca = { .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD,
-						.pidfd = (uint64_t)(uintptr_t)&pfd, .exit_signal = SIGCHLD };
-		ppid = sys_clone3(&ca, sizeof(ca));
+		ppid = clone_pidfd(CLONE_NEWPID | CLONE_NEWNS, &pfd);
 		if (ppid < 0) {
-			r = topology_error_errno(err, -errno, "cannot create the sandbox PID namespace");
+			r = topology_error_errno(err, ppid, "cannot create the sandbox PID namespace");
 			goto out;
 		}
 		if (ppid == 0) {
@@ -1188,11 +1166,9 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 				      wns.fd, sp[1]);
 		}
 	} else if (layout == LAYOUT_PAUSE) {
-		struct tether_clone_args ca = { .flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD,
-						.pidfd = (uint64_t)(uintptr_t)&xfd, .exit_signal = SIGCHLD };
-		xpid = sys_clone3(&ca, sizeof(ca));
+		xpid = clone_pidfd(CLONE_NEWPID | CLONE_NEWNS, &xfd);
 		if (xpid < 0) {
-			r = topology_error_errno(err, -errno, "cannot create the pod PID namespace");
+			r = topology_error_errno(err, xpid, "cannot create the pod PID namespace");
 			goto out;
 		}
 		if (xpid == 0) {

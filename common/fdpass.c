@@ -1,0 +1,46 @@
+#include "common/fdpass.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+union fd_cmsg {
+	char buf[CMSG_SPACE(sizeof(int))];
+	struct cmsghdr align;
+};
+
+ssize_t fdpass_send(int sock, const void *buf, size_t len, int fd, int flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	union fd_cmsg u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	ssize_t n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+	return n < 0 ? -errno : n;
+}
+
+ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fd, int flags)
+{
+	*fd = -1;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	union fd_cmsg u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(fd, CMSG_DATA(c), sizeof(int));
+	return n;
+}

@@ -1,0 +1,18 @@
+/* One message with at most one file descriptor over a Unix socket
+ * (SCM_RIGHTS): the shape every internal channel here uses (the launcher's
+ * report socket, the cleanup guardian). Both calls are async-signal-safe
+ * (sendmsg/recvmsg only). */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Send len bytes and, when fd >= 0, fd. flags are sendmsg flags
+ * (MSG_NOSIGNAL is always added). Returns bytes sent or -errno. */
+ssize_t fdpass_send(int sock, const void *buf, size_t len, int fd, int flags);
+
+/* Receive up to len bytes; *fd is the descriptor that came with them
+ * (received O_CLOEXEC) or -1. Room is made for one descriptor only: the
+ * kernel discards any further ones (MSG_CTRUNC). Returns bytes received
+ * (0 at EOF) or -errno. */
+ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fd, int flags);
