@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,6 +42,19 @@ static inline int fd_steal(int *fd)
 }
 
 /* Copy with truncation detection: -ENAMETOOLONG when src does not fit. */
+/* splitmix64's finalizer: a cheap, well-mixing 64-bit hash of x (hash
+ * buckets, set fingerprints). Not for anything an adversary may choose to
+ * collide where it matters. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
 static inline int strscpy(char *dst, const char *src, size_t size)
 {
 	size_t n = strlen(src);

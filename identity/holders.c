@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "identity/members.h"
 
 /* Sockets shared by more processes than this are searched every time:
  * they are rare (fork sharing) and caching them buys little. */
@@ -39,30 +40,6 @@ struct holders {
 	size_t cap;
 	struct cache_entry *cache;
 };
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
-/* Order-independent fingerprint of the member set: a cache entry answers
- * only for the set its scan covered (a new member may have inherited the
- * socket by fork). */
-static uint64_t members_hash(const pid_t *m, size_t n)
-{
-	uint64_t sum = 0, x = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t v = mix64((uint64_t)(uint32_t)m[i] + 0x9e3779b97f4a7c15ULL);
-		sum += v;
-		x ^= (v << 17) | (v >> 47);
-	}
-	return sum ^ mix64(x);
-}
 
 struct holders *holders_new(const struct kernel_caps *caps, size_t cache_capacity)
 {
@@ -340,7 +317,7 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 
 	struct cache_entry *set = cache_set(h, cookie);
 	struct cache_entry *e = cache_lookup(set, cookie);
-	uint64_t mhash = set ? members_hash(members, n_members) : 0;
+	uint64_t mhash = set ? members_pid_set_hash(members, n_members) : 0;
 	if (e && cache_try(h, e, inode, cookie, members, n_members, mhash, out))
 		return 0;
 

@@ -771,3 +771,14 @@ json_t *members_to_json(struct members *t)
 			      procs);
 	return o;
 }
+
+uint64_t members_pid_set_hash(const pid_t *pids, size_t n)
+{
+	uint64_t sum = 0, x = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = mix64((uint64_t)(uint32_t)pids[i] + 0x9e3779b97f4a7c15ULL);
+		sum += v;
+		x ^= (v << 17) | (v >> 47);
+	}
+	return sum ^ mix64(x);
+}

@@ -134,6 +134,10 @@ int members_learn(struct members *t, pid_t pid, enum reason *why, struct member_
  * The ancestry walk applies it to every live hop. */
 int members_check_cgroup(struct members *t, const struct procref *ref);
 
+/* Order-independent fingerprint of a pid set (e.g. members_live_pids):
+ * caches keyed on "the same set of processes" compare it. */
+uint64_t members_pid_set_hash(const pid_t *pids, size_t n);
+
 /* Mark exited (keeps the record for lineage). -ENOENT unknown key. */
 int members_mark_exited(struct members *t, const char *key);
 /* Record the exe seen when the process last connected. */

@@ -228,28 +228,6 @@ struct worker_ctx {
 	struct worker_ctx *next_free;
 };
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
-/* Order-independent fingerprint of a pid set. */
-static uint64_t pidset_hash(const pid_t *m, size_t n)
-{
-	uint64_t sum = 0, x = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t v = mix64((uint64_t)(uint32_t)m[i] + 0x9e3779b97f4a7c15ULL);
-		sum += v;
-		x ^= (v << 17) | (v >> 47);
-	}
-	return sum ^ mix64(x);
-}
-
 /* The host's fork count ("processes" in /proc/stat), 0 when unknown. */
 static uint64_t host_forks(struct worker_ctx *w)
 {
@@ -422,7 +400,7 @@ static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_e
 		bool cached;
 		if (descendants(s, w, forks, false, &cand, &n_cand, &cached) < 0)
 			return -ENOMEM;
-		if (n_cand != e->members_n || pidset_hash(cand, n_cand) != e->members_hash)
+		if (n_cand != e->members_n || members_pid_set_hash(cand, n_cand) != e->members_hash)
 			return -ESTALE;
 		e->forks = forks;
 	}
@@ -552,7 +530,7 @@ static void fc_store(struct local_strategy *s, struct worker_ctx *w, const struc
 	e->fd = slot_fd;
 	e->forks = forks;
 	e->members_n = n_cand;
-	e->members_hash = pidset_hash(cand, n_cand);
+	e->members_hash = members_pid_set_hash(cand, n_cand);
 	strscpy(e->anchor_key, s->anchor.key, sizeof(e->anchor_key));
 	procref_copy_recorded(&e->subj.ref, sub);
 	e->subj.ref.pidfd = fcntl(sub->pidfd, F_DUPFD_CLOEXEC, 3);
@@ -632,7 +610,7 @@ static void fc_clone(struct local_strategy *s, struct worker_ctx *w, const struc
 	e->fd = at->subject_fd;
 	e->forks = forks;
 	e->members_n = n_cand;
-	e->members_hash = pidset_hash(cand, n_cand);
+	e->members_hash = members_pid_set_hash(cand, n_cand);
 	strscpy(e->anchor_key, s->anchor.key, sizeof(e->anchor_key));
 	procref_copy_recorded(&e->subj.ref, &at->subject);
 	e->subj.ref.pidfd = fcntl(at->subject.pidfd, F_DUPFD_CLOEXEC, 3);
