@@ -5,16 +5,12 @@
  *  - fail closed: with the listener closed, the child's connect is ENOSYS;
  *  - the libuv path: a watched listener records and then closes by itself
  *    when its process tree is gone. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -22,75 +18,11 @@
 
 #include "common/kernel.h"
 #include "common/util.h"
-#include "identity/procref.h"
-#include "proc-supervisor/notify.h"
-#include "proc-supervisor/seccomp.h"
-
-#ifndef SO_COOKIE
-#define SO_COOKIE 57
-#endif
-
-static int failures;
-#define CHECK(cond, ...)                                                                      \
-	do {                                                                                  \
-		if (!(cond)) {                                                                \
-			failures++;                                                           \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);       \
-			fprintf(stderr, __VA_ARGS__);                                         \
-			fputc('\n', stderr);                                                  \
-		}                                                                             \
-	} while (0)
-
-struct rec {
-	int n;
-	uint64_t cookie[8];
-	pid_t pid[8];
-	char key[8][PROCREF_KEY_MAX];
-	char exe[8][64];
-	bool fail_identify; /* simulate a caller gone before its ref is completed */
-};
-
-static int t_identify(void *u, const struct kernel_caps *caps, int pidfd, struct procref *out)
-{
-	if (((struct rec *)u)->fail_identify)
-		return -ESRCH;
-	return procref_from_pidfd(caps, pidfd, out);
-}
-static int t_record(void *u, uint64_t cookie, const struct procref *ref)
-{
-	struct rec *r = u;
-	if (r->n >= 8)
-		return -ENOSPC;
-	r->cookie[r->n] = cookie;
-	r->pid[r->n] = ref->pid;
-	strscpy(r->key[r->n], ref->key, sizeof(r->key[0]));
-	const char *slash = strrchr(ref->exe.path, '/');
-	strscpy(r->exe[r->n], slash ? slash + 1 : ref->exe.path, sizeof(r->exe[0]));
-	r->n++;
-	return 0;
-}
-static void t_release(void *u, struct procref *ref)
-{
-	procref_close(ref);
-}
+#include "notify_harness.h"
+#include "tests/common/check.h"
+#include "tests/common/loopback.h"
 
 static int server_port;
-
-static int loopback_connect(uint64_t *cookie)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)server_port) };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	socklen_t l = sizeof(*cookie);
-	getsockopt(fd, SOL_SOCKET, SO_COOKIE, cookie, &l);
-	close(fd);
-	return 0;
-}
 
 struct child_report {
 	int main_r, thread_r, unix_r, badfd_r;
@@ -100,46 +32,8 @@ struct child_report {
 static void *thread_connect(void *a)
 {
 	struct child_report *rep = a;
-	rep->thread_r = loopback_connect(&rep->thread_cookie);
+	rep->thread_r = loopback_connect(server_port, &rep->thread_cookie);
 	return NULL;
-}
-
-static void send_fd(int sock, int fd)
-{
-	char b = 'L';
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cm;
-	memset(&cm, 0, sizeof(cm));
-	struct iovec iov = { &b, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (sendmsg(sock, &mh, 0) != 1)
-		_exit(90);
-}
-
-static int recv_fd(int sock)
-{
-	char b;
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct iovec iov = { &b, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
-	struct pollfd p = { .fd = sock, .events = POLLIN };
-	if (poll(&p, 1, 5000) != 1 || recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	int fd = -1;
-	if (c && c->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
 }
 
 /* Fork a child that installs the filter, hands over its listener, waits
@@ -152,17 +46,7 @@ static pid_t start_child(const struct workload_filter *f, int *sock_out, void (*
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-			_exit(91);
-		int lfd = workload_filter_install_listener(f);
-		if (lfd < 0)
-			_exit(92);
-		send_fd(sv[1], lfd);
-		close(lfd);
-		char go;
-		if (read(sv[1], &go, 1) != 1)
-			_exit(93);
+		notify_child_setup(f, sv[1]);
 		struct child_report rep;
 		memset(&rep, 0, sizeof(rep));
 		body(&rep);
@@ -176,7 +60,7 @@ static pid_t start_child(const struct workload_filter *f, int *sock_out, void (*
 
 static void body_attrib(struct child_report *rep)
 {
-	rep->main_r = loopback_connect(&rep->main_cookie);
+	rep->main_r = loopback_connect(server_port, &rep->main_cookie);
 	pthread_t t;
 	if (pthread_create(&t, NULL, thread_connect, rep) == 0)
 		pthread_join(t, NULL);
@@ -191,7 +75,7 @@ static void body_attrib(struct child_report *rep)
 
 static void body_one(struct child_report *rep)
 {
-	rep->main_r = loopback_connect(&rep->main_cookie);
+	rep->main_r = loopback_connect(server_port, &rep->main_cookie);
 }
 
 static int read_report(int sock, struct child_report *rep)
@@ -200,19 +84,6 @@ static int read_report(int sock, struct child_report *rep)
 	if (poll(&p, 1, 10000) != 1)
 		return -ETIMEDOUT;
 	return read(sock, rep, sizeof(*rep)) == (ssize_t)sizeof(*rep) ? 0 : -EIO;
-}
-
-static int handle_n(struct notifier *n, int lfd, int count)
-{
-	for (int i = 0; i < count; i++) {
-		struct pollfd p = { .fd = lfd, .events = POLLIN };
-		if (poll(&p, 1, 10000) != 1 || !(p.revents & POLLIN))
-			return -ETIMEDOUT;
-		int r = notifier_handle(n, lfd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
 }
 
 static pid_t reap_pid;
@@ -235,14 +106,9 @@ int main(void)
 	struct kernel_caps caps;
 	if (kernel_caps_probe(&caps) < 0)
 		return 1;
-	int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t al = sizeof(a);
-	if (bind(srv, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(srv, 64) < 0 ||
-	    getsockname(srv, (struct sockaddr *)&a, &al) < 0)
+	int srv = loopback_listen(64, &server_port);
+	if (srv < 0)
 		return perror("listen"), 1;
-	server_port = ntohs(a.sin_port);
 
 	struct workload_filter f;
 	struct workload_filter_opts fo = { .notify_connect = true };
@@ -251,19 +117,22 @@ int main(void)
 
 	uv_loop_t loop;
 	uv_loop_init(&loop);
-	struct rec rec;
+	struct notify_rec rec;
 	memset(&rec, 0, sizeof(rec));
-	struct notifier_ops ops = { .identify = t_identify, .record = t_record, .release = t_release, .user = &rec };
+	struct notifier_ops ops = { .identify = notify_rec_identify,
+				    .record = notify_rec_record,
+				    .release = notify_rec_release,
+				    .user = &rec };
 	struct notifier *n;
 	CHECK(notifier_new(&loop, &caps, &ops, &n) == 0, "notifier_new");
 
 	/* 1. attribution, synchronously */
 	int sock;
 	pid_t pid = start_child(&f, &sock, body_attrib);
-	int lfd = recv_fd(sock);
+	int lfd = notify_recv_listener(sock);
 	CHECK(lfd >= 0, "no listener received");
 	(void)!write(sock, "g", 1);
-	CHECK(handle_n(n, lfd, 4) == 0, "handling 4 notifications");
+	CHECK(notify_handle_n(n, lfd, 4) == 0, "handling 4 notifications");
 	struct child_report rep;
 	CHECK(read_report(sock, &rep) == 0, "no report");
 	CHECK(rep.main_r == 0, "main connect %d", rep.main_r);
@@ -286,7 +155,7 @@ int main(void)
 
 	/* 2. fail closed: no listener => ENOSYS */
 	pid = start_child(&f, &sock, body_one);
-	lfd = recv_fd(sock);
+	lfd = notify_recv_listener(sock);
 	CHECK(lfd >= 0, "no listener (2)");
 	close(lfd); /* the supervisor is "gone" */
 	(void)!write(sock, "g", 1);
@@ -298,7 +167,7 @@ int main(void)
 	/* 3. the libuv path; the listener closes itself when the tree is gone */
 	rec.n = 0;
 	pid = start_child(&f, &sock, body_one);
-	lfd = recv_fd(sock);
+	lfd = notify_recv_listener(sock);
 	CHECK(notifier_add_listener(n, lfd) == 0, "add listener");
 	CHECK(notifier_stats(n)->listeners == 1, "listeners");
 	(void)!write(sock, "g", 1);
@@ -326,12 +195,14 @@ int main(void)
 		rec.fail_identify = true;
 		uint64_t partial0 = notifier_stats(n)->late_partial;
 		pid = start_child(&f, &sock, body_one);
-		lfd = recv_fd(sock);
+		lfd = notify_recv_listener(sock);
 		(void)!write(sock, "g", 1);
-		CHECK(handle_n(n, lfd, 1) == 0, "handling (4)");
+		CHECK(notify_handle_n(n, lfd, 1) == 0, "handling (4)");
 		CHECK(read_report(sock, &rep) == 0, "no report (4)");
 		CHECK(rec.n == 1 && rec.cookie[0] == rep.main_cookie && rec.pid[0] == pid, "partial record");
-		CHECK(strcmp(rec.exe[0], "test_procsup_notify") == 0, "partial exe '%s'", rec.exe[0]);
+		const char *slash = strrchr(rec.exe[0], '/');
+		const char *exe = slash ? slash + 1 : rec.exe[0];
+		CHECK(strcmp(exe, "test_procsup_notify") == 0, "partial exe '%s'", exe);
 		CHECK(strchr(rec.key[0], ':') != NULL && strchr(rec.key[0], ':') == strrchr(rec.key[0], ':'),
 		      "partial key '%s' is not <boot_id>:<ino>", rec.key[0]);
 		CHECK(notifier_stats(n)->late_partial == partial0 + 1, "late_partial %llu",

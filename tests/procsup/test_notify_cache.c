@@ -15,99 +15,35 @@
  *
  * `test_procsup_notify_cache --child-connect PORT FD` is the exec target:
  * one loopback connect, its cookie written to FD. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/kernel.h"
 #include "common/util.h"
-#include "identity/procref.h"
-#include "proc-supervisor/notify.h"
-#include "proc-supervisor/seccomp.h"
-
-#ifndef SO_COOKIE
-#define SO_COOKIE 57
-#endif
-
-static int failures;
-#define CHECK(cond, ...)                                                                      \
-	do {                                                                                  \
-		if (!(cond)) {                                                                \
-			failures++;                                                           \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);       \
-			fprintf(stderr, __VA_ARGS__);                                         \
-			fputc('\n', stderr);                                                  \
-		}                                                                             \
-	} while (0)
-
-#define MAXREC 8
-struct rec {
-	int n;
-	uint64_t cookie[MAXREC];
-	pid_t pid[MAXREC];
-	char key[MAXREC][PROCREF_KEY_MAX];
-	char exe[MAXREC][PATH_MAX];
-	uint64_t exe_ino[MAXREC];
-};
-
-static int t_record(void *u, uint64_t cookie, const struct procref *ref)
-{
-	struct rec *r = u;
-	if (r->n >= MAXREC)
-		return -ENOSPC;
-	r->cookie[r->n] = cookie;
-	r->pid[r->n] = ref->pid;
-	strscpy(r->key[r->n], ref->key, sizeof(r->key[0]));
-	strscpy(r->exe[r->n], ref->exe.path, sizeof(r->exe[0]));
-	r->exe_ino[r->n] = ref->exe.ino;
-	r->n++;
-	return 0;
-}
-static void t_release(void *u, struct procref *ref)
-{
-	(void)u;
-	procref_close(ref);
-}
+#include "notify_harness.h"
+#include "tests/common/check.h"
+#include "tests/common/loopback.h"
 
 static int server_port;
 static char self_exe[PATH_MAX], copy_exe[128], tmpdir[64];
 static uint64_t self_ino, copy_ino;
 
-static int loopback_connect(uint64_t *cookie)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)server_port) };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	socklen_t l = sizeof(*cookie);
-	getsockopt(fd, SOL_SOCKET, SO_COOKIE, cookie, &l);
-	close(fd);
-	return 0;
-}
-
 /* Child side: connect and report the cookie (0 on failure) on fd. */
 static void connect_report(int fd)
 {
 	uint64_t c = 0;
-	if (loopback_connect(&c) < 0)
+	if (loopback_connect(server_port, &c) < 0)
 		c = 0;
 	if (write(fd, &c, sizeof(c)) != (ssize_t)sizeof(c))
 		_exit(80);
@@ -123,73 +59,6 @@ static void exec_copy(int fd)
 	char *envp[] = { "ASAN_OPTIONS=detect_leaks=0", NULL };
 	execve(copy_exe, argv, envp);
 	_exit(81);
-}
-
-static void send_fd(int sock, int fd)
-{
-	char b = 'L';
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cm;
-	memset(&cm, 0, sizeof(cm));
-	struct iovec iov = { &b, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (sendmsg(sock, &mh, 0) != 1)
-		_exit(90);
-}
-
-static int recv_fd(int sock)
-{
-	char b;
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct iovec iov = { &b, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
-	struct pollfd p = { .fd = sock, .events = POLLIN };
-	if (poll(&p, 1, 5000) != 1 || recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	int fd = -1;
-	if (c && c->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
-}
-
-/* In a new child: filter, listener to the parent over sock, wait for go. */
-static void child_setup(const struct workload_filter *f, int sock)
-{
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		_exit(91);
-	int lfd = workload_filter_install_listener(f);
-	if (lfd < 0)
-		_exit(92);
-	send_fd(sock, lfd);
-	close(lfd);
-	char go;
-	if (read(sock, &go, 1) != 1)
-		_exit(93);
-}
-
-static int handle_n(struct notifier *n, int lfd, int count)
-{
-	for (int i = 0; i < count; i++) {
-		struct pollfd p = { .fd = lfd, .events = POLLIN };
-		if (poll(&p, 1, 10000) != 1 || !(p.revents & POLLIN))
-			return -ETIMEDOUT;
-		int r = notifier_handle(n, lfd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
 }
 
 /* Read count cookies the child reported (bounded wait). */
@@ -255,7 +124,7 @@ static void cleanup_copy(void)
 
 /* ---- 1. exec between connects ---- */
 
-static void check_exec_records(const char *what, const struct rec *rec, const uint64_t *ck, pid_t pid, int first_copy)
+static void check_exec_records(const char *what, const struct notify_rec *rec, const uint64_t *ck, pid_t pid, int first_copy)
 {
 	CHECK(rec->n == 3, "%s: %d records", what, rec->n);
 	if (rec->n != 3)
@@ -275,7 +144,11 @@ static void check_exec_records(const char *what, const struct rec *rec, const ui
 	}
 }
 
-static void case_exec(struct notifier *n, struct rec *rec, const struct workload_filter *f, const char *what)
+/* Cases 1 and 2: a child under the filter runs child_body (which execs the
+ * copy and never returns) reporting each connect's cookie on rp; three
+ * connects are expected, the last one by the copy. */
+static void run_exec_case(struct notifier *n, struct notify_rec *rec, const struct workload_filter *f,
+			  const char *what, void (*child_body)(int rp))
 {
 	memset(rec, 0, sizeof(*rec));
 	int sv[2], rp[2];
@@ -287,25 +160,38 @@ static void case_exec(struct notifier *n, struct rec *rec, const struct workload
 	if (pid == 0) {
 		close(sv[0]);
 		close(rp[0]);
-		child_setup(f, sv[1]);
-		connect_report(rp[1]);
-		connect_report(rp[1]); /* the same process again: the cached caller */
-		exec_copy(rp[1]);
+		notify_child_setup(f, sv[1]);
+		child_body(rp[1]);
+		_exit(96); /* not reached: child_body execs */
 	}
 	close(sv[1]);
 	close(rp[1]);
-	int lfd = recv_fd(sv[0]);
+	int lfd = notify_recv_listener(sv[0]);
 	CHECK(lfd >= 0, "%s: no listener", what);
 	(void)!write(sv[0], "g", 1);
 	uint64_t ck[3] = { 0 };
-	CHECK(lfd >= 0 && handle_n(n, lfd, 3) == 0, "%s: handling 3 notifications", what);
+	CHECK(lfd >= 0 && notify_handle_n(n, lfd, 3) == 0, "%s: handling 3 notifications", what);
 	CHECK(read_cookies(rp[0], ck, 3) == 0, "%s: child reports", what);
 	CHECK(reap(pid) == 0, "%s: child exit", what);
+	/* exec: self, self again (the cached caller), copy;
+	 * thread exec: main (self), thread (self, same process), new image (copy) */
 	check_exec_records(what, rec, ck, pid, 2);
 	if (lfd >= 0)
 		close(lfd);
 	close(sv[0]);
 	close(rp[0]);
+}
+
+static void exec_child(int rp)
+{
+	connect_report(rp);
+	connect_report(rp); /* the same process again: the cached caller */
+	exec_copy(rp);
+}
+
+static void case_exec(struct notifier *n, struct notify_rec *rec, const struct workload_filter *f, const char *what)
+{
+	run_exec_case(n, rec, f, what, exec_child);
 }
 
 /* ---- 2. exec by a non-leader thread ---- */
@@ -319,42 +205,20 @@ static void *thread_exec(void *a)
 	return NULL;
 }
 
-static void case_thread_exec(struct notifier *n, struct rec *rec, const struct workload_filter *f)
+static void thread_exec_child(int rp)
 {
-	memset(rec, 0, sizeof(*rec));
-	int sv[2], rp[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe(rp) < 0) {
-		CHECK(0, "socketpair/pipe");
-		return;
-	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(sv[0]);
-		close(rp[0]);
-		child_setup(f, sv[1]);
-		connect_report(rp[1]);
-		thread_rp = rp[1];
-		pthread_t t;
-		if (pthread_create(&t, NULL, thread_exec, NULL) != 0)
-			_exit(94);
-		for (;;)
-			pause();
-	}
-	close(sv[1]);
-	close(rp[1]);
-	int lfd = recv_fd(sv[0]);
-	CHECK(lfd >= 0, "thread exec: no listener");
-	(void)!write(sv[0], "g", 1);
-	uint64_t ck[3] = { 0 };
-	CHECK(lfd >= 0 && handle_n(n, lfd, 3) == 0, "thread exec: handling 3 notifications");
-	CHECK(read_cookies(rp[0], ck, 3) == 0, "thread exec: child reports");
-	CHECK(reap(pid) == 0, "thread exec: child exit");
-	/* main (self), thread (self, same process), new image (copy) */
-	check_exec_records("thread exec", rec, ck, pid, 2);
-	if (lfd >= 0)
-		close(lfd);
-	close(sv[0]);
-	close(rp[0]);
+	connect_report(rp);
+	thread_rp = rp;
+	pthread_t t;
+	if (pthread_create(&t, NULL, thread_exec, NULL) != 0)
+		_exit(94);
+	for (;;)
+		pause();
+}
+
+static void case_thread_exec(struct notifier *n, struct notify_rec *rec, const struct workload_filter *f)
+{
+	run_exec_case(n, rec, f, "thread exec", thread_exec_child);
 }
 
 /* ---- 3. tid reuse ---- */
@@ -371,7 +235,7 @@ static pid_t spawn_at(pid_t want, const struct workload_filter *f, int sock, int
 	}
 	pid_t pid = sys_clone3(&ca, sizeof(ca));
 	if (pid == 0) {
-		child_setup(f, sock);
+		notify_child_setup(f, sock);
 		connect_report(rp);
 		char done;
 		if (read(sock, &done, 1) != 1) /* stay alive until the parent saw us */
@@ -390,7 +254,7 @@ static void boot_key_of(const struct kernel_caps *caps, pid_t pid, char *key, si
 		snprintf(key, size, "%s:%llu", caps->boot_id, (unsigned long long)st.st_ino);
 }
 
-static void case_tid_reuse(struct notifier *n, struct rec *rec, const struct workload_filter *f,
+static void case_tid_reuse(struct notifier *n, struct notify_rec *rec, const struct workload_filter *f,
 			   const struct kernel_caps *caps)
 {
 	memset(rec, 0, sizeof(*rec));
@@ -404,12 +268,12 @@ static void case_tid_reuse(struct notifier *n, struct rec *rec, const struct wor
 		uint64_t stale0 = notifier_stats(n)->cache_stale;
 		/* A: connects, is cached, exits and is reaped. */
 		pid_t a = spawn_at(0, f, sv[1], rp[1]);
-		int lfd = recv_fd(sv[0]);
+		int lfd = notify_recv_listener(sv[0]);
 		char key_a[PROCREF_KEY_MAX];
 		boot_key_of(caps, a, key_a, sizeof(key_a));
 		(void)!write(sv[0], "g", 1);
 		uint64_t ck[2] = { 0 };
-		CHECK(lfd >= 0 && handle_n(n, lfd, 1) == 0, "reuse: A's notification");
+		CHECK(lfd >= 0 && notify_handle_n(n, lfd, 1) == 0, "reuse: A's notification");
 		CHECK(read_cookies(rp[0], ck, 1) == 0, "reuse: A's report");
 		(void)!write(sv[0], "d", 1);
 		CHECK(reap(a) == 0, "reuse: A's exit");
@@ -426,11 +290,11 @@ static void case_tid_reuse(struct notifier *n, struct rec *rec, const struct wor
 			close(sv[0]), close(sv[1]), close(rp[0]), close(rp[1]);
 			return;
 		}
-		lfd = recv_fd(sv[0]);
+		lfd = notify_recv_listener(sv[0]);
 		char key_b[PROCREF_KEY_MAX];
 		boot_key_of(caps, b, key_b, sizeof(key_b));
 		(void)!write(sv[0], "g", 1);
-		CHECK(lfd >= 0 && handle_n(n, lfd, 1) == 0, "reuse: B's notification");
+		CHECK(lfd >= 0 && notify_handle_n(n, lfd, 1) == 0, "reuse: B's notification");
 		CHECK(read_cookies(rp[0], ck + 1, 1) == 0, "reuse: B's report");
 		(void)!write(sv[0], "d", 1);
 		CHECK(reap(b) == 0, "reuse: B's exit");
@@ -480,14 +344,9 @@ int main(int argc, char **argv)
 		return perror("copy"), 1;
 	copy_ino = ino_of(copy_exe);
 
-	int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t al = sizeof(a);
-	if (bind(srv, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(srv, 64) < 0 ||
-	    getsockname(srv, (struct sockaddr *)&a, &al) < 0)
+	int srv = loopback_listen(64, &server_port);
+	if (srv < 0)
 		return perror("listen"), 1;
-	server_port = ntohs(a.sin_port);
 
 	struct workload_filter f;
 	struct workload_filter_opts fo = { .notify_connect = true };
@@ -496,9 +355,11 @@ int main(int argc, char **argv)
 
 	uv_loop_t loop;
 	uv_loop_init(&loop);
-	struct rec rec;
+	struct notify_rec rec;
 	memset(&rec, 0, sizeof(rec));
-	struct notifier_ops ops = { .identify = notifier_identify_default, .record = t_record, .release = t_release,
+	struct notifier_ops ops = { .identify = notifier_identify_default,
+				    .record = notify_rec_record,
+				    .release = notify_rec_release,
 				    .user = &rec };
 	struct notifier *n;
 	if (notifier_new(&loop, &caps, &ops, &n) < 0)

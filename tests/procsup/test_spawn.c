@@ -15,17 +15,7 @@
 #include "proc-supervisor/landlock.h"
 #include "proc-supervisor/seccomp.h"
 #include "proc-supervisor/spawn.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			failures++;                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                   \
-			fputc('\n', stderr);                                            \
-		}                                                                       \
-	} while (0)
+#include "tests/common/check.h"
 
 int main(void)
 {

@@ -1,0 +1,80 @@
+#include "notify_harness.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "common/fdpass.h"
+#include "common/util.h"
+
+int notify_rec_identify(void *u, const struct kernel_caps *caps, int pidfd, struct procref *out)
+{
+	if (((struct notify_rec *)u)->fail_identify)
+		return -ESRCH;
+	return procref_from_pidfd(caps, pidfd, out);
+}
+
+int notify_rec_record(void *u, uint64_t cookie, const struct procref *ref)
+{
+	struct notify_rec *r = u;
+	if (r->n >= NOTIFY_REC_MAX)
+		return -ENOSPC;
+	r->cookie[r->n] = cookie;
+	r->pid[r->n] = ref->pid;
+	strscpy(r->key[r->n], ref->key, sizeof(r->key[0]));
+	strscpy(r->exe[r->n], ref->exe.path, sizeof(r->exe[0]));
+	r->exe_ino[r->n] = ref->exe.ino;
+	r->n++;
+	return 0;
+}
+
+void notify_rec_release(void *u, struct procref *ref)
+{
+	(void)u;
+	procref_close(ref);
+}
+
+void notify_child_setup(const struct workload_filter *f, int sock)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(91);
+	int lfd = workload_filter_install_listener(f);
+	if (lfd < 0)
+		_exit(92);
+	if (fdpass_send(sock, "L", 1, lfd, 0) != 1)
+		_exit(90);
+	close(lfd);
+	char go;
+	if (read(sock, &go, 1) != 1)
+		_exit(93);
+}
+
+int notify_recv_listener(int sock)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	char b;
+	int fd = -1;
+	if (poll(&p, 1, 5000) != 1 || fdpass_recv(sock, &b, 1, &fd, 0) != 1) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int notify_handle_n(struct notifier *n, int lfd, int count)
+{
+	for (int i = 0; i < count; i++) {
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+		if (poll(&p, 1, 10000) != 1 || !(p.revents & POLLIN))
+			return -ETIMEDOUT;
+		int r = notifier_handle(n, lfd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
