@@ -1,24 +1,24 @@
-/* Shared bits of the identity strategy tests: a bounded loop runner, a
- * checker that counts failures, and latency percentiles. */
+/* Shared bits of the identity strategy tests: a bounded loop runner, the
+ * checker that counts failures (tests/common/check.h), one resolution with a
+ * bounded wait, loopback accept, an image's sha256, and latency
+ * percentiles. */
 #pragma once
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
-static int g_failures;
-#define CHECK(cond, ...)                                                                  \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fprintf(stderr, "\n");                                            \
-			g_failures++;                                                     \
-		}                                                                         \
-	} while (0)
+#include "common/reason.h"
+#include "net-supervisor/identity_strategy.h"
+#include "tests/common/check.h"
 
 static void tick_cb(uv_timer_t *t) { (void)t; }
 
@@ -51,4 +51,83 @@ static uint64_t pct(uint64_t *v, size_t n, double p)
 	qsort(v, n, sizeof(*v), cmp_u64);
 	size_t i = (size_t)(p * (double)(n - 1) + 0.5);
 	return v[i];
+}
+
+/* One answer of a strategy, as its identity_cb delivered it. */
+struct box {
+	bool done;
+	enum reason reason;
+	struct flow_identity *id;
+	uint64_t latency_ns;
+};
+
+static inline void box_cb(const struct identity_result *r, void *data)
+{
+	struct box *b = data;
+	b->done = true;
+	b->reason = r->reason;
+	b->id = r->id;
+	b->latency_ns = r->latency_ns;
+}
+
+/* Resolve flow t with the given request timeout, running the loop for at
+ * most 2 s more than that. The reason, or REASON__COUNT when resolve
+ * refused the request or no answer came. b->id is the caller's to free. */
+static inline enum reason resolve_within(uv_loop_t *loop, struct identity_strategy *s,
+					 const struct proxy_flow *t, uint64_t timeout_ms, struct box *b)
+{
+	memset(b, 0, sizeof(*b));
+	struct identity_request *req;
+	if (identity_resolve(s, t, timeout_ms, box_cb, b, &req) < 0)
+		return REASON__COUNT;
+	run_until(loop, &b->done, timeout_ms + 2000);
+	return b->done ? b->reason : REASON__COUNT;
+}
+
+/* resolve_within's reason as a word, "no answer" for REASON__COUNT. */
+static inline const char *answer_word(enum reason r)
+{
+	return r < REASON__COUNT ? reason_word(r) : "no answer";
+}
+
+static inline bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The sha256 of the file at path as 64 hex digits; 0 or -1. */
+static inline int sha256_path(const char *path, char out[65])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	unsigned char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+	close(fd);
+	unsigned char h[32];
+	crypto_hash_sha256_final(&st, h);
+	sodium_bin2hex(out, 65, h, 32);
+	return 0;
+}
+
+/* Accept one connection on lfd within ms; *t is its flow as the proxy sees
+ * it (client = the peer, proxy = our end). The fd or -1. */
+static inline int accept_within(int lfd, int ms, struct proxy_flow *t)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	if (poll(&p, 1, ms) <= 0)
+		return -1;
+	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (c < 0)
+		return -1;
+	socklen_t l = sizeof(t->client);
+	getpeername(c, (struct sockaddr *)&t->client, &l);
+	l = sizeof(t->proxy);
+	getsockname(c, (struct sockaddr *)&t->proxy, &l);
+	return c;
 }

@@ -170,35 +170,12 @@ static void on_event(enum anchor_event_kind k, const char *word, const char *des
 		w->established++;
 }
 
-struct box {
-	bool done;
-	enum reason reason;
-	struct flow_identity *id;
-	uint64_t latency_ns;
-};
-
-static void res_cb(const struct identity_result *r, void *data)
-{
-	struct box *b = data;
-	b->done = true;
-	b->reason = r->reason;
-	b->id = r->id;
-	b->latency_ns = r->latency_ns;
-}
-
 static struct proxy_flow g_tuple;
 
 static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, uint64_t timeout_ms, struct box *b)
 {
-	memset(b, 0, sizeof(*b));
-	struct identity_request *req;
-	if (identity_resolve(st, &g_tuple, timeout_ms, res_cb, b, &req) < 0)
-		return REASON__COUNT;
-	run_until(loop, &b->done, timeout_ms + 2000);
-	return b->done ? b->reason : REASON__COUNT;
+	return resolve_within(loop, st, &g_tuple, timeout_ms, b);
 }
-
-static const char *word(enum reason r) { return r < REASON__COUNT ? reason_word(r) : "no answer"; }
 
 static void expect(uv_loop_t *loop, struct identity_strategy *st, struct srv *s, enum mode m,
 		   enum reason want, const char *what)
@@ -206,7 +183,7 @@ static void expect(uv_loop_t *loop, struct identity_strategy *st, struct srv *s,
 	s->mode = m;
 	struct box b;
 	enum reason r = ask(loop, st, 1000, &b);
-	CHECK(r == want, "%s: got %s, want %s", what, word(r), word(want));
+	CHECK(r == want, "%s: got %s, want %s", what, answer_word(r), answer_word(want));
 	flow_identity_free(b.id);
 }
 
@@ -294,7 +271,7 @@ int main(int argc, char **argv)
 	s.mode = VALID;
 	struct box b;
 	enum reason r = ask(&loop, st, 1000, &b);
-	CHECK(r == REASON_OK, "valid: %s", word(r));
+	CHECK(r == REASON_OK, "valid: %s", answer_word(r));
 	if (r == REASON_OK) {
 		CHECK(strcmp(b.id->binary_path, "/usr/bin/curl") == 0, "binary %s", b.id->binary_path);
 		char want[65];
@@ -328,7 +305,7 @@ int main(int argc, char **argv)
 		struct verify_expect ex = { .offline = true };
 		struct identity_context *ctx = NULL;
 		enum reason vr = verifier_check_context(v, &sc, &ex, &ctx);
-		CHECK(vr == REASON_OK, "offline re-verification: %s", word(vr));
+		CHECK(vr == REASON_OK, "offline re-verification: %s", answer_word(vr));
 		context_free(ctx);
 		signed_cert_clear(&cert);
 		signed_context_clear(&sc);
@@ -344,7 +321,7 @@ int main(int argc, char **argv)
 	expect(&loop, st, &s, ERROR, REASON_FOREIGN_PROCESS, "proc side error");
 	s.mode = NEVER;
 	r = ask(&loop, st, 300, &b);
-	CHECK(r == REASON_IDENTITY_TIMEOUT, "no answer: %s", word(r));
+	CHECK(r == REASON_IDENTITY_TIMEOUT, "no answer: %s", answer_word(r));
 	flow_identity_free(b.id);
 	for (int i = 0; i < s.n_held; i++)
 		proto_request_fail(s.held[i], REASON_IDENTITY_UNAVAILABLE, "late");
@@ -370,14 +347,14 @@ int main(int argc, char **argv)
 	s.mode = NEVER;
 	memset(&b, 0, sizeof(b));
 	struct identity_request *req;
-	identity_resolve(st, &g_tuple, 3000, res_cb, &b, &req);
+	identity_resolve(st, &g_tuple, 3000, box_cb, &b, &req);
 	bool never = false;
 	run_until(&loop, &never, 100);
 	CHECK(s.n_held == 1, "request not in flight (%d)", s.n_held);
 	srv_stop(&loop, &s);
 	run_until(&loop, &b.done, 2000);
 	CHECK(b.done && b.reason == REASON_CONTROL_CHANNEL_LOST, "in flight at loss: %s",
-	      b.done ? word(b.reason) : "no answer");
+	      b.done ? answer_word(b.reason) : "no answer");
 	CHECK(run_until(&loop, &w.lost, 2000) && !st->anchored, "still anchored after loss");
 	r = ask(&loop, st, 500, &b);
 	CHECK(r != REASON_OK, "allowed without a channel");
@@ -435,6 +412,6 @@ int main(int argc, char **argv)
 	rmdir(dir);
 	uv_run(&loop, UV_RUN_NOWAIT);
 	uv_loop_close(&loop);
-	printf("%s (%d failure%s)\n", g_failures ? "FAILED" : "ok", g_failures, g_failures == 1 ? "" : "s");
-	return g_failures ? 1 : 0;
+	printf("%s (%d failure%s)\n", failures ? "FAILED" : "ok", failures, failures == 1 ? "" : "s");
+	return failures ? 1 : 0;
 }

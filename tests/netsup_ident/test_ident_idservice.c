@@ -38,43 +38,10 @@ static void cleanup(void)
 	g_nkids = 0;
 }
 
-struct box {
-	bool done;
-	enum reason reason;
-	struct flow_identity *id;
-	uint64_t latency_ns;
-};
-static void res_cb(const struct identity_result *r, void *data)
-{
-	struct box *b = data;
-	b->done = true;
-	b->reason = r->reason;
-	b->id = r->id;
-	b->latency_ns = r->latency_ns;
-}
 static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, const struct proxy_flow *t,
 		       struct box *b)
 {
-	memset(b, 0, sizeof(*b));
-	struct identity_request *req;
-	if (identity_resolve(st, t, 2000, res_cb, b, &req) < 0)
-		return REASON__COUNT;
-	run_until(loop, &b->done, 4000);
-	return b->done ? b->reason : REASON__COUNT;
-}
-static const char *word(enum reason r) { return r < REASON__COUNT ? reason_word(r) : "no answer"; }
-
-static int accept_within(int lfd, int ms, struct proxy_flow *t)
-{
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	if (poll(&p, 1, ms) <= 0)
-		return -1;
-	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	socklen_t l = sizeof(t->client);
-	getpeername(c, (struct sockaddr *)&t->client, &l);
-	l = sizeof(t->proxy);
-	getsockname(c, (struct sockaddr *)&t->proxy, &l);
-	return c;
+	return resolve_within(loop, st, t, 2000, b);
 }
 
 static bool g_anch;
@@ -193,7 +160,7 @@ int main(int argc, char **argv)
 	CHECK(run_until(&loop, &g_anch, 3000), "never anchored to the real identity service");
 	struct box b;
 	enum reason rr = ask(&loop, st, &t, &b);
-	CHECK(rr == REASON_OK, "real service: %s", word(rr));
+	CHECK(rr == REASON_OK, "real service: %s", answer_word(rr));
 	if (rr == REASON_OK) {
 		size_t bl = strlen(b.id->binary_path);
 		CHECK(bl > 15 && strcmp(b.id->binary_path + bl - 15, "/ident_workload") == 0, "binary %s",
@@ -237,7 +204,7 @@ int main(int argc, char **argv)
 	int fc = accept_within(lfd, 5000, &ft);
 	CHECK(fc >= 0, "foreign connect");
 	rr = ask(&loop, st, &ft, &b);
-	CHECK(rr == REASON_IDENTITY_UNAVAILABLE || rr == REASON_FOREIGN_PROCESS, "unrecorded child: %s", word(rr));
+	CHECK(rr == REASON_IDENTITY_UNAVAILABLE || rr == REASON_FOREIGN_PROCESS, "unrecorded child: %s", answer_word(rr));
 	flow_identity_free(b.id);
 	if (fc >= 0)
 		close(fc);
@@ -255,6 +222,6 @@ int main(int argc, char **argv)
 	rmdir(dir);
 	uv_run(&loop, UV_RUN_NOWAIT);
 	uv_loop_close(&loop);
-	printf("%s (%d failure%s)\n", g_failures ? "FAILED" : "ok", g_failures, g_failures == 1 ? "" : "s");
-	return g_failures ? 1 : 0;
+	printf("%s (%d failure%s)\n", failures ? "FAILED" : "ok", failures, failures == 1 ? "" : "s");
+	return failures ? 1 : 0;
 }

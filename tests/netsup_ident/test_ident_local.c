@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common_test.h"
+#include "tests/common/loopback.h"
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/netpolicy.h"
 #include "policy/network.h"
@@ -41,24 +42,6 @@ static void cleanup(void)
 			waitpid(g_children[i], NULL, 0);
 		}
 	g_n_children = 0;
-}
-
-static int sha256_path(const char *path, char out[65])
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	crypto_hash_sha256_state st;
-	crypto_hash_sha256_init(&st);
-	unsigned char buf[65536];
-	ssize_t n;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
-	close(fd);
-	unsigned char h[32];
-	crypto_hash_sha256_final(&st, h);
-	sodium_bin2hex(out, 65, h, 32);
-	return 0;
 }
 
 static pid_t spawn_anchor(const char *sock, int port, const char *mode)
@@ -86,32 +69,10 @@ static void kill_child(pid_t p)
 		}
 }
 
-static int listen_lo(int *port)
+static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
+			   struct box *b)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	socklen_t l = sizeof(sa);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &l) < 0)
-		return -1;
-	*port = ntohs(sa.sin_port);
-	return fd;
-}
-
-static int accept_within(int lfd, int ms, struct proxy_flow *t)
-{
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	if (poll(&p, 1, ms) <= 0)
-		return -1;
-	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (c < 0)
-		return -1;
-	socklen_t l = sizeof(t->client);
-	getpeername(c, (struct sockaddr *)&t->client, &l);
-	l = sizeof(t->proxy);
-	getsockname(c, (struct sockaddr *)&t->proxy, &l);
-	return c;
+	return resolve_within(loop, s, t, 3000, b);
 }
 
 struct watch {
@@ -136,39 +97,6 @@ static void on_refused(enum reason why, const char *detail, void *data)
 	(void)detail;
 	w->refusals++;
 	w->last_refusal = why;
-}
-
-struct box {
-	bool done;
-	enum reason reason;
-	struct flow_identity *id;
-	uint64_t latency_ns;
-};
-
-static void res_cb(const struct identity_result *r, void *data)
-{
-	struct box *b = data;
-	b->done = true;
-	b->reason = r->reason;
-	b->id = r->id;
-	b->latency_ns = r->latency_ns;
-}
-
-static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
-			   struct box *b)
-{
-	memset(b, 0, sizeof(*b));
-	struct identity_request *req;
-	if (identity_resolve(s, t, 3000, res_cb, b, &req) < 0)
-		return REASON__COUNT;
-	run_until(loop, &b->done, 5000);
-	return b->done ? b->reason : REASON__COUNT;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
-	return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
 static struct identity_strategy *make(uv_loop_t *loop, pid_t anchor, const char *sock,
@@ -276,7 +204,7 @@ static void test_cgroup(uv_loop_t *loop, pid_t anchor, const struct proxy_flow *
 		struct box b;
 		enum reason r = resolve(loop, s, t, &b);
 		CHECK(r == REASON_FOREIGN_PROCESS, "outside the sandbox cgroup: %s",
-		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		      answer_word(r));
 		flow_identity_free(b.id);
 		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
 		char pid[16];
@@ -294,7 +222,7 @@ static void test_cgroup(uv_loop_t *loop, pid_t anchor, const struct proxy_flow *
 			CHECK(write_str(procs, pid) == 0, "move the subject into %s", cg);
 			r = resolve(loop, s, t, &b);
 			CHECK(r == REASON_FOREIGN_PROCESS, "a hop outside the sandbox cgroup: %s",
-			      r < REASON__COUNT ? reason_word(r) : "no answer");
+			      answer_word(r));
 			flow_identity_free(b.id);
 		}
 		for (size_t i = 0; i < n_chain; i++) {
@@ -303,7 +231,7 @@ static void test_cgroup(uv_loop_t *loop, pid_t anchor, const struct proxy_flow *
 			CHECK(write_str(procs, one) == 0, "move pid %s into %s", one, cg);
 		}
 		r = resolve(loop, s, t, &b);
-		CHECK(r == REASON_OK, "inside the sandbox cgroup: %s", r < REASON__COUNT ? reason_word(r) : "no answer");
+		CHECK(r == REASON_OK, "inside the sandbox cgroup: %s", answer_word(r));
 		flow_identity_free(b.id);
 		destroy(loop, s);
 		snprintf(back, sizeof(back), "%s%s/cgroup.procs", caps.cgroup_root,
@@ -337,7 +265,7 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 	struct box b;
 	enum reason r = resolve(loop, s, &t, &b);
 	CHECK(r == REASON_OK, "resolve (%s): %s", via_socket ? "socket" : "pid",
-	      r < REASON__COUNT ? reason_word(r) : "no answer");
+	      answer_word(r));
 	if (r == REASON_OK) {
 		CHECK(ends_with(b.id->binary_path, "/ident_workload"), "binary %s", b.id->binary_path);
 		CHECK(strcmp(b.id->sha256, g_workload_sha) == 0, "sha256 %s", b.id->sha256);
@@ -432,7 +360,7 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 	if (fc >= 0) {
 		r = resolve(loop, s, &ft, &b);
 		CHECK(r == REASON_IDENTITY_UNAVAILABLE, "foreign: %s",
-		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		      answer_word(r));
 		flow_identity_free(b.id);
 		close(fc);
 	}
@@ -445,7 +373,7 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 		CHECK(!s->anchored, "still anchored");
 		r = resolve(loop, s, &t, &b);
 		CHECK(r == REASON_NOT_READY, "after anchor exit: %s",
-		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		      answer_word(r));
 		flow_identity_free(b.id);
 	}
 out:
@@ -523,7 +451,7 @@ static void test_wrong_hash(uv_loop_t *loop, int lfd, int port)
 			struct box b;
 			enum reason r = resolve(loop, s, &t, &b);
 			CHECK(r == REASON_NOT_READY, "unanchored resolve: %s",
-			      r < REASON__COUNT ? reason_word(r) : "no answer");
+			      answer_word(r));
 			flow_identity_free(b.id);
 		}
 		destroy(loop, s);
@@ -550,7 +478,7 @@ static void test_exited(uv_loop_t *loop, int lfd, int port)
 		struct box b;
 		enum reason r = resolve(loop, s, &t, &b);
 		CHECK(r == REASON_IDENTITY_UNAVAILABLE, "exited workload: %s",
-		      r < REASON__COUNT ? reason_word(r) : "no answer");
+		      answer_word(r));
 		flow_identity_free(b.id);
 	}
 	if (s)
@@ -618,7 +546,7 @@ static void test_netns(uv_loop_t *loop)
 	struct box b;
 	enum reason r = resolve(loop, s, &t, &b);
 	CHECK(r == REASON_IDENTITY_UNAVAILABLE, "without --workload-netns: %s",
-	      r < REASON__COUNT ? reason_word(r) : "no answer");
+	      answer_word(r));
 	flow_identity_free(b.id);
 	destroy(loop, s);
 	/* In the workload's netns: found. */
@@ -636,7 +564,7 @@ static void test_netns(uv_loop_t *loop)
 	s->on_anchor_data = &w;
 	CHECK(run_until(loop, &w.anchored, 5000), "never anchored");
 	r = resolve(loop, s, &t, &b);
-	CHECK(r == REASON_OK, "with --workload-netns: %s", r < REASON__COUNT ? reason_word(r) : "no answer");
+	CHECK(r == REASON_OK, "with --workload-netns: %s", answer_word(r));
 	if (r == REASON_OK)
 		CHECK(ends_with(b.id->binary_path, "/ident_workload") && b.id->n_ancestors == 1, "identity %s",
 		      b.id->binary_path);
@@ -687,7 +615,7 @@ int main(int argc, char **argv)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	int port;
-	int lfd = listen_lo(&port);
+	int lfd = loopback_listen(64, &port);
 	if (lfd < 0)
 		return 1;
 
@@ -707,6 +635,6 @@ int main(int argc, char **argv)
 	rmdir(g_dir);
 	uv_run(&loop, UV_RUN_NOWAIT);
 	uv_loop_close(&loop);
-	printf("%s (%d failure%s)\n", g_failures ? "FAILED" : "ok", g_failures, g_failures == 1 ? "" : "s");
-	return g_failures ? 1 : 0;
+	printf("%s (%d failure%s)\n", failures ? "FAILED" : "ok", failures, failures == 1 ? "" : "s");
+	return failures ? 1 : 0;
 }

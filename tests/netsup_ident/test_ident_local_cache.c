@@ -29,64 +29,15 @@
 #include <unistd.h>
 
 #include "common_test.h"
+#include "tests/common/loopback.h"
 #include "net-supervisor/identity_local.h"
 
 static char g_self_sha[65];
 
-static int sha256_path(const char *path, char out[65])
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	crypto_hash_sha256_state st;
-	crypto_hash_sha256_init(&st);
-	unsigned char buf[65536];
-	ssize_t n;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
-	close(fd);
-	unsigned char h[32];
-	crypto_hash_sha256_final(&st, h);
-	sodium_bin2hex(out, 65, h, 32);
-	return 0;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
-	return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-struct box {
-	bool done;
-	enum reason reason;
-	struct flow_identity *id;
-	uint64_t latency_ns;
-};
-
-static void res_cb(const struct identity_result *r, void *data)
-{
-	struct box *b = data;
-	b->done = true;
-	b->reason = r->reason;
-	b->id = r->id;
-	b->latency_ns = r->latency_ns;
-}
-
 static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
 			   struct box *b)
 {
-	memset(b, 0, sizeof(*b));
-	struct identity_request *req;
-	if (identity_resolve(s, t, 3000, res_cb, b, &req) < 0)
-		return REASON__COUNT;
-	run_until(loop, &b->done, 5000);
-	return b->done ? b->reason : REASON__COUNT;
-}
-
-static const char *word(enum reason r)
-{
-	return r < REASON__COUNT ? reason_word(r) : "no answer";
+	return resolve_within(loop, s, t, 3000, b);
 }
 
 static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
@@ -283,24 +234,6 @@ static bool wait_child_exe(pid_t parent, const char *suffix)
 	return false;
 }
 
-static int accept_flow(int lfd, struct proxy_flow *f)
-{
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	if (poll(&p, 1, 5000) != 1)
-		return -1;
-	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (c < 0)
-		return -1;
-	socklen_t sl = sizeof(f->client);
-	getpeername(c, (struct sockaddr *)&f->client, &sl);
-	sl = sizeof(f->proxy);
-	getsockname(c, (struct sockaddr *)&f->proxy, &sl);
-	return c;
-}
-
-static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
-			   struct box *b);
-
 /* L's second socket: attributed through the first flow's cached chain (a
  * hit). Then M execs and L's third socket must name the new ancestor, not
  * the cached one; the caller then resolves the first flow, whose entry is
@@ -312,7 +245,7 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 	struct proxy_flow f2, f3;
 	if (write(t->cmd_l, "c", 1) != 1)
 		return false;
-	int c2 = accept_flow(lfd, &f2);
+	int c2 = accept_within(lfd, 5000, &f2);
 	if (c2 < 0)
 		return false;
 	struct identity_local_stats a, b;
@@ -320,18 +253,18 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 	struct box bx;
 	enum reason r = resolve(loop, s, &f2, &bx);
 	identity_local_stats(s, &b);
-	CHECK(r == REASON_OK, "new flows: second socket: %s", word(r));
+	CHECK(r == REASON_OK, "new flows: second socket: %s", answer_word(r));
 	CHECK(b.fast_hits == a.fast_hits + 1, "new flows: second socket's chain not reused");
 	CHECK(r != REASON_OK || (bx.id->n_ancestors == 1 && bx.id->ancestors[0].pid == t->m),
 	      "new flows: second socket's chain");
 	flow_identity_free(bx.id);
 	bool ok = write(t->cmd_m, "x", 1) == 1 && wait_exe(t->m, "/sleep") && write(t->cmd_l, "c", 1) == 1;
-	int c3 = ok ? accept_flow(lfd, &f3) : -1;
+	int c3 = ok ? accept_within(lfd, 5000, &f3) : -1;
 	if (c3 >= 0) {
 		identity_local_stats(s, &a);
 		r = resolve(loop, s, &f3, &bx);
 		identity_local_stats(s, &b);
-		CHECK(r == REASON_OK, "new flows: third socket: %s", word(r));
+		CHECK(r == REASON_OK, "new flows: third socket: %s", answer_word(r));
 		CHECK(r != REASON_OK ||
 			      (bx.id->n_ancestors == 1 && ends_with(bx.id->ancestors[0].path, "/sleep")),
 		      "new flows: third socket's ancestor %s",
@@ -379,7 +312,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	struct box b;
 	struct identity_local_stats st0, st1, st2;
 	enum reason rr = resolve(loop, s, &t.flow, &b);
-	CHECK(rr == REASON_OK, "%s: first resolve: %s", change_name(ch), word(rr));
+	CHECK(rr == REASON_OK, "%s: first resolve: %s", change_name(ch), answer_word(rr));
 	if (rr == REASON_OK) {
 		CHECK(b.id->n_ancestors == 1 && b.id->ancestors[0].pid == t.m, "%s: chain", change_name(ch));
 		CHECK(strcmp(b.id->sha256, g_self_sha) == 0, "%s: subject sha", change_name(ch));
@@ -388,7 +321,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	identity_local_stats(s, &st0);
 	rr = resolve(loop, s, &t.flow, &b);
 	identity_local_stats(s, &st1);
-	CHECK(rr == REASON_OK, "%s: second resolve: %s", change_name(ch), word(rr));
+	CHECK(rr == REASON_OK, "%s: second resolve: %s", change_name(ch), answer_word(rr));
 	CHECK(st1.fast_hits == st0.fast_hits + 1, "%s: second resolve not from the cache (%llu -> %llu)",
 	      change_name(ch), (unsigned long long)st0.fast_hits, (unsigned long long)st1.fast_hits);
 	flow_identity_free(b.id);
@@ -430,7 +363,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	identity_local_stats(s, &st2);
 	switch (ch) {
 	case CH_LEAF_EXEC:
-		CHECK(rr == REASON_OK, "leaf exec: %s", word(rr));
+		CHECK(rr == REASON_OK, "leaf exec: %s", answer_word(rr));
 		if (rr == REASON_OK) {
 			CHECK(ends_with(b.id->binary_path, "/sleep"), "leaf exec: binary %s", b.id->binary_path);
 			CHECK(strcmp(b.id->sha256, g_self_sha) != 0, "leaf exec: stale sha");
@@ -438,10 +371,10 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		CHECK(st2.fast_hits == st1.fast_hits, "leaf exec: answered from the cache");
 		break;
 	case CH_LEAF_FORK:
-		CHECK(rr == REASON_AMBIGUOUS_SOCKET_OWNER, "leaf fork: %s", word(rr));
+		CHECK(rr == REASON_AMBIGUOUS_SOCKET_OWNER, "leaf fork: %s", answer_word(rr));
 		break;
 	case CH_MID_EXEC:
-		CHECK(rr == REASON_OK, "mid exec: %s", word(rr));
+		CHECK(rr == REASON_OK, "mid exec: %s", answer_word(rr));
 		if (rr == REASON_OK) {
 			CHECK(b.id->n_ancestors == 1 && ends_with(b.id->ancestors[0].path, "/sleep"),
 			      "mid exec: ancestor %s", b.id->n_ancestors ? b.id->ancestors[0].path : "-");
@@ -452,17 +385,17 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		break;
 	case CH_LEAF_EXIT:
 		CHECK(rr == REASON_IDENTITY_UNAVAILABLE || rr == REASON_PROCESS_VANISHED, "leaf exit: %s",
-		      word(rr));
+		      answer_word(rr));
 		break;
 	case CH_MID_EXIT:
-		CHECK(rr != REASON_OK && rr != REASON__COUNT, "mid exit: %s", word(rr));
+		CHECK(rr != REASON_OK && rr != REASON__COUNT, "mid exit: %s", answer_word(rr));
 		break;
 	case CH_HOST_FORK:
-		CHECK(rr == REASON_OK, "host fork: %s", word(rr));
+		CHECK(rr == REASON_OK, "host fork: %s", answer_word(rr));
 		CHECK(st2.fast_hits == st1.fast_hits + 1, "host fork: not re-proved from the cache");
 		break;
 	case CH_NEW_FLOWS:
-		CHECK(rr == REASON_OK, "new flows: first socket after the exec: %s", word(rr));
+		CHECK(rr == REASON_OK, "new flows: first socket after the exec: %s", answer_word(rr));
 		CHECK(rr != REASON_OK ||
 			      (b.id->n_ancestors == 1 && ends_with(b.id->ancestors[0].path, "/sleep")),
 		      "new flows: first socket's ancestor after the exec");
@@ -513,7 +446,7 @@ static void bench(uv_loop_t *loop, int lfd, int port, int n)
 		struct proxy_flow f;
 		if (write(t.cmd_l, "n", 1) != 1)
 			break;
-		int c = accept_flow(lfd, &f);
+		int c = accept_within(lfd, 5000, &f);
 		if (c < 0)
 			break;
 		if (prev >= 0)
@@ -560,14 +493,10 @@ int main(int argc, char **argv)
 		printf("SKIP: no /bin/sleep\n");
 		return 77;
 	}
-	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	socklen_t l = sizeof(sa);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sa, &l) < 0)
+	int port;
+	int lfd = loopback_listen(16, &port);
+	if (lfd < 0)
 		return 1;
-	int port = ntohs(sa.sin_port);
 	g_port = port;
 	uv_loop_t loop;
 	uv_loop_init(&loop);
@@ -579,6 +508,6 @@ int main(int argc, char **argv)
 	uv_run(&loop, UV_RUN_NOWAIT);
 	uv_loop_close(&loop);
 	close(lfd);
-	printf("%s (%d failures)\n", g_failures ? "FAILED" : "ok", g_failures);
-	return g_failures ? 1 : 0;
+	printf("%s (%d failures)\n", failures ? "FAILED" : "ok", failures);
+	return failures ? 1 : 0;
 }
