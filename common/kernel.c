@@ -105,6 +105,20 @@ static void probe_cgroup(struct kernel_caps *caps)
 	}
 }
 
+/* Our pid if /proc/self resolves to it (a procfs of our own pidns). */
+static pid_t probe_procfs_self(void)
+{
+	char link[32];
+	ssize_t n = readlink("/proc/self", link, sizeof(link) - 1);
+	if (n <= 0)
+		return 0;
+	link[n] = '\0';
+	char *end;
+	long v = strtol(link, &end, 10);
+	pid_t me = getpid();
+	return *end == '\0' && v == (long)me ? me : 0;
+}
+
 int kernel_caps_force_fallback(struct kernel_caps *caps, const char *list)
 {
 	if (!list || !*list)
@@ -124,6 +138,8 @@ int kernel_caps_force_fallback(struct kernel_caps *caps, const char *list)
 			caps->peer_pidfd = false, known = true;
 		if (all || strcmp(w, "cgroup") == 0)
 			caps->cgroup_v2 = false, caps->cgroup_root[0] = '\0', known = true;
+		if (all || strcmp(w, "procfs_pidns") == 0)
+			caps->procfs_self_pid = 0, known = true;
 		if (!known)
 			return -EINVAL;
 	}
@@ -149,5 +165,6 @@ int kernel_caps_probe(struct kernel_caps *caps)
 	caps->pidfd_info = probe_pidfd_info();
 	caps->peer_pidfd = probe_peer_pidfd();
 	probe_cgroup(caps);
+	caps->procfs_self_pid = probe_procfs_self();
 	return kernel_caps_force_fallback(caps, getenv("TETHER_FORCE_FALLBACK"));
 }

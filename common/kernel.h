@@ -2,7 +2,8 @@
  *
  * Every optional feature is probed at run time into struct kernel_caps and
  * the result is passed explicitly to whoever needs it. TETHER_FORCE_FALLBACK
- * (comma-separated: pidfs_ino, pidfd_info, peer_pidfd, cgroup, all) turns
+ * (comma-separated: pidfs_ino, pidfd_info, peer_pidfd, cgroup, procfs_pidns,
+ * all) turns
  * features off so the fallback paths can be tested on a new kernel. */
 #pragma once
 
@@ -84,6 +85,13 @@ struct kernel_caps {
 	bool cgroup_v2;         /* a cgroup v2 hierarchy is mounted */
 	char cgroup_root[256];  /* where: /sys/fs/cgroup or /sys/fs/cgroup/unified */
 	char boot_id[37];       /* /proc/sys/kernel/random/boot_id */
+	/* The prober's pid when /proc is a procfs of its own pid namespace
+	 * (/proc/self names it), else 0. While getpid() still equals it, a
+	 * pid we opened a pidfd from is the same number under /proc, and
+	 * the pidfd's fdinfo need not be read to learn it. A forked child
+	 * (another pid, maybe another pidns) sees a mismatch and falls back;
+	 * a process that remounts /proc after probing must probe again. */
+	pid_t procfs_self_pid;
 };
 
 /* Probe the running kernel; honours TETHER_FORCE_FALLBACK. -errno only when

@@ -220,8 +220,23 @@ static int ref_fill(const struct kernel_caps *caps, int pidfd, pid_t caller_pid,
 		return -EINVAL;
 	memcpy(out->boot_id, caps->boot_id, sizeof(out->boot_id));
 
-	int r = pidfd_procfs_pid(pidfd, &out->procfs_pid);
-	if (r < 0)
+	/* When /proc is a procfs of our own pidns, the pid in our namespace
+	 * (the one we opened from, or PIDFD_GET_INFO's) is its number there
+	 * too, and the fdinfo read is saved. Whatever is read below belongs
+	 * to this process only if the pidfd is still alive at the end. */
+	int r = -EOPNOTSUPP;
+	bool own_procfs = caps->procfs_self_pid > 0 && getpid() == caps->procfs_self_pid;
+	bool got_cgroup = false, have_info = false;
+	if (own_procfs && caller_pid > 0) {
+		out->procfs_pid = caller_pid;
+	} else if (own_procfs && caps->pidfd_info) {
+		r = fill_from_info(pidfd, out, &got_cgroup);
+		if (r == -ESRCH || r == -EREMOTE)
+			return r;
+		have_info = r == 0;
+		out->procfs_pid = have_info ? out->pid : 0;
+	}
+	if (out->procfs_pid <= 0 && (r = pidfd_procfs_pid(pidfd, &out->procfs_pid)) < 0)
 		return r;
 	char dir[32];
 	snprintf(dir, sizeof(dir), "/proc/%d", (int)out->procfs_pid);
@@ -244,9 +259,8 @@ static int ref_fill(const struct kernel_caps *caps, int pidfd, pid_t caller_pid,
 	out->state = st.state;
 	strscpy(out->comm, st.comm, sizeof(out->comm)); /* kthread names truncate */
 
-	bool got_cgroup = false;
-	r = -EOPNOTSUPP;
-	if (caps->pidfd_info) {
+	r = have_info ? 0 : -EOPNOTSUPP;
+	if (caps->pidfd_info && !have_info) {
 		r = fill_from_info(pidfd, out, &got_cgroup);
 		if (r == -ESRCH || r == -EREMOTE)
 			return r;

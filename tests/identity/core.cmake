@@ -10,3 +10,6 @@ tether_c_test(core_pidreuse LABEL integration
 tether_c_test(core_exe LABEL integration
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_exe.c
               LIBS tether_identity PkgConfig::UV TIMEOUT 60)
+tether_c_test(core_procfs_pidns LABEL integration
+              SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_procfs_pidns.c
+              LIBS tether_identity TIMEOUT 30)

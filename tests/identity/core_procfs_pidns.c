@@ -1,0 +1,162 @@
+/* The procfs-pidns shortcut of ProcessRef (kernel_caps.procfs_self_pid):
+ * when /proc is a procfs of our own pid namespace, ref_fill takes the pid
+ * we opened from as the /proc number instead of reading the pidfd's
+ * fdinfo. These tests check that the shortcut and the fdinfo path give the
+ * same ref, that forcing the fallback turns it off, and — the case it must
+ * never get wrong — that a child in a new pid namespace that inherited the
+ * caps with the old /proc (pid 1 there, another pid under /proc) is not
+ * read as /proc/1. As root (a new pid namespace). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/kernel.h"
+#include "identity/procref.h"
+
+static int failures;
+#define CHECK(c)                                                                   \
+	do {                                                                       \
+		if (!(c)) {                                                        \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+			failures++;                                                \
+		}                                                                  \
+	} while (0)
+
+/* A child that waits for SIGKILL (and dies with us). */
+static pid_t idle_child(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+static void kill_wait(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+static void same_ref(const struct procref *a, const struct procref *b)
+{
+	CHECK(strcmp(a->key, b->key) == 0);
+	CHECK(a->procfs_pid == b->procfs_pid);
+	CHECK(a->pid == b->pid);
+	CHECK(a->ppid == b->ppid);
+	CHECK(a->start_time == b->start_time);
+	CHECK(a->exe.ino == b->exe.ino && strcmp(a->exe.path, b->exe.path) == 0);
+}
+
+static void shortcut_matches_fdinfo(void)
+{
+	struct kernel_caps fast, slow;
+	CHECK(kernel_caps_probe(&fast) == 0);
+	CHECK(fast.procfs_self_pid == getpid()); /* the test runs with the host's /proc */
+	slow = fast;
+	CHECK(kernel_caps_force_fallback(&slow, "procfs_pidns") == 0);
+	CHECK(slow.procfs_self_pid == 0);
+	CHECK(slow.pidfs_ino == fast.pidfs_ino && slow.pidfd_info == fast.pidfd_info);
+
+	pid_t c = idle_child();
+	CHECK(c > 0);
+	struct procref a, b;
+	CHECK(procref_open(&fast, c, &a) == 0);
+	CHECK(procref_open(&slow, c, &b) == 0);
+	CHECK(a.procfs_pid == c);
+	same_ref(&a, &b);
+	/* From a pidfd alone (no pid given): PIDFD_GET_INFO's pid, or fdinfo. */
+	struct procref pa, pb;
+	CHECK(procref_from_pidfd(&fast, a.pidfd, &pa) == 0);
+	CHECK(procref_from_pidfd(&slow, a.pidfd, &pb) == 0);
+	same_ref(&pa, &a);
+	same_ref(&pb, &a);
+	/* The same with the pidfd-info ioctl forced off too. */
+	struct kernel_caps noinfo = fast;
+	CHECK(kernel_caps_force_fallback(&noinfo, "pidfd_info") == 0);
+	struct procref pc;
+	CHECK(procref_from_pidfd(&noinfo, a.pidfd, &pc) == 0);
+	same_ref(&pc, &a);
+	procref_close(&pc);
+	procref_close(&pa);
+	procref_close(&pb);
+
+	/* The process exits: the shortcut must not yield a ref. */
+	kill_wait(c);
+	struct procref gone;
+	CHECK(procref_from_pidfd(&fast, a.pidfd, &gone) < 0);
+	CHECK(gone.pidfd == -1);
+	procref_close(&a);
+	procref_close(&b);
+}
+
+/* In a new pid namespace with the parent's /proc and the parent's caps:
+ * our pid is 1 here, /proc/1 is the host's init. */
+static void inherited_caps_in_new_pidns(void)
+{
+	struct kernel_caps caps;
+	CHECK(kernel_caps_probe(&caps) == 0);
+	if (unshare(CLONE_NEWPID) < 0) {
+		fprintf(stderr, "SKIP new pid namespace: %s\n", strerror(errno));
+		return;
+	}
+	int p[2];
+	CHECK(pipe(p) == 0);
+	pid_t c = fork();
+	if (c == 0) {
+		close(p[0]);
+		char ok = 'n';
+		struct procref me;
+		/* getpid() is 1 here and differs from caps.procfs_self_pid. */
+		if (getpid() == 1 && procref_open(&caps, 1, &me) == 0) {
+			/* /proc/<procfs_pid> is us: not the host's init. */
+			char dir[64], comm[32] = "";
+			snprintf(dir, sizeof(dir), "/proc/%d/comm", (int)me.procfs_pid);
+			FILE *f = fopen(dir, "r");
+			if (f && fgets(comm, sizeof(comm), f))
+				comm[strcspn(comm, "\n")] = '\0';
+			if (f)
+				fclose(f);
+			if (me.procfs_pid != 1 && me.pid == 1 && strcmp(comm, me.comm) == 0 &&
+			    strcmp(me.comm, "core_procfs_pid") == 0)
+				ok = 'y';
+			procref_close(&me);
+		}
+		(void)!write(p[1], &ok, 1);
+		_exit(0);
+	}
+	close(p[1]);
+	char ok = 0;
+	CHECK(read(p[0], &ok, 1) == 1);
+	CHECK(ok == 'y');
+	close(p[0]);
+	while (waitpid(c, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+int main(void)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: needs root\n");
+		return 77;
+	}
+	unsetenv("TETHER_FORCE_FALLBACK");
+	shortcut_matches_fdinfo();
+	inherited_caps_in_new_pidns();
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
