@@ -19,15 +19,8 @@
 
 #include "common/kernel.h"
 #include "identity/procref.h"
+#include "tests/common/check.h"
 
-static int failures;
-#define CHECK(c)                                                                   \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-			failures++;                                                \
-		}                                                                  \
-	} while (0)
 
 /* A child that waits for SIGKILL (and dies with us). */
 static pid_t idle_child(void)
@@ -50,42 +43,42 @@ static void kill_wait(pid_t pid)
 
 static void same_ref(const struct procref *a, const struct procref *b)
 {
-	CHECK(strcmp(a->key, b->key) == 0);
-	CHECK(a->procfs_pid == b->procfs_pid);
-	CHECK(a->pid == b->pid);
-	CHECK(a->ppid == b->ppid);
-	CHECK(a->start_time == b->start_time);
-	CHECK(a->exe.ino == b->exe.ino && strcmp(a->exe.path, b->exe.path) == 0);
+	CHECK(strcmp(a->key, b->key) == 0, "same ref");
+	CHECK(a->procfs_pid == b->procfs_pid, "same ref");
+	CHECK(a->pid == b->pid, "same ref");
+	CHECK(a->ppid == b->ppid, "same ref");
+	CHECK(a->start_time == b->start_time, "same ref");
+	CHECK(a->exe.ino == b->exe.ino && strcmp(a->exe.path, b->exe.path) == 0, "same ref");
 }
 
 static void shortcut_matches_fdinfo(void)
 {
 	struct kernel_caps fast, slow;
-	CHECK(kernel_caps_probe(&fast) == 0);
-	CHECK(fast.procfs_self_pid == getpid()); /* the test runs with the host's /proc */
+	CHECK(kernel_caps_probe(&fast) == 0, "shortcut matches fdinfo");
+	CHECK(fast.procfs_self_pid == getpid(), "shortcut matches fdinfo"); /* the test runs with the host's /proc */
 	slow = fast;
-	CHECK(kernel_caps_force_fallback(&slow, "procfs_pidns") == 0);
-	CHECK(slow.procfs_self_pid == 0);
-	CHECK(slow.pidfs_ino == fast.pidfs_ino && slow.pidfd_info == fast.pidfd_info);
+	CHECK(kernel_caps_force_fallback(&slow, "procfs_pidns") == 0, "shortcut matches fdinfo");
+	CHECK(slow.procfs_self_pid == 0, "shortcut matches fdinfo");
+	CHECK(slow.pidfs_ino == fast.pidfs_ino && slow.pidfd_info == fast.pidfd_info, "shortcut matches fdinfo");
 
 	pid_t c = idle_child();
-	CHECK(c > 0);
+	CHECK(c > 0, "shortcut matches fdinfo");
 	struct procref a, b;
-	CHECK(procref_open(&fast, c, &a) == 0);
-	CHECK(procref_open(&slow, c, &b) == 0);
-	CHECK(a.procfs_pid == c);
+	CHECK(procref_open(&fast, c, &a) == 0, "shortcut matches fdinfo");
+	CHECK(procref_open(&slow, c, &b) == 0, "shortcut matches fdinfo");
+	CHECK(a.procfs_pid == c, "shortcut matches fdinfo");
 	same_ref(&a, &b);
 	/* From a pidfd alone (no pid given): PIDFD_GET_INFO's pid, or fdinfo. */
 	struct procref pa, pb;
-	CHECK(procref_from_pidfd(&fast, a.pidfd, &pa) == 0);
-	CHECK(procref_from_pidfd(&slow, a.pidfd, &pb) == 0);
+	CHECK(procref_from_pidfd(&fast, a.pidfd, &pa) == 0, "shortcut matches fdinfo");
+	CHECK(procref_from_pidfd(&slow, a.pidfd, &pb) == 0, "shortcut matches fdinfo");
 	same_ref(&pa, &a);
 	same_ref(&pb, &a);
 	/* The same with the pidfd-info ioctl forced off too. */
 	struct kernel_caps noinfo = fast;
-	CHECK(kernel_caps_force_fallback(&noinfo, "pidfd_info") == 0);
+	CHECK(kernel_caps_force_fallback(&noinfo, "pidfd_info") == 0, "shortcut matches fdinfo");
 	struct procref pc;
-	CHECK(procref_from_pidfd(&noinfo, a.pidfd, &pc) == 0);
+	CHECK(procref_from_pidfd(&noinfo, a.pidfd, &pc) == 0, "shortcut matches fdinfo");
 	same_ref(&pc, &a);
 	procref_close(&pc);
 	procref_close(&pa);
@@ -94,8 +87,8 @@ static void shortcut_matches_fdinfo(void)
 	/* The process exits: the shortcut must not yield a ref. */
 	kill_wait(c);
 	struct procref gone;
-	CHECK(procref_from_pidfd(&fast, a.pidfd, &gone) < 0);
-	CHECK(gone.pidfd == -1);
+	CHECK(procref_from_pidfd(&fast, a.pidfd, &gone) < 0, "shortcut matches fdinfo");
+	CHECK(gone.pidfd == -1, "shortcut matches fdinfo");
 	procref_close(&a);
 	procref_close(&b);
 }
@@ -105,13 +98,13 @@ static void shortcut_matches_fdinfo(void)
 static void inherited_caps_in_new_pidns(void)
 {
 	struct kernel_caps caps;
-	CHECK(kernel_caps_probe(&caps) == 0);
+	CHECK(kernel_caps_probe(&caps) == 0, "inherited caps in new pidns");
 	if (unshare(CLONE_NEWPID) < 0) {
 		fprintf(stderr, "SKIP new pid namespace: %s\n", strerror(errno));
 		return;
 	}
 	int p[2];
-	CHECK(pipe(p) == 0);
+	CHECK(pipe(p) == 0, "inherited caps in new pidns");
 	pid_t c = fork();
 	if (c == 0) {
 		close(p[0]);
@@ -137,8 +130,8 @@ static void inherited_caps_in_new_pidns(void)
 	}
 	close(p[1]);
 	char ok = 0;
-	CHECK(read(p[0], &ok, 1) == 1);
-	CHECK(ok == 'y');
+	CHECK(read(p[0], &ok, 1) == 1, "inherited caps in new pidns");
+	CHECK(ok == 'y', "inherited caps in new pidns");
 	close(p[0]);
 	while (waitpid(c, NULL, 0) < 0 && errno == EINTR)
 		;
