@@ -13,13 +13,6 @@
 
 #include "tests/identity/lineage_common.h"
 
-static void idle(void)
-{
-	alarm(30);
-	for (;;)
-		pause();
-}
-
 /* First pid listed in /proc/<pid>/task/<pid>/children, within timeout. */
 static pid_t first_child(pid_t pid, int timeout_ms)
 {
@@ -60,8 +53,8 @@ int main(void)
 			pid_t m = fork();
 			if (m == 0) {
 				if (fork() == 0)
-					idle(); /* G */
-				idle();     /* M */
+					lt_idle(); /* G */
+				lt_idle();     /* M */
 			}
 			for (;;)
 				if (wait(NULL) < 0 && errno == ECHILD)
@@ -111,8 +104,8 @@ int main(void)
 		if (e2 == 0) {
 			if (fork() == 0) {
 				if (fork() == 0)
-					idle(); /* E4 */
-				idle();         /* E3 */
+					lt_idle(); /* E4 */
+				lt_idle();         /* E3 */
 			}
 			lt_recv_byte(stop[0], 10000);
 			_exit(0); /* E2 */

@@ -99,6 +99,14 @@ static inline void lt_init(const char *name, unsigned seconds)
 		}                                                                    \
 	} while (0)
 
+/* A role that only has to exist: sleeps until killed (or the 30 s alarm). */
+static inline void lt_idle(void)
+{
+	alarm(30);
+	for (;;)
+		pause();
+}
+
 static inline void lt_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
@@ -137,18 +145,28 @@ static inline int lt_recv_byte(int fd, int timeout_ms)
 	return read(fd, &c, 1) == 1 ? 0 : -EIO;
 }
 
+/* Read file (at most max bytes) of the /proc directory dir ("/proc/self",
+ * "/proc/42") with h1core's reader; *buf is the caller's to free. */
+static inline int lt_proc_read(const char *dir, const char *file, size_t max, char **buf, size_t *len)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	*buf = NULL;
+	*len = 0;
+	int r = procfs_read_at(dfd, file, max, buf, len);
+	close(dfd);
+	return r;
+}
+
 /* Live ppid of pid through h1core's stat parser; -errno when gone. */
 static inline int lt_ppid(pid_t pid, pid_t *out)
 {
 	char dir[32];
 	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	char *buf = NULL;
-	size_t len = 0;
-	int r = procfs_read_at(dfd, "stat", PROCFS_STAT_MAX, &buf, &len);
-	close(dfd);
+	char *buf;
+	size_t len;
+	int r = lt_proc_read(dir, "stat", PROCFS_STAT_MAX, &buf, &len);
 	if (r < 0)
 		return r;
 	struct procfs_stat st;
@@ -214,6 +232,66 @@ static inline bool lt_chain_has_key(const struct ancestry_result *res, const cha
 {
 	for (size_t i = 0; i < res->n; i++)
 		if (strcmp(res->hops[i].ref.key, key) == 0)
+			return true;
+	return false;
+}
+
+/* A chain anchor → C (spawned, recorded as the entrypoint) → P → S, P and
+ * S not recorded. S idles; after reporting, P runs p_role and C runs
+ * c_role (neither returns). stop is a pipe the caller may have made for
+ * the roles (or -1s). */
+struct lt_tree {
+	pid_t c, p, s;
+	int stop[2];
+	struct procref cref;
+};
+
+static inline void lt_make_tree(const struct kernel_caps *caps, struct members *t, struct lt_tree *tr,
+				void (*p_role)(const struct lt_tree *), void (*c_role)(const struct lt_tree *))
+{
+	int pp[2], sp[2];
+	LT_REQUIRE(pipe(pp) == 0 && pipe(sp) == 0, "pipe");
+	tr->c = lt_fork();
+	LT_REQUIRE(tr->c >= 0, "fork");
+	if (tr->c == 0) {
+		pid_t p = fork();
+		if (p == 0) {
+			pid_t s = fork();
+			if (s == 0)
+				lt_idle();
+			lt_send_pid(sp[1], s);
+			p_role(tr);
+		}
+		lt_send_pid(pp[1], p);
+		c_role(tr);
+	}
+	LT_REQUIRE(lt_recv_pid(pp[0], &tr->p, 5000) == 0 && lt_recv_pid(sp[0], &tr->s, 5000) == 0,
+		   "tree did not report");
+	lt_track(tr->p);
+	lt_track(tr->s);
+	LT_REQUIRE(procref_open(caps, tr->c, &tr->cref) == 0, "open C");
+	LT_REQUIRE(members_add_spawned(t, &tr->cref, MEMBER_ENTRYPOINT) == 0, "add C");
+	close(pp[0]), close(pp[1]), close(sp[0]), close(sp[1]);
+}
+
+/* The pids a walk opened, in order (ancestry_opts.on_open = lt_record_open,
+ * userdata = the log): to show which processes a walk never touches. */
+struct lt_opened {
+	pid_t pids[512];
+	int n;
+};
+
+static inline void lt_record_open(pid_t pid, void *ud)
+{
+	struct lt_opened *o = ud;
+	if (o->n < 512)
+		o->pids[o->n++] = pid;
+}
+
+static inline bool lt_opened_has(const struct lt_opened *o, pid_t pid)
+{
+	for (int i = 0; i < o->n; i++)
+		if (o->pids[i] == pid)
 			return true;
 	return false;
 }

@@ -59,13 +59,9 @@ static int move_to_cgroup(const char *dir, pid_t pid)
 /* Own cgroup v2 path as /proc/self/cgroup prints it. */
 static int own_cgroup(char *out, size_t size)
 {
-	int dfd = open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	char *buf = NULL;
-	size_t len = 0;
-	int r = procfs_read_at(dfd, "cgroup", PROCFS_CGROUP_MAX, &buf, &len);
-	close(dfd);
+	char *buf;
+	size_t len;
+	int r = lt_proc_read("/proc/self", "cgroup", PROCFS_CGROUP_MAX, &buf, &len);
 	if (r < 0)
 		return r;
 	struct procfs_cgroup cg;

@@ -20,13 +20,6 @@
 
 static struct kernel_caps caps;
 
-static void idle(void)
-{
-	alarm(30);
-	for (;;)
-		pause();
-}
-
 /* Reap children forever (a parent in the tree that frees its children's
  * pids as soon as they exit). */
 static void reaper(void)
@@ -59,49 +52,34 @@ static pid_t spawn_at(pid_t pid)
 	};
 	pid_t r = sys_clone3(&a, sizeof(a));
 	if (r == 0)
-		idle();
+		lt_idle();
 	if (r > 0)
 		lt_track(r);
 	return r;
 }
 
-/* C (spawned, reaps) → P (waits for a byte, then exits) → S (idle). */
-struct tree {
-	pid_t c, p, s;
-	int stop[2];
-	struct procref cref;
-};
-
-static void make_tree(struct members *t, struct tree *tr)
+/* P waits for a byte on stop, then exits. */
+static void stop_role(const struct lt_tree *tr)
 {
-	int pp[2], sp[2];
-	LT_REQUIRE(pipe(pp) == 0 && pipe(sp) == 0 && pipe(tr->stop) == 0, "pipe");
-	tr->c = lt_fork();
-	LT_REQUIRE(tr->c >= 0, "fork");
-	if (tr->c == 0) {
-		pid_t p = fork();
-		if (p == 0) {
-			pid_t s = fork();
-			if (s == 0)
-				idle();
-			lt_send_pid(sp[1], s);
-			lt_recv_byte(tr->stop[0], 20000);
-			_exit(0);
-		}
-		lt_send_pid(pp[1], p);
-		reaper();
-	}
-	LT_REQUIRE(lt_recv_pid(pp[0], &tr->p, 5000) == 0 && lt_recv_pid(sp[0], &tr->s, 5000) == 0,
-		   "tree did not report");
-	lt_track(tr->p);
-	lt_track(tr->s);
-	LT_REQUIRE(procref_open(&caps, tr->c, &tr->cref) == 0, "open C");
-	LT_REQUIRE(members_add_spawned(t, &tr->cref, MEMBER_ENTRYPOINT) == 0, "add C");
-	close(pp[0]), close(pp[1]), close(sp[0]), close(sp[1]);
+	lt_recv_byte(tr->stop[0], 20000);
+	_exit(0);
+}
+
+static void reaper_role(const struct lt_tree *tr)
+{
+	(void)tr;
+	reaper();
+}
+
+/* C (spawned, reaps) → P (waits for a byte, then exits) → S (idle). */
+static void make_tree(struct members *t, struct lt_tree *tr)
+{
+	LT_REQUIRE(pipe(tr->stop) == 0, "pipe");
+	lt_make_tree(&caps, t, tr, stop_role, reaper_role);
 }
 
 /* Let P exit, wait for its pid to be free, put a newcomer there. */
-static pid_t replace_p(struct tree *tr, bool same_tick)
+static pid_t replace_p(struct lt_tree *tr, bool same_tick)
 {
 	lt_send_byte(tr->stop[1]);
 	if (wait_pid_free(tr->p, 5000) < 0)
@@ -114,7 +92,7 @@ static pid_t replace_p(struct tree *tr, bool same_tick)
 }
 
 struct hookctx {
-	struct tree *tr;
+	struct lt_tree *tr;
 	bool same_tick;
 	pid_t newcomer;
 	bool fired;
@@ -128,6 +106,26 @@ static void reuse_at_hop0(unsigned hop, const struct procref *cur, void *ud)
 		return;
 	h->fired = true;
 	h->newcomer = replace_p(h->tr, h->same_tick);
+}
+
+/* Whatever now holds P's pid (the newcomer) is on no hop of res. */
+static void check_newcomer_off_chain(const struct lt_tree *tr, const struct ancestry_result *res)
+{
+	struct procref nref;
+	if (procref_open(&caps, tr->p, &nref) == 0) {
+		LT_CHECK(!lt_chain_has_key(res, nref.key), "the newcomer is on the chain");
+		procref_close(&nref);
+	}
+}
+
+/* Kill the tree's processes (P is gone) and the newcomer, if any. */
+static void end_tree(struct lt_tree *tr, pid_t newcomer)
+{
+	if (newcomer > 0)
+		kill(newcomer, SIGKILL);
+	kill(tr->s, SIGKILL);
+	kill(tr->c, SIGKILL);
+	procref_close(&tr->cref);
 }
 
 static int ns_main(void)
@@ -148,7 +146,7 @@ static int ns_main(void)
 
 	/* A. recorded parent died, pid reused. */
 	{
-		struct tree tr;
+		struct lt_tree tr;
 		make_tree(t, &tr);
 		r = members_learn(t, tr.s, &why, NULL);
 		LT_REQUIRE(r == 0, "learn S: %d %s", r, reason_word(why));
@@ -177,10 +175,7 @@ static int ns_main(void)
 		LT_CHECK(!members_is_member(t, &nref), "the newcomer is a member");
 		procref_close(&nref);
 		procref_close(&sref);
-		kill(n, SIGKILL);
-		kill(tr.s, SIGKILL);
-		kill(tr.c, SIGKILL);
-		procref_close(&tr.cref);
+		end_tree(&tr, n);
 	}
 
 	/* B. a recorded subject whose pid now holds a newcomer. */
@@ -188,7 +183,7 @@ static int ns_main(void)
 		pid_t q = lt_fork();
 		LT_REQUIRE(q >= 0, "fork");
 		if (q == 0)
-			idle();
+			lt_idle();
 		struct procref qref, qrec;
 		LT_REQUIRE(procref_open(&caps, q, &qref) == 0, "open Q");
 		procref_copy_recorded(&qrec, &qref);
@@ -209,7 +204,7 @@ static int ns_main(void)
 
 	/* C. the live parent is replaced between reading the ppid and opening. */
 	{
-		struct tree tr;
+		struct lt_tree tr;
 		make_tree(t, &tr);
 		struct procref sref;
 		LT_REQUIRE(procref_open(&caps, tr.s, &sref) == 0, "open S");
@@ -221,18 +216,10 @@ static int ns_main(void)
 		LT_CHECK(r == -ESTALE && res.reason == REASON_PID_REUSED, "live walk: %s (%s)",
 			 reason_word(res.reason), res.detail);
 		LT_CHECK(res.failed_pid == tr.p, "failed at %d", (int)res.failed_pid);
-		struct procref nref;
-		if (procref_open(&caps, tr.p, &nref) == 0) {
-			LT_CHECK(!lt_chain_has_key(&res, nref.key), "the newcomer is on the chain");
-			procref_close(&nref);
-		}
+		check_newcomer_off_chain(&tr, &res);
 		ancestry_result_free(&res);
 		procref_close(&sref);
-		if (h.newcomer > 0)
-			kill(h.newcomer, SIGKILL);
-		kill(tr.s, SIGKILL);
-		kill(tr.c, SIGKILL);
-		procref_close(&tr.cref);
+		end_tree(&tr, h.newcomer);
 	}
 
 	/* D. as C, but as fast as possible (likely the same clock tick as S's
@@ -240,7 +227,7 @@ static int ns_main(void)
 	 * pidfs the walk may only notice that S's ppid moved — either way it
 	 * fails and the newcomer is on no chain. */
 	{
-		struct tree tr;
+		struct lt_tree tr;
 		make_tree(t, &tr);
 		struct procref sref;
 		LT_REQUIRE(procref_open(&caps, tr.s, &sref) == 0, "open S");
@@ -256,18 +243,10 @@ static int ns_main(void)
 					   res.reason == REASON_FOREIGN_PROCESS),
 				 "same-tick walk (fallback): %s (%s)", reason_word(res.reason),
 				 res.detail);
-		struct procref nref;
-		if (procref_open(&caps, tr.p, &nref) == 0) {
-			LT_CHECK(!lt_chain_has_key(&res, nref.key), "the newcomer is on the chain");
-			procref_close(&nref);
-		}
+		check_newcomer_off_chain(&tr, &res);
 		ancestry_result_free(&res);
 		procref_close(&sref);
-		if (h.newcomer > 0)
-			kill(h.newcomer, SIGKILL);
-		kill(tr.s, SIGKILL);
-		kill(tr.c, SIGKILL);
-		procref_close(&tr.cref);
+		end_tree(&tr, h.newcomer);
 	}
 
 	members_free(t);

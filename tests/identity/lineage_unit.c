@@ -24,6 +24,7 @@
 #include "identity/ancestry.h"
 #include "identity/members.h"
 #include "identity/procref.h"
+#include "tests/identity/lineage_common.h"
 
 struct fx {
 	struct kernel_caps caps;
@@ -203,26 +204,6 @@ static void kill_reap(pid_t p)
 	waitpid(p, NULL, 0);
 }
 
-struct opened {
-	pid_t pids[256];
-	int n;
-};
-
-static void record_open(pid_t pid, void *ud)
-{
-	struct opened *o = ud;
-	if (o->n < 256)
-		o->pids[o->n++] = pid;
-}
-
-static bool opened_has(const struct opened *o, pid_t pid)
-{
-	for (int i = 0; i < o->n; i++)
-		if (o->pids[i] == pid)
-			return true;
-	return false;
-}
-
 /* A sibling of the anchor is not below it, and the anchor's parent (this
  * test process) is never opened. */
 static void test_sibling_not_anchored(void **state)
@@ -235,12 +216,12 @@ static void test_sibling_not_anchored(void **state)
 	struct members *t;
 	struct members_config cfg = { .mode = MEMBERSHIP_LINEAGE };
 	assert_int_equal(members_create(&f->caps, &ar, &cfg, &t), 0);
-	struct opened o = { .n = 0 };
-	struct ancestry_opts opts = { .on_open = record_open, .userdata = &o };
+	struct lt_opened o = { .n = 0 };
+	struct ancestry_opts opts = { .on_open = lt_record_open, .userdata = &o };
 	struct ancestry_result res;
 	assert_int_equal(ancestry_walk(&f->caps, t, &br, &opts, &res), -EPERM);
 	assert_int_equal(res.reason, REASON_ANCESTRY_NOT_ANCHORED);
-	assert_false(opened_has(&o, getpid()));
+	assert_false(lt_opened_has(&o, getpid()));
 	ancestry_result_free(&res);
 
 	/* From this process upwards the chain never meets the anchor: it ends
@@ -250,7 +231,7 @@ static void test_sibling_not_anchored(void **state)
 	o.n = 0;
 	assert_int_equal(ancestry_walk(&f->caps, t, &self, &opts, &res), -EPERM);
 	assert_int_equal(res.reason, REASON_REACHED_NAMESPACE_INIT);
-	assert_false(opened_has(&o, 1));
+	assert_false(lt_opened_has(&o, 1));
 	ancestry_result_free(&res);
 
 	/* learn refuses both, recording nothing. */
@@ -427,8 +408,8 @@ static void test_unanchored_walk(void **state)
 	pid_t k = spawn_pause();
 	struct procref kr;
 	assert_int_equal(procref_open(&f->caps, k, &kr), 0);
-	struct opened o = { .n = 0 };
-	struct ancestry_opts opts = { .on_open = record_open, .userdata = &o };
+	struct lt_opened o = { .n = 0 };
+	struct ancestry_opts opts = { .on_open = lt_record_open, .userdata = &o };
 	struct ancestry_result res;
 	assert_int_equal(ancestry_walk_unanchored(&f->caps, &kr, &opts, &res), 0);
 	assert_false(res.anchored);
@@ -436,7 +417,7 @@ static void test_unanchored_walk(void **state)
 	assert_int_equal(res.hops[0].ref.pid, getpid());
 	for (size_t i = 0; i < res.n; i++)
 		assert_int_not_equal(res.hops[i].ref.pid, 1);
-	assert_false(opened_has(&o, 1));
+	assert_false(lt_opened_has(&o, 1));
 	ancestry_result_free(&res);
 	procref_close(&kr);
 	kill_reap(k);

@@ -11,47 +11,20 @@
 static struct kernel_caps caps;
 static struct procref anchor;
 
-static void idle(void)
+static void idle_role(const struct lt_tree *tr)
 {
-	alarm(30);
-	for (;;)
-		pause();
+	(void)tr;
+	lt_idle();
 }
 
-/* A chain anchor → C (spawned, recorded) → P → S; P and S not recorded. */
-struct tree {
-	pid_t c, p, s;
-	struct procref cref;
-};
-
-static void make_tree(struct members *t, struct tree *tr)
+/* The chain anchor → C → P → S; all three idle. */
+static void make_tree(struct members *t, struct lt_tree *tr)
 {
-	int pp[2], sp[2];
-	LT_REQUIRE(pipe(pp) == 0 && pipe(sp) == 0, "pipe");
-	tr->c = lt_fork();
-	LT_REQUIRE(tr->c >= 0, "fork");
-	if (tr->c == 0) {
-		pid_t p = fork();
-		if (p == 0) {
-			pid_t s = fork();
-			if (s == 0)
-				idle();
-			lt_send_pid(sp[1], s);
-			idle();
-		}
-		lt_send_pid(pp[1], p);
-		idle();
-	}
-	LT_REQUIRE(lt_recv_pid(pp[0], &tr->p, 5000) == 0 && lt_recv_pid(sp[0], &tr->s, 5000) == 0,
-		   "tree did not report");
-	lt_track(tr->p);
-	lt_track(tr->s);
-	LT_REQUIRE(procref_open(&caps, tr->c, &tr->cref) == 0, "open C");
-	LT_REQUIRE(members_add_spawned(t, &tr->cref, MEMBER_ENTRYPOINT) == 0, "add C");
-	close(pp[0]), close(pp[1]), close(sp[0]), close(sp[1]);
+	tr->stop[0] = tr->stop[1] = -1;
+	lt_make_tree(&caps, t, tr, idle_role, idle_role);
 }
 
-static void kill_tree(struct tree *tr)
+static void kill_tree(struct lt_tree *tr)
 {
 	kill(tr->s, SIGKILL);
 	kill(tr->p, SIGKILL);
@@ -82,6 +55,34 @@ static void kill_at_hop(unsigned hop, const struct procref *cur, void *ud)
 	}
 }
 
+/* A new tree, S learnt (recorded) when learn, and S's ref opened. */
+static void start_case(struct members *t, struct lt_tree *tr, bool learn, struct procref *sref)
+{
+	make_tree(t, tr);
+	if (learn) {
+		enum reason why;
+		LT_CHECK(members_learn(t, tr->s, &why, NULL) == 0, "learn S: %s", reason_word(why));
+	}
+	LT_REQUIRE(procref_open(&caps, tr->s, sref) == 0, "open S");
+}
+
+static void end_case(struct lt_tree *tr, struct procref *sref)
+{
+	procref_close(sref);
+	kill_tree(tr);
+}
+
+/* Walk from S with victim killed when the walk reaches hop at. */
+static int walk_killing(struct members *t, const struct procref *sref, unsigned at, pid_t victim,
+			struct ancestry_result *res)
+{
+	struct killer k = { .at = at, .victim = victim };
+	struct ancestry_opts o = { .between_hops = kill_at_hop, .userdata = &k };
+	int r = ancestry_walk(&caps, t, sref, &o, res);
+	LT_CHECK(k.fired, "hook did not run");
+	return r;
+}
+
 int main(void)
 {
 	lt_init("lineage_vanished", 25);
@@ -96,14 +97,10 @@ int main(void)
 
 	/* 1. The (unrecorded) subject exits before its parent is confirmed. */
 	{
-		struct tree tr;
-		make_tree(t, &tr);
+		struct lt_tree tr;
 		struct procref sref;
-		LT_REQUIRE(procref_open(&caps, tr.s, &sref) == 0, "open S");
-		struct killer k = { .at = 0, .victim = tr.s };
-		struct ancestry_opts o = { .between_hops = kill_at_hop, .userdata = &k };
-		r = ancestry_walk(&caps, t, &sref, &o, &res);
-		LT_CHECK(k.fired, "hook did not run");
+		start_case(t, &tr, false, &sref);
+		r = walk_killing(t, &sref, 0, tr.s, &res);
 		LT_CHECK(r == -ESRCH && res.reason == REASON_PROCESS_VANISHED && !res.anchored,
 			 "subject exit: %d %s (%s)", r, reason_word(res.reason), res.detail);
 		ancestry_result_free(&res);
@@ -116,65 +113,46 @@ int main(void)
 		r = members_learn(t, tr.s, &why, NULL);
 		LT_CHECK(r == -ESRCH && why == REASON_PROCESS_VANISHED, "learn dead: %d %s", r,
 			 reason_word(why));
-		procref_close(&sref);
-		kill_tree(&tr);
+		end_case(&tr, &sref);
 	}
 
 	/* 2. An unrecorded hop (P) exits mid-walk. */
 	{
-		struct tree tr;
-		make_tree(t, &tr);
+		struct lt_tree tr;
 		struct procref sref;
-		LT_REQUIRE(procref_open(&caps, tr.s, &sref) == 0, "open S");
-		struct killer k = { .at = 1, .victim = tr.p };
-		struct ancestry_opts o = { .between_hops = kill_at_hop, .userdata = &k };
-		r = ancestry_walk(&caps, t, &sref, &o, &res);
-		LT_CHECK(k.fired, "hook did not run");
+		start_case(t, &tr, false, &sref);
+		r = walk_killing(t, &sref, 1, tr.p, &res);
 		LT_CHECK(r == -ESRCH && res.reason == REASON_PROCESS_VANISHED,
 			 "hop exit: %d %s (%s)", r, reason_word(res.reason), res.detail);
 		LT_CHECK(res.failed_pid == tr.p, "failed at %d, not P %d", (int)res.failed_pid,
 			 (int)tr.p);
 		ancestry_result_free(&res);
-		procref_close(&sref);
-		kill_tree(&tr);
+		end_case(&tr, &sref);
 	}
 
 	/* 3. A recorded (learnt) subject exits after its parent was looked at:
 	 * the final liveness check catches it. */
 	{
-		struct tree tr;
-		make_tree(t, &tr);
-		enum reason why;
-		LT_CHECK(members_learn(t, tr.s, &why, NULL) == 0, "learn S: %s", reason_word(why));
+		struct lt_tree tr;
 		struct procref sref;
-		LT_REQUIRE(procref_open(&caps, tr.s, &sref) == 0, "open S");
-		struct killer k = { .at = 2, .victim = tr.s };
-		struct ancestry_opts o = { .between_hops = kill_at_hop, .userdata = &k };
-		r = ancestry_walk(&caps, t, &sref, &o, &res);
-		LT_CHECK(k.fired, "hook did not run");
+		start_case(t, &tr, true, &sref);
+		r = walk_killing(t, &sref, 2, tr.s, &res);
 		LT_CHECK(r == -ESRCH && res.reason == REASON_PROCESS_VANISHED,
 			 "recorded subject exit: %d %s (%s)", r, reason_word(res.reason),
 			 res.detail);
 		ancestry_result_free(&res);
-		procref_close(&sref);
-		kill_tree(&tr);
+		end_case(&tr, &sref);
 	}
 
 	/* 4. A recorded hop that exits mid-walk is not a failure: its record
 	 * stands in, and the subject's new live parent (the anchor, by
 	 * subreaping) is on the chain. */
 	{
-		struct tree tr;
-		make_tree(t, &tr);
-		enum reason why;
-		LT_CHECK(members_learn(t, tr.s, &why, NULL) == 0, "learn S: %s", reason_word(why));
+		struct lt_tree tr;
 		struct procref sref;
-		LT_REQUIRE(procref_open(&caps, tr.s, &sref) == 0, "open S");
-		struct killer k = { .at = 0, .victim = tr.p };
-		struct ancestry_opts o = { .between_hops = kill_at_hop, .userdata = &k };
+		start_case(t, &tr, true, &sref);
 		LT_CHECK(lt_wait_ppid(tr.s, tr.p, 1000) == 0, "S's parent is not P");
-		r = ancestry_walk(&caps, t, &sref, &o, &res);
-		LT_CHECK(k.fired, "hook did not run");
+		r = walk_killing(t, &sref, 0, tr.p, &res);
 		/* S's ppid was read before P died and still names P: consistent
 		 * with the record. */
 		LT_CHECK(r == 0 && res.n == 3 && !res.hops[0].live,
@@ -189,8 +167,7 @@ int main(void)
 			 "walk after P died: %s (%s) n=%zu", reason_word(res.reason), res.detail,
 			 res.n);
 		ancestry_result_free(&res);
-		procref_close(&sref);
-		kill_tree(&tr);
+		end_case(&tr, &sref);
 	}
 
 	members_free(t);

@@ -20,13 +20,6 @@
 
 #include "tests/identity/lineage_common.h"
 
-static void idle(void)
-{
-	alarm(30);
-	for (;;)
-		pause();
-}
-
 static int copy_file(const char *from, const char *to)
 {
 	int in = open(from, O_RDONLY | O_CLOEXEC);
@@ -66,26 +59,6 @@ static int drop_cap_sys_ptrace(void)
 	return 0;
 }
 
-struct opened {
-	pid_t pids[512];
-	int n;
-};
-
-static void record_open(pid_t pid, void *ud)
-{
-	struct opened *o = ud;
-	if (o->n < 512)
-		o->pids[o->n++] = pid;
-}
-
-static bool opened_has(const struct opened *o, pid_t pid)
-{
-	for (int i = 0; i < o->n; i++)
-		if (o->pids[i] == pid)
-			return true;
-	return false;
-}
-
 /* The anchor: child of PID 1 inside the namespace. */
 static int anchor_main(pid_t sibling)
 {
@@ -118,15 +91,15 @@ static int anchor_main(pid_t sibling)
 			if (c3 == 0) {
 				pid_t c4 = fork();
 				if (c4 == 0)
-					idle();
+					lt_idle();
 				lt_send_pid(p4[1], c4);
-				idle();
+				lt_idle();
 			}
 			lt_send_pid(p3[1], c3);
-			idle();
+			lt_idle();
 		}
 		lt_send_pid(p2[1], c2);
-		idle();
+		lt_idle();
 	}
 	pid_t c2, c3, c4;
 	LT_REQUIRE(lt_recv_pid(p2[0], &c2, 5000) == 0 && lt_recv_pid(p3[0], &c3, 5000) == 0 &&
@@ -139,8 +112,8 @@ static int anchor_main(pid_t sibling)
 	int r = members_learn(t, c3, &why, NULL);
 	LT_CHECK(r == 0, "learn C3: %d %s", r, reason_word(why));
 
-	struct opened o = { .n = 0 };
-	struct ancestry_opts opts = { .on_open = record_open, .userdata = &o };
+	struct lt_opened o = { .n = 0 };
+	struct ancestry_opts opts = { .on_open = lt_record_open, .userdata = &o };
 	struct ancestry_result res;
 
 	LT_REQUIRE(procref_open(&caps, c4, &c4r) == 0, "open C4");
@@ -155,13 +128,13 @@ static int anchor_main(pid_t sibling)
 	}
 	ancestry_result_free(&res);
 	LT_CHECK(o.n > 0, "the hook saw nothing");
-	LT_CHECK(!opened_has(&o, 1), "the walk from C4 opened PID 1");
+	LT_CHECK(!lt_opened_has(&o, 1), "the walk from C4 opened PID 1");
 
 	LT_REQUIRE(procref_open(&caps, c3, &c3r) == 0, "open C3");
 	r = ancestry_walk(&caps, t, &c3r, &opts, &res);
 	LT_CHECK(r == 0 && res.n == 3, "walk C3: %s (%s)", reason_word(res.reason), res.detail);
 	ancestry_result_free(&res);
-	LT_CHECK(!opened_has(&o, 1), "the walk from C3 opened PID 1");
+	LT_CHECK(!lt_opened_has(&o, 1), "the walk from C3 opened PID 1");
 
 	/* Another child of PID 1 is not below the anchor. */
 	LT_REQUIRE(procref_open(&caps, sibling, &sr) == 0, "open sibling");
@@ -169,7 +142,7 @@ static int anchor_main(pid_t sibling)
 	LT_CHECK(r == -EPERM && res.reason == REASON_REACHED_NAMESPACE_INIT, "walk sibling: %s",
 		 reason_word(res.reason));
 	ancestry_result_free(&res);
-	LT_CHECK(!opened_has(&o, 1), "the walk from the sibling opened PID 1");
+	LT_CHECK(!lt_opened_has(&o, 1), "the walk from the sibling opened PID 1");
 	r = members_learn(t, sibling, &why, NULL);
 	LT_CHECK(r == -EPERM && why == REASON_REACHED_NAMESPACE_INIT, "learn sibling: %d %s", r,
 		 reason_word(why));
@@ -181,7 +154,7 @@ static int anchor_main(pid_t sibling)
 	LT_CHECK(r == 0 && res.n == 4 && res.hops[3].ref.pid == getpid(),
 		 "unanchored walk: %s n=%zu", reason_word(res.reason), res.n);
 	ancestry_result_free(&res);
-	LT_CHECK(!opened_has(&o, 1), "the unanchored walk opened PID 1");
+	LT_CHECK(!lt_opened_has(&o, 1), "the unanchored walk opened PID 1");
 
 	procref_close(&c1r);
 	procref_close(&c3r);
@@ -237,7 +210,7 @@ static int init_main(const char *dir, const char *self_exe)
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "--vm-idle") == 0)
-		idle();
+		lt_idle();
 	if (argc >= 3 && strcmp(argv[1], "--vm-anchor") == 0)
 		return anchor_main((pid_t)atoi(argv[2]));
 	if (argc >= 4 && strcmp(argv[1], "--vm-init") == 0)
