@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "common/fdpass.h"
 #include "common/kernel.h"
 #include "common/reason.h"
 #include "identity/attribute.h"
@@ -169,44 +170,6 @@ struct kid {
 	struct report r;
 };
 
-static int send_fd(int via, int fd)
-{
-	char c = 'F';
-	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	return sendmsg(via, &m, 0) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int via)
-{
-	char c;
-	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	if (recvmsg(via, &m, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	if (!cm || cm->cmsg_type != SCM_RIGHTS)
-		return -1;
-	int fd;
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
-}
-
 static void kid_main(enum kid_mode mode, const struct server *s, int handoff, int ctl, int rep)
 {
 	struct report r = { .fd = -1 };
@@ -218,13 +181,15 @@ static void kid_main(enum kid_mode mode, const struct server *s, int handoff, in
 		r.fd = connect_to(s, true, &r.t, &r.cookie);
 		r.ok = r.fd >= 0;
 		if (r.ok && mode == KID_CONNECT_SEND) {
-			r.ok = send_fd(handoff, r.fd) == 0;
+			r.ok = fdpass_send(handoff, "F", 1, r.fd, 0) == 1;
 			close(r.fd);
 			r.fd = -1;
 		}
 		break;
 	case KID_RECV: {
-		r.fd = recv_fd(handoff);
+		char c;
+		if (fdpass_recv(handoff, &c, 1, &r.fd, 0) != 1)
+			r.fd = -1;
 		socklen_t cl = sizeof(r.cookie);
 		r.ok = r.fd >= 0 && getsockopt(r.fd, SOL_SOCKET, SO_COOKIE, &r.cookie, &cl) == 0;
 		break;
@@ -603,6 +568,18 @@ static void test_fd_handoff(void **state)
 	close(srv.fd);
 }
 
+/* k's flow attributed to its only member twice: both succeed, the second
+ * from the cache. */
+static void attribute_twice_cached(struct fx *fx, const struct kid *k, const pid_t *members)
+{
+	struct attribution a;
+	assert_int_equal(attribute_flow(fx->ctx, &k->r.t, members, 1, &a), 0);
+	attribution_release(&a);
+	assert_int_equal(attribute_flow(fx->ctx, &k->r.t, members, 1, &a), 0);
+	assert_true(a.cache_hit);
+	attribution_release(&a);
+}
+
 /* cache revalidation: a cached inode->pid entry is used only after its
  * process is confirmed to be the same one and to still hold the socket. */
 static void test_cache_revalidation(void **state)
@@ -618,11 +595,7 @@ static void test_cache_revalidation(void **state)
 	kid_start(&k, KID_CONNECT, &srv, -1);
 	pid_t m1[] = { k.pid };
 	int copy = steal_copy(k.pid, k.r.fd);
-	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, m1, 1, &a), 0);
-	attribution_release(&a);
-	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, m1, 1, &a), 0);
-	assert_true(a.cache_hit);
-	attribution_release(&a);
+	attribute_twice_cached(fx, &k, m1);
 	kid_close_socket(&k);
 	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, m1, 1, &a), -ESRCH);
 	assert_false(a.cache_hit);
@@ -635,11 +608,7 @@ static void test_cache_revalidation(void **state)
 	kid_start(&k, KID_CONNECT, &srv, -1);
 	pid_t m2[] = { k.pid };
 	copy = steal_copy(k.pid, k.r.fd);
-	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, m2, 1, &a), 0);
-	attribution_release(&a);
-	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, m2, 1, &a), 0);
-	assert_true(a.cache_hit);
-	attribution_release(&a);
+	attribute_twice_cached(fx, &k, m2);
 	kid_stop(&k);
 	assert_int_equal(attribute_flow(fx->ctx, &k.r.t, m2, 1, &a), -ESRCH);
 	assert_false(a.cache_hit);

@@ -26,6 +26,16 @@ static char *exact(const char *s, size_t len)
 	return p;
 }
 
+/* len bytes of c (no NUL): one byte over a parser's limit must be -EFBIG
+ * before any of it is looked at. */
+static char *filled(size_t len, char c)
+{
+	char *p = malloc(len);
+	assert_non_null(p);
+	memset(p, c, len);
+	return p;
+}
+
 static int stat_of(const char *s, size_t len, struct procfs_stat *st)
 {
 	char *b = exact(s, len);
@@ -138,8 +148,7 @@ static void stat_oversized(void **state)
 {
 	struct procfs_stat st;
 	size_t len = PROCFS_STAT_MAX + 1;
-	char *b = malloc(len);
-	memset(b, '1', len);
+	char *b = filled(len, '1');
 	assert_int_equal(procfs_parse_stat(b, len, &st), -EFBIG);
 	free(b);
 }
@@ -248,8 +257,7 @@ static void status_oversized(void **state)
 {
 	struct procfs_status st;
 	size_t len = PROCFS_STATUS_MAX + 1;
-	char *b = malloc(len);
-	memset(b, '\n', len);
+	char *b = filled(len, '\n');
 	assert_int_equal(procfs_parse_status(b, len, &st), -EFBIG);
 	free(b);
 }
@@ -314,16 +322,14 @@ static void cgroup_cases(void **state)
 	assert_int_equal(CGROUP(nul, &cg), -EINVAL);
 	/* path longer than PATH_MAX */
 	size_t n = PATH_MAX + 16;
-	char *big = malloc(n);
+	char *big = filled(n, 'a');
 	memcpy(big, "0::/", 4);
-	memset(big + 4, 'a', n - 5);
 	big[n - 1] = '\n';
 	assert_int_equal(cgroup_of(big, n, &cg), -EINVAL);
 	free(big);
 	/* oversized */
 	n = PROCFS_CGROUP_MAX + 1;
-	big = malloc(n);
-	memset(big, 'x', n);
+	big = filled(n, 'x');
 	assert_int_equal(procfs_parse_cgroup(big, n, &cg), -EFBIG);
 	free(big);
 }
@@ -393,8 +399,7 @@ static void maps_lines(void **state)
 	assert_int_equal(procfs_parse_maps_line(b, sizeof(nul) - 1, &e), -EINVAL);
 	free(b);
 	size_t n = PROCFS_MAPS_LINE_MAX + 1;
-	b = malloc(n);
-	memset(b, '1', n);
+	b = filled(n, '1');
 	assert_int_equal(procfs_parse_maps_line(b, n, &e), -EFBIG);
 	free(b);
 }
