@@ -287,7 +287,8 @@ static int establish_subject(struct walk *w, const struct procref *subject, stru
 	int r;
 	if (subject->pidfd >= 0) {
 		note_open(w, subject->pid);
-		r = procref_from_pidfd_ex(w->caps, subject->pidfd, PROCREF_NO_EXE, &c->ref);
+		/* the live ppid (and creds, cgroup) of the same pidfd's process */
+		r = procref_refresh(w->caps, subject, &c->ref);
 		if (r < 0) {
 			c->ref.pidfd = -1;
 			return fail(w, REASON_PROCESS_VANISHED, subject->pid,

@@ -363,6 +363,35 @@ int procref_from_pidfd_ex(const struct kernel_caps *caps, int pidfd, unsigned fl
 	return 0;
 }
 
+int procref_refresh(const struct kernel_caps *caps, const struct procref *known, struct procref *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->pidfd = -1;
+	if (known->pidfd < 0)
+		return -EBADF;
+	if (!caps->pidfd_info)
+		return procref_from_pidfd_ex(caps, known->pidfd, PROCREF_NO_EXE, out);
+	_cleanup_close_ int fd = fcntl(known->pidfd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -errno;
+	struct procref fresh = *known;
+	bool got_cgroup = false;
+	int r = fill_from_info(fd, &fresh, &got_cgroup);
+	if (r == -EOPNOTSUPP || (r == 0 && caps->cgroup_v2 && !got_cgroup))
+		return procref_from_pidfd_ex(caps, known->pidfd, PROCREF_NO_EXE, out);
+	if (r < 0)
+		return r;
+	if (!caps->cgroup_v2)
+		fresh.cgroup_id = 0;
+	if (fresh.pid != known->pid)
+		return -ESTALE;
+	if ((r = pidfd_is_alive(fd)) < 0)
+		return r;
+	fresh.pidfd = fd_steal(&fd);
+	*out = fresh;
+	return 0;
+}
+
 int procref_revalidate(const struct kernel_caps *caps, const struct procref *ref)
 {
 	if (ref->pidfd < 0)

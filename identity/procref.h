@@ -81,6 +81,13 @@ int procref_from_pidfd_ex(const struct kernel_caps *caps, int pidfd, unsigned fl
 /* Same, from a pidfd the caller owns; the ref takes a dup of it (the
  * caller's fd stays theirs). pid is PIDFD_GET_INFO's, or NSpid-translated. */
 int procref_from_pidfd(const struct kernel_caps *caps, int pidfd, struct procref *out);
+/* A fresh copy of the live ref `known` (known->pidfd >= 0), for a caller
+ * that filled it moments ago and needs its parent now: the pidfd is
+ * duplicated, pid, ppid, credentials and cgroup id are read again with
+ * PIDFD_GET_INFO, the rest (start time, comm, exe tuple) is kept; the
+ * process must still be alive. Without the ioctl: procref_from_pidfd with
+ * PROCREF_NO_EXE. 0; -ESRCH exited; -EBADF no pidfd. */
+int procref_refresh(const struct kernel_caps *caps, const struct procref *known, struct procref *out);
 /* Is the pidfd still the process described? 0 yes; -ESRCH exited;
  * -ESTALE when the identifying fields no longer match (must not happen
  * with a pidfd, but recorded refs opened anew are checked this way). */

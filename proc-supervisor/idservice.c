@@ -89,7 +89,9 @@ static void pool_put(struct idservice *s, struct attribute_ctx *c)
 }
 
 /* Hash the subject's running image; a registry hit is a recorded ref, so
- * the live process is re-opened and must be the same one. */
+ * the live process is re-opened and must be the same one — and then stays
+ * open as the subject, so the walk starts from the live process instead
+ * of opening it once more. */
 static void hash_subject(struct idservice *s, struct attribution *a)
 {
 	if (a->subject.pidfd >= 0) {
@@ -112,6 +114,8 @@ static void hash_subject(struct idservice *s, struct attribution *a)
 	    live.exe.dev == a->subject.exe.dev && live.exe.ino == a->subject.exe.ino) {
 		a->subject.exe.hashed = true;
 		memcpy(a->subject.exe.sha256, live.exe.sha256, sizeof(live.exe.sha256));
+		a->subject.pidfd = live.pidfd; /* released with the attribution */
+		live.pidfd = -1;
 	}
 	procref_close(&live);
 }

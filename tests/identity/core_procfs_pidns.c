@@ -1,4 +1,7 @@
-/* The procfs-pidns shortcut of ProcessRef (kernel_caps.procfs_self_pid):
+/* Two ProcessRef shortcuts. procref_refresh: a ref filled moments ago gets
+ * its live ppid without a full re-open (checked against a reparenting and
+ * an exit, with and without PIDFD_GET_INFO). The procfs-pidns shortcut
+ * (kernel_caps.procfs_self_pid):
  * when /proc is a procfs of our own pid namespace, ref_fill takes the pid
  * we opened from as the /proc number instead of reading the pidfd's
  * fdinfo. These tests check that the shortcut and the fdinfo path give the
@@ -137,6 +140,66 @@ static void inherited_caps_in_new_pidns(void)
 		;
 }
 
+/* B forks C and exits: C is reparented to us (a subreaper). A ref of C
+ * filled while B lived, refreshed, has the new ppid and the same key. */
+static void refresh_reads_live_ppid(void)
+{
+	struct kernel_caps fast, noinfo;
+	CHECK(kernel_caps_probe(&fast) == 0, "refresh: probe");
+	noinfo = fast;
+	CHECK(kernel_caps_force_fallback(&noinfo, "pidfd_info") == 0, "refresh: force");
+	CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0, "refresh: subreaper");
+	int p[2], go[2];
+	CHECK(pipe(p) == 0 && pipe(go) == 0, "refresh: pipes");
+	pid_t b = fork();
+	if (b == 0) {
+		close(p[0]);
+		close(go[1]);
+		pid_t c = fork();
+		if (c == 0) {
+			close(go[0]);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			pause();
+			_exit(0);
+		}
+		(void)!write(p[1], &c, sizeof(c));
+		char x;
+		(void)!read(go[0], &x, 1); /* exit when told */
+		_exit(0);
+	}
+	close(p[1]);
+	close(go[0]);
+	pid_t c = -1;
+	CHECK(read(p[0], &c, sizeof(c)) == (ssize_t)sizeof(c), "refresh: the grandchild's pid");
+	close(p[0]);
+	struct procref known, known_slow;
+	CHECK(procref_open(&fast, c, &known) == 0, "refresh: open the grandchild");
+	CHECK(procref_open(&noinfo, c, &known_slow) == 0, "refresh: open without the ioctl");
+	CHECK(known.ppid == b, "refresh: parent before");
+	close(go[1]); /* B exits; C is ours now */
+	while (waitpid(b, NULL, 0) < 0 && errno == EINTR)
+		;
+	struct procref r1, r2;
+	CHECK(procref_refresh(&fast, &known, &r1) == 0, "refresh: live");
+	CHECK(procref_refresh(&noinfo, &known_slow, &r2) == 0, "refresh: live, no ioctl");
+	CHECK(r1.ppid == getpid() && r2.ppid == getpid(), "refresh: the live ppid (%d %d)", (int)r1.ppid, (int)r2.ppid);
+	CHECK(strcmp(r1.key, known.key) == 0 && strcmp(r2.key, known_slow.key) == 0, "refresh: same key");
+	CHECK(r1.pidfd >= 0 && r1.pidfd != known.pidfd, "refresh: its own pidfd");
+	CHECK(r1.exe.ino == known.exe.ino && r1.start_time == known.start_time, "refresh: the rest kept");
+	procref_close(&r1);
+	procref_close(&r2);
+	kill_wait(c);
+	CHECK(procref_refresh(&fast, &known, &r1) == -ESRCH, "refresh: exited");
+	CHECK(r1.pidfd == -1, "refresh: exited, no pidfd");
+	CHECK(procref_refresh(&noinfo, &known_slow, &r2) < 0, "refresh: exited, no ioctl");
+	struct procref none = known;
+	none.pidfd = -1;
+	CHECK(procref_refresh(&fast, &none, &r1) == -EBADF, "refresh: a recorded ref");
+	procref_close(&known);
+	procref_close(&known_slow);
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -144,6 +207,7 @@ int main(void)
 		return 77;
 	}
 	unsetenv("TETHER_FORCE_FALLBACK");
+	refresh_reads_live_ppid();
 	shortcut_matches_fdinfo();
 	inherited_caps_in_new_pidns();
 	if (failures) {
