@@ -75,93 +75,104 @@ static void run_for(uv_loop_t *loop, int ms)
 	}
 }
 
+/* One test's world: a loop, the fake strategy in a mode, one flow and the
+ * answers it got. Lives on the test's stack (the fake points at the loop). */
+struct seam {
+	uv_loop_t loop;
+	struct fake f;
+	struct proxy_flow t;
+	struct got g;
+	struct identity_request *req;
+};
+
+static void seam_open(struct seam *s, int mode)
+{
+	memset(s, 0, sizeof(*s));
+	uv_loop_init(&s->loop);
+	s->f.base.ops = &fake_ops;
+	s->f.base.loop = &s->loop;
+	s->f.mode = mode;
+}
+
+static int seam_resolve(struct seam *s, uint64_t timeout_ms)
+{
+	return identity_resolve(&s->f.base, &s->t, timeout_ms, on_result, &s->g, &s->req);
+}
+
+/* Nothing may be left on the loop. */
+static void seam_close(struct seam *s)
+{
+	uv_run(&s->loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&s->loop), 0);
+}
+
 static void test_sync_answer_is_deferred(void **state)
 {
-	uv_loop_t loop;
-	uv_loop_init(&loop);
-	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 0 };
-	struct proxy_flow t = { 0 };
-	struct got g = { 0 };
-	struct identity_request *req;
-	assert_int_equal(identity_resolve(&f.base, &t, 1000, on_result, &g, &req), 0);
-	assert_int_equal(g.calls, 0); /* not from inside identity_resolve() */
-	run_for(&loop, 20);
-	assert_int_equal(g.calls, 1);
-	assert_int_equal(g.reason, REASON_OK);
-	assert_string_equal(g.id->binary_path, "/usr/bin/git");
-	assert_int_equal(g.id->n_ancestors, 1);
-	flow_identity_free(g.id);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	assert_int_equal(uv_loop_close(&loop), 0);
+	struct seam s;
+	seam_open(&s, 0);
+	assert_int_equal(seam_resolve(&s, 1000), 0);
+	assert_int_equal(s.g.calls, 0); /* not from inside identity_resolve() */
+	run_for(&s.loop, 20);
+	assert_int_equal(s.g.calls, 1);
+	assert_int_equal(s.g.reason, REASON_OK);
+	assert_string_equal(s.g.id->binary_path, "/usr/bin/git");
+	assert_int_equal(s.g.id->n_ancestors, 1);
+	flow_identity_free(s.g.id);
+	seam_close(&s);
 }
 
 static void test_timeout_then_late_answer(void **state)
 {
-	uv_loop_t loop;
-	uv_loop_init(&loop);
-	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 1 };
-	struct proxy_flow t = { 0 };
-	struct got g = { 0 };
-	struct identity_request *req;
-	assert_int_equal(identity_resolve(&f.base, &t, 30, on_result, &g, &req), 0);
-	run_for(&loop, 100);
-	assert_int_equal(g.calls, 1);
-	assert_int_equal(g.reason, REASON_IDENTITY_TIMEOUT);
-	assert_null(g.id);
-	assert_int_equal(f.cancels, 1);
+	struct seam s;
+	seam_open(&s, 1);
+	assert_int_equal(seam_resolve(&s, 30), 0);
+	run_for(&s.loop, 100);
+	assert_int_equal(s.g.calls, 1);
+	assert_int_equal(s.g.reason, REASON_IDENTITY_TIMEOUT);
+	assert_null(s.g.id);
+	assert_int_equal(s.f.cancels, 1);
 	/* The strategy answers late: dropped, no second callback, freed. */
-	identity_request_complete(f.held, REASON_OK, make_id("/usr/bin/late"));
-	run_for(&loop, 20);
-	assert_int_equal(g.calls, 1);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	assert_int_equal(uv_loop_close(&loop), 0);
+	identity_request_complete(s.f.held, REASON_OK, make_id("/usr/bin/late"));
+	run_for(&s.loop, 20);
+	assert_int_equal(s.g.calls, 1);
+	seam_close(&s);
 }
 
 static void test_abandon(void **state)
 {
-	uv_loop_t loop;
-	uv_loop_init(&loop);
-	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 1 };
-	struct proxy_flow t = { 0 };
-	struct got g = { 0 };
-	struct identity_request *req;
-	assert_int_equal(identity_resolve(&f.base, &t, 1000, on_result, &g, &req), 0);
-	identity_request_abandon(req);
-	assert_int_equal(f.cancels, 1);
-	identity_request_complete(f.held, REASON_AMBIGUOUS_SOCKET_OWNER, NULL);
-	run_for(&loop, 20);
-	assert_int_equal(g.calls, 0);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	assert_int_equal(uv_loop_close(&loop), 0);
+	struct seam s;
+	seam_open(&s, 1);
+	assert_int_equal(seam_resolve(&s, 1000), 0);
+	identity_request_abandon(s.req);
+	assert_int_equal(s.f.cancels, 1);
+	identity_request_complete(s.f.held, REASON_AMBIGUOUS_SOCKET_OWNER, NULL);
+	run_for(&s.loop, 20);
+	assert_int_equal(s.g.calls, 0);
+	seam_close(&s);
 }
 
 static void test_reason_passes_through_and_start_failure(void **state)
 {
-	uv_loop_t loop;
-	uv_loop_init(&loop);
-	struct fake f = { .base = { .ops = &fake_ops, .loop = &loop }, .mode = 1 };
-	struct proxy_flow t = { 0 };
-	struct got g = { 0 };
-	struct identity_request *req;
-	identity_resolve(&f.base, &t, 1000, on_result, &g, &req);
-	identity_request_complete(f.held, REASON_AMBIGUOUS_SOCKET_OWNER, NULL);
-	assert_int_equal(g.calls, 1);
-	assert_int_equal(g.reason, REASON_AMBIGUOUS_SOCKET_OWNER);
+	struct seam s;
+	seam_open(&s, 1);
+	seam_resolve(&s, 1000);
+	identity_request_complete(s.f.held, REASON_AMBIGUOUS_SOCKET_OWNER, NULL);
+	assert_int_equal(s.g.calls, 1);
+	assert_int_equal(s.g.reason, REASON_AMBIGUOUS_SOCKET_OWNER);
 	/* OK without an identity is not OK. */
-	g.calls = 0;
-	identity_resolve(&f.base, &t, 1000, on_result, &g, &req);
-	identity_request_complete(f.held, REASON_OK, NULL);
-	assert_int_equal(g.calls, 1);
-	assert_int_equal(g.reason, REASON_IDENTITY_UNAVAILABLE);
-	f.mode = 2;
-	g.calls = 0;
-	identity_resolve(&f.base, &t, 1000, on_result, &g, &req);
-	assert_int_equal(g.calls, 0);
-	run_for(&loop, 20);
-	assert_int_equal(g.calls, 1);
-	assert_int_equal(g.reason, REASON_IDENTITY_UNAVAILABLE);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	assert_int_equal(uv_loop_close(&loop), 0);
+	s.g.calls = 0;
+	seam_resolve(&s, 1000);
+	identity_request_complete(s.f.held, REASON_OK, NULL);
+	assert_int_equal(s.g.calls, 1);
+	assert_int_equal(s.g.reason, REASON_IDENTITY_UNAVAILABLE);
+	s.f.mode = 2;
+	s.g.calls = 0;
+	seam_resolve(&s, 1000);
+	assert_int_equal(s.g.calls, 0);
+	run_for(&s.loop, 20);
+	assert_int_equal(s.g.calls, 1);
+	assert_int_equal(s.g.reason, REASON_IDENTITY_UNAVAILABLE);
+	seam_close(&s);
 }
 
 static int anchors;

@@ -393,6 +393,21 @@ static int connect_req(int port, const char *dest, char *out, size_t size)
 	return exchange(port, req, (size_t)n, out, size);
 }
 
+/* CONNECT to dest and read the proxy's first answer only (a tunnel's 200
+ * head, which a read-to-EOF would wait behind): its status. */
+static int tunnel_status(int port, const char *dest, char *buf, size_t size)
+{
+	int fd = tcp_connect(port);
+	char req[256];
+	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	ssize_t r = read(fd, buf, size - 1);
+	assert_true(r > 0);
+	buf[r] = 0;
+	close(fd);
+	return status_of(buf);
+}
+
 /* ---------- tests ---------- */
 
 static void test_connect_allowed(void **state)
@@ -575,14 +590,7 @@ static void test_bad_input(void **state)
 	/* the proxy survived all of it */
 	char dest[64];
 	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
-	int fd = tcp_connect(p.port);
-	char req[256];
-	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
-	assert_int_equal(write(fd, req, (size_t)n), n);
-	ssize_t r = read(fd, buf, sizeof(buf) - 1);
-	assert_true(r > 0);
-	assert_int_equal(status_of(buf), 200);
-	close(fd);
+	assert_int_equal(tunnel_status(p.port, dest, buf, sizeof(buf)), 200);
 	assert_true(audit_wait(&p, "\"reason\":\"header_too_large\"", "\"status\":431", 2000));
 	proxy_stop(&p);
 }
@@ -614,15 +622,7 @@ static void test_not_ready(void **state)
 		st = http_get(p.admin, "/readyz", buf, sizeof(buf));
 	}
 	assert_int_equal(st, 200);
-	int fd = tcp_connect(p.port);
-	char req[256];
-	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
-	assert_int_equal(write(fd, req, (size_t)n), n);
-	ssize_t r = read(fd, buf, sizeof(buf) - 1);
-	assert_true(r > 0);
-	buf[r] = 0;
-	assert_int_equal(status_of(buf), 200);
-	close(fd);
+	assert_int_equal(tunnel_status(p.port, dest, buf, sizeof(buf)), 200);
 	assert_true(audit_wait(&p, "\"event\":\"anchor_established\"", NULL, 2000));
 	proxy_stop(&p);
 }
@@ -743,15 +743,7 @@ static void test_audit_mode(void **state)
 	proxy_start(&p, pol, NULL);
 	char buf[4096], dest[64];
 	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
-	int fd = tcp_connect(p.port);
-	char req[256];
-	int n = snprintf(req, sizeof(req), CONNECT_FMT, dest, dest);
-	assert_int_equal(write(fd, req, (size_t)n), n);
-	ssize_t r = read(fd, buf, sizeof(buf) - 1);
-	assert_true(r > 0);
-	buf[r] = 0;
-	assert_int_equal(status_of(buf), 200);
-	close(fd);
+	assert_int_equal(tunnel_status(p.port, dest, buf, sizeof(buf)), 200);
 	assert_true(audit_wait(&p, "\"decision\":\"allow\",\"reason\":\"blocked_destination\",\"mode\":\"audit\"", NULL, 2000));
 	proxy_stop(&p);
 }
