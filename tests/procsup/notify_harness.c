@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include "common/fdpass.h"
 #include "common/util.h"
+#include "tests/common/loopback.h"
 
 int notify_rec_identify(void *u, const struct kernel_caps *caps, int pidfd, struct procref *out)
 {
@@ -35,6 +37,38 @@ void notify_rec_release(void *u, struct procref *ref)
 {
 	(void)u;
 	procref_close(ref);
+}
+
+int notify_world_open(struct notify_world *w,
+		      int (*identify)(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out))
+{
+	memset(w, 0, sizeof(*w));
+	w->srv = -1;
+	if (kernel_caps_probe(&w->caps) < 0)
+		return fprintf(stderr, "kernel_caps_probe failed\n"), -1;
+	w->srv = loopback_listen(64, &w->port);
+	if (w->srv < 0)
+		return perror("listen"), -1;
+	struct workload_filter_opts fo = { .notify_connect = true };
+	if (workload_filter_build(&fo, &w->f) < 0)
+		return fprintf(stderr, "filter build failed\n"), -1;
+	uv_loop_init(&w->loop);
+	struct notifier_ops ops = { .identify = identify,
+				    .record = notify_rec_record,
+				    .release = notify_rec_release,
+				    .user = &w->rec };
+	if (notifier_new(&w->loop, &w->caps, &ops, &w->n) < 0)
+		return fprintf(stderr, "notifier_new failed\n"), -1;
+	return 0;
+}
+
+void notify_world_close(struct notify_world *w)
+{
+	notifier_close(w->n);
+	uv_run(&w->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&w->loop);
+	workload_filter_free(&w->f);
+	close(w->srv);
 }
 
 void notify_child_setup(const struct workload_filter *f, int sock)

@@ -1,7 +1,8 @@
 /* What the connect-notifier tests (test_notify.c, test_notify_cache.c)
- * share: a recorder of what the notifier attributes, the child side of a
- * workload under the filter (its listener handed to the parent over a Unix
- * socket), and bounded waits for the listener and for notifications. */
+ * share: a recorder of what the notifier attributes, the world the tests
+ * run in (server, filter, loop, notifier), the child side of a workload
+ * under the filter (its listener handed to the parent over a Unix socket),
+ * and bounded waits for the listener and for notifications. */
 #pragma once
 
 #include <limits.h>
@@ -32,6 +33,26 @@ int notify_rec_identify(void *rec, const struct kernel_caps *caps, int pidfd, st
 int notify_rec_record(void *rec, uint64_t cookie, const struct procref *ref);
 /* ops.release */
 void notify_rec_release(void *rec, struct procref *ref);
+
+/* A test's world: the kernel's caps, a loopback server (port) the
+ * children connect to, the workload filter with connect notification, a
+ * loop, the recorder and a notifier recording into it. It must not move
+ * (the notifier points into it). */
+struct notify_world {
+	struct kernel_caps caps;
+	int srv, port;
+	struct workload_filter f;
+	uv_loop_t loop;
+	struct notify_rec rec;
+	struct notifier *n;
+};
+
+/* Set up the world with identify as ops.identify (notify_rec_identify or
+ * notifier_identify_default). 0, or -1 after saying on stderr what failed. */
+int notify_world_open(struct notify_world *w,
+		      int (*identify)(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out));
+/* The notifier closed, the loop run dry and closed, the filter freed. */
+void notify_world_close(struct notify_world *w);
 
 /* In a new child, over sock: the filter installed (no_new_privs, death
  * signal), its listener sent to the parent, then wait for the parent's

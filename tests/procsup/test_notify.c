@@ -103,32 +103,15 @@ static void on_timeout(uv_timer_t *t)
 
 int main(void)
 {
-	struct kernel_caps caps;
-	if (kernel_caps_probe(&caps) < 0)
+	struct notify_world w;
+	if (notify_world_open(&w, notify_rec_identify) < 0)
 		return 1;
-	int srv = loopback_listen(64, &server_port);
-	if (srv < 0)
-		return perror("listen"), 1;
-
-	struct workload_filter f;
-	struct workload_filter_opts fo = { .notify_connect = true };
-	if (workload_filter_build(&fo, &f) < 0)
-		return fprintf(stderr, "filter build failed\n"), 1;
-
-	uv_loop_t loop;
-	uv_loop_init(&loop);
-	struct notify_rec rec;
-	memset(&rec, 0, sizeof(rec));
-	struct notifier_ops ops = { .identify = notify_rec_identify,
-				    .record = notify_rec_record,
-				    .release = notify_rec_release,
-				    .user = &rec };
-	struct notifier *n;
-	CHECK(notifier_new(&loop, &caps, &ops, &n) == 0, "notifier_new");
+	server_port = w.port;
+	struct notifier *n = w.n;
 
 	/* 1. attribution, synchronously */
 	int sock;
-	pid_t pid = start_child(&f, &sock, body_attrib);
+	pid_t pid = start_child(&w.f, &sock, body_attrib);
 	int lfd = notify_recv_listener(sock);
 	CHECK(lfd >= 0, "no listener received");
 	(void)!write(sock, "g", 1);
@@ -143,18 +126,18 @@ int main(void)
 	CHECK(st->notifications == 4, "notifications %llu", (unsigned long long)st->notifications);
 	CHECK(st->recorded == 2, "recorded %llu", (unsigned long long)st->recorded);
 	CHECK(st->not_inet == 2, "not_inet %llu", (unsigned long long)st->not_inet);
-	CHECK(rec.n == 2, "records %d", rec.n);
-	CHECK(rec.cookie[0] == rep.main_cookie && rep.main_cookie != 0, "main cookie %llu vs %llu",
-	      (unsigned long long)rec.cookie[0], (unsigned long long)rep.main_cookie);
-	CHECK(rec.cookie[1] == rep.thread_cookie, "thread cookie");
-	CHECK(rec.pid[0] == pid && rec.pid[1] == pid, "pids %d %d, child %d", rec.pid[0], rec.pid[1], pid);
-	CHECK(strcmp(rec.key[0], rec.key[1]) == 0, "thread and main keys differ");
+	CHECK(w.rec.n == 2, "records %d", w.rec.n);
+	CHECK(w.rec.cookie[0] == rep.main_cookie && rep.main_cookie != 0, "main cookie %llu vs %llu",
+	      (unsigned long long)w.rec.cookie[0], (unsigned long long)rep.main_cookie);
+	CHECK(w.rec.cookie[1] == rep.thread_cookie, "thread cookie");
+	CHECK(w.rec.pid[0] == pid && w.rec.pid[1] == pid, "pids %d %d, child %d", w.rec.pid[0], w.rec.pid[1], pid);
+	CHECK(strcmp(w.rec.key[0], w.rec.key[1]) == 0, "thread and main keys differ");
 	waitpid(pid, NULL, 0);
 	close(sock);
 	close(lfd);
 
 	/* 2. fail closed: no listener => ENOSYS */
-	pid = start_child(&f, &sock, body_one);
+	pid = start_child(&w.f, &sock, body_one);
 	lfd = notify_recv_listener(sock);
 	CHECK(lfd >= 0, "no listener (2)");
 	close(lfd); /* the supervisor is "gone" */
@@ -165,8 +148,8 @@ int main(void)
 	close(sock);
 
 	/* 3. the libuv path; the listener closes itself when the tree is gone */
-	rec.n = 0;
-	pid = start_child(&f, &sock, body_one);
+	w.rec.n = 0;
+	pid = start_child(&w.f, &sock, body_one);
 	lfd = notify_recv_listener(sock);
 	CHECK(notifier_add_listener(n, lfd) == 0, "add listener");
 	CHECK(notifier_stats(n)->listeners == 1, "listeners");
@@ -174,51 +157,47 @@ int main(void)
 	reap_pid = pid;
 	int pidfd = sys_pidfd_open(pid, 0);
 	uv_poll_t pp;
-	uv_poll_init(&loop, &pp, pidfd);
+	uv_poll_init(&w.loop, &pp, pidfd);
 	uv_poll_start(&pp, UV_READABLE, on_pidfd);
 	uv_timer_t t;
-	uv_timer_init(&loop, &t);
+	uv_timer_init(&w.loop, &t);
 	uv_timer_start(&t, on_timeout, 10000, 0);
 	uv_unref((uv_handle_t *)&t);
-	uv_run(&loop, UV_RUN_DEFAULT); /* ends when the listener closes (or the timer) */
+	uv_run(&w.loop, UV_RUN_DEFAULT); /* ends when the listener closes (or the timer) */
 	CHECK(read_report(sock, &rep) == 0, "no report (3)");
 	CHECK(rep.main_r == 0, "connect (3) %d", rep.main_r);
-	CHECK(rec.n == 1 && rec.cookie[0] == rep.main_cookie && rec.pid[0] == pid, "uv record");
+	CHECK(w.rec.n == 1 && w.rec.cookie[0] == rep.main_cookie && w.rec.pid[0] == pid, "uv record");
 	CHECK(notifier_stats(n)->listeners == 0, "listener not closed on POLLHUP");
 	close(pidfd);
 	close(sock);
 
 	/* 4. the caller gone before its ref is completed (fast path only):
 	 * recorded with the key, pid and image proven while it was blocked. */
-	if (caps.pidfs_ino) {
-		rec.n = 0;
-		rec.fail_identify = true;
+	if (w.caps.pidfs_ino) {
+		w.rec.n = 0;
+		w.rec.fail_identify = true;
 		uint64_t partial0 = notifier_stats(n)->late_partial;
-		pid = start_child(&f, &sock, body_one);
+		pid = start_child(&w.f, &sock, body_one);
 		lfd = notify_recv_listener(sock);
 		(void)!write(sock, "g", 1);
 		CHECK(notify_handle_n(n, lfd, 1) == 0, "handling (4)");
 		CHECK(read_report(sock, &rep) == 0, "no report (4)");
-		CHECK(rec.n == 1 && rec.cookie[0] == rep.main_cookie && rec.pid[0] == pid, "partial record");
-		const char *slash = strrchr(rec.exe[0], '/');
-		const char *exe = slash ? slash + 1 : rec.exe[0];
+		CHECK(w.rec.n == 1 && w.rec.cookie[0] == rep.main_cookie && w.rec.pid[0] == pid, "partial record");
+		const char *slash = strrchr(w.rec.exe[0], '/');
+		const char *exe = slash ? slash + 1 : w.rec.exe[0];
 		CHECK(strcmp(exe, "test_procsup_notify") == 0, "partial exe '%s'", exe);
-		CHECK(strchr(rec.key[0], ':') != NULL && strchr(rec.key[0], ':') == strrchr(rec.key[0], ':'),
-		      "partial key '%s' is not <boot_id>:<ino>", rec.key[0]);
+		CHECK(strchr(w.rec.key[0], ':') != NULL && strchr(w.rec.key[0], ':') == strrchr(w.rec.key[0], ':'),
+		      "partial key '%s' is not <boot_id>:<ino>", w.rec.key[0]);
 		CHECK(notifier_stats(n)->late_partial == partial0 + 1, "late_partial %llu",
 		      (unsigned long long)notifier_stats(n)->late_partial);
 		waitpid(pid, NULL, 0);
 		close(sock);
 		close(lfd);
-		rec.fail_identify = false;
+		w.rec.fail_identify = false;
 	}
 
-	notifier_close(n);
 	uv_close((uv_handle_t *)&t, NULL);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	uv_loop_close(&loop);
-	workload_filter_free(&f);
-	close(srv);
+	notify_world_close(&w);
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	else

@@ -325,9 +325,6 @@ int main(int argc, char **argv)
 		connect_report(atoi(argv[3]));
 		_exit(0);
 	}
-	struct kernel_caps caps;
-	if (kernel_caps_probe(&caps) < 0)
-		return 1;
 	ssize_t sl = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 	if (sl <= 0)
 		return perror("readlink /proc/self/exe"), 1;
@@ -344,31 +341,16 @@ int main(int argc, char **argv)
 		return perror("copy"), 1;
 	copy_ino = ino_of(copy_exe);
 
-	int srv = loopback_listen(64, &server_port);
-	if (srv < 0)
-		return perror("listen"), 1;
-
-	struct workload_filter f;
-	struct workload_filter_opts fo = { .notify_connect = true };
-	if (workload_filter_build(&fo, &f) < 0)
-		return fprintf(stderr, "filter build failed\n"), 1;
-
-	uv_loop_t loop;
-	uv_loop_init(&loop);
-	struct notify_rec rec;
-	memset(&rec, 0, sizeof(rec));
-	struct notifier_ops ops = { .identify = notifier_identify_default,
-				    .record = notify_rec_record,
-				    .release = notify_rec_release,
-				    .user = &rec };
-	struct notifier *n;
-	if (notifier_new(&loop, &caps, &ops, &n) < 0)
-		return fprintf(stderr, "notifier_new failed\n"), 1;
-	bool fast = caps.pidfs_ino; /* our /proc is our pid namespace's */
+	struct notify_world w;
+	if (notify_world_open(&w, notifier_identify_default) < 0)
+		return 1;
+	server_port = w.port;
+	struct notifier *n = w.n;
+	bool fast = w.caps.pidfs_ino; /* our /proc is our pid namespace's */
 
 	const struct notifier_stats *st = notifier_stats(n);
 	uint64_t hits0 = st->cache_hits, changed0 = st->exe_changed;
-	case_exec(n, &rec, &f, "exec");
+	case_exec(n, &w.rec, &w.f, "exec");
 	if (fast) {
 		/* connect 2 and connect 3 (after exec: same process) reuse the caller */
 		CHECK(st->cache_hits == hits0 + 2, "cache hits %llu, want %llu", (unsigned long long)st->cache_hits,
@@ -376,24 +358,20 @@ int main(int argc, char **argv)
 		CHECK(st->exe_changed == changed0 + 1, "exe_changed %llu, want %llu",
 		      (unsigned long long)st->exe_changed, (unsigned long long)changed0 + 1);
 	}
-	case_thread_exec(n, &rec, &f);
+	case_thread_exec(n, &w.rec, &w.f);
 	if (fast)
-		case_tid_reuse(n, &rec, &f, &caps);
+		case_tid_reuse(n, &w.rec, &w.f, &w.caps);
 
 	/* 4. without the cache: the same records */
 	CHECK(notifier_set_cache(n, 0) == 0, "cache off");
 	hits0 = st->cache_hits;
-	case_exec(n, &rec, &f, "exec, cache off");
+	case_exec(n, &w.rec, &w.f, "exec, cache off");
 	CHECK(st->cache_hits == hits0, "hits with the cache off");
 	CHECK(notifier_set_cache(n, NOTIFIER_CACHE_MAX + 1) == -EINVAL, "oversized cache accepted");
 	CHECK(notifier_set_cache(n, 2) == 0, "small cache");
-	case_exec(n, &rec, &f, "exec, 2-entry cache");
+	case_exec(n, &w.rec, &w.f, "exec, 2-entry cache");
 
-	notifier_close(n);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	uv_loop_close(&loop);
-	workload_filter_free(&f);
-	close(srv);
+	notify_world_close(&w);
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	else
