@@ -1,24 +1,86 @@
 /* Shared bits of the identity strategy tests: a bounded loop runner, the
- * checker that counts failures (tests/common/check.h), one resolution with a
- * bounded wait, loopback accept, an image's sha256, and latency
- * percentiles. */
+ * checker that counts failures (tests/common/check.h), the children a test
+ * started (killed at the end), one resolution with a bounded wait,
+ * loopback accept, an image's sha256, and latency percentiles. */
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <poll.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "common/reason.h"
 #include "net-supervisor/identity_strategy.h"
 #include "tests/common/check.h"
+
+/* The children this test started; each is SIGKILLed and reaped by
+ * kids_kill / kids_kill_all (the tests also run kids_kill_all atexit). */
+#define KIDS_MAX 64
+static struct {
+	pid_t pid[KIDS_MAX];
+	size_t n;
+} g_kids __attribute__((unused));
+
+static inline void kids_track(pid_t p)
+{
+	if (p > 0 && g_kids.n < KIDS_MAX)
+		g_kids.pid[g_kids.n++] = p;
+}
+
+static inline void kids_kill(pid_t p)
+{
+	for (size_t i = 0; i < g_kids.n; i++)
+		if (g_kids.pid[i] == p) {
+			kill(p, SIGKILL);
+			waitpid(p, NULL, 0);
+			g_kids.pid[i] = -1;
+		}
+}
+
+static inline void kids_kill_all(void)
+{
+	for (size_t i = 0; i < g_kids.n; i++)
+		if (g_kids.pid[i] > 0) {
+			kill(g_kids.pid[i], SIGKILL);
+			waitpid(g_kids.pid[i], NULL, 0);
+		}
+	g_kids.n = 0;
+}
+
+/* A tracked child that connects to 127.0.0.1:port and holds the
+ * connection until the other end closes it (10 s at most): a process the
+ * strategy under test must not attribute to the anchor. Its pid. */
+static inline pid_t kids_spawn_holder(int port)
+{
+	pid_t f = fork();
+	if (f == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(10);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(1);
+		char x;
+		while (read(fd, &x, 1) > 0)
+			;
+		_exit(0);
+	}
+	kids_track(f);
+	return f;
+}
 
 static void tick_cb(uv_timer_t *t) { (void)t; }
 

@@ -27,18 +27,6 @@
 #include "proc-supervisor/idservice.h"
 #include "net-supervisor/identity_delegated.h"
 
-static pid_t g_kids[4];
-static int g_nkids;
-static void cleanup(void)
-{
-	for (int i = 0; i < g_nkids; i++)
-		if (g_kids[i] > 0) {
-			kill(g_kids[i], SIGKILL);
-			waitpid(g_kids[i], NULL, 0);
-		}
-	g_nkids = 0;
-}
-
 static enum reason ask(uv_loop_t *loop, struct identity_strategy *st, const struct proxy_flow *t,
 		       struct box *b)
 {
@@ -68,7 +56,7 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	alarm(50);
-	atexit(cleanup);
+	atexit(kids_kill_all);
 	if (proto_crypto_init() < 0)
 		return 1;
 	char self[600];
@@ -129,7 +117,7 @@ int main(int argc, char **argv)
 		execl(wbin, wbin, port, "hold", (char *)NULL);
 		_exit(127);
 	}
-	g_kids[g_nkids++] = w;
+	kids_track(w);
 	int pfd = sys_pidfd_open(w, 0);
 	struct procref wref;
 	CHECK(pfd >= 0 && procref_from_pidfd(&caps, pfd, &wref) == 0, "open the workload");
@@ -195,19 +183,7 @@ int main(int argc, char **argv)
 	}
 
 	/* A child of the anchor that it never recorded: refused. */
-	pid_t f = fork();
-	if (f == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		alarm(10);
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-			_exit(1);
-		char x;
-		while (read(fd, &x, 1) > 0)
-			;
-		_exit(0);
-	}
-	g_kids[g_nkids++] = f;
+	kids_spawn_holder(ntohs(sa.sin_port));
 	struct proxy_flow ft;
 	int fc = accept_within(lfd, 5000, &ft);
 	CHECK(fc >= 0, "foreign connect");
@@ -223,7 +199,7 @@ int main(int argc, char **argv)
 	if (c >= 0)
 		close(c);
 	close(lfd);
-	cleanup();
+	kids_kill_all();
 	members_free(mem);
 	sign_key_free(prov);
 	unlink(sockp);

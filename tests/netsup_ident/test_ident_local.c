@@ -31,18 +31,6 @@
 
 static char g_dir[256], g_anchor_bin[600], g_workload_bin[600];
 static char g_anchor_sha[65], g_workload_sha[65];
-static pid_t g_children[64];
-static size_t g_n_children;
-
-static void cleanup(void)
-{
-	for (size_t i = 0; i < g_n_children; i++)
-		if (g_children[i] > 0) {
-			kill(g_children[i], SIGKILL);
-			waitpid(g_children[i], NULL, 0);
-		}
-	g_n_children = 0;
-}
 
 static pid_t spawn_anchor(const char *sock, int port, const char *mode)
 {
@@ -54,19 +42,8 @@ static pid_t spawn_anchor(const char *sock, int port, const char *mode)
 		execl(g_anchor_bin, g_anchor_bin, sock, g_workload_bin, ps, mode, (char *)NULL);
 		_exit(127);
 	}
-	if (p > 0 && g_n_children < 64)
-		g_children[g_n_children++] = p;
+	kids_track(p);
 	return p;
-}
-
-static void kill_child(pid_t p)
-{
-	for (size_t i = 0; i < g_n_children; i++)
-		if (g_children[i] == p) {
-			kill(p, SIGKILL);
-			waitpid(p, NULL, 0);
-			g_children[i] = -1;
-		}
 }
 
 static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
@@ -338,22 +315,7 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 	flow_identity_free(b.id);
 
 	/* A process outside the anchor's tree connecting: never attributed. */
-	pid_t f = fork();
-	if (f == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		alarm(10);
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-			_exit(1);
-		char x;
-		while (read(fd, &x, 1) > 0)
-			;
-		_exit(0);
-	}
-	if (f > 0 && g_n_children < 64)
-		g_children[g_n_children++] = f;
+	pid_t f = kids_spawn_holder(port);
 	struct proxy_flow ft;
 	int fc = accept_within(lfd, 5000, &ft);
 	CHECK(fc >= 0, "foreign did not connect");
@@ -364,11 +326,11 @@ static void test_resolves(uv_loop_t *loop, int lfd, int port, bool via_socket, i
 		flow_identity_free(b.id);
 		close(fc);
 	}
-	kill_child(f);
+	kids_kill(f);
 
 	/* The anchor exits: not anchored any more, flows are not_ready. */
 	if (!via_socket) {
-		kill_child(a);
+		kids_kill(a);
 		CHECK(run_until(loop, &w.lost, 3000), "anchor exit not noticed");
 		CHECK(!s->anchored, "still anchored");
 		r = resolve(loop, s, &t, &b);
@@ -381,7 +343,7 @@ out:
 		close(c);
 	if (s)
 		destroy(loop, s);
-	kill_child(a);
+	kids_kill(a);
 }
 
 /* N distinct flows of one workload, each resolved once: the holder
@@ -425,7 +387,7 @@ static void bench_distinct(uv_loop_t *loop, int lfd, int port, int n)
 		destroy(loop, s);
 	for (int i = 0; i < got; i++)
 		close(fds[i]);
-	kill_child(a);
+	kids_kill(a);
 	free(fds);
 	free(ts);
 	free(lat);
@@ -458,7 +420,7 @@ static void test_wrong_hash(uv_loop_t *loop, int lfd, int port)
 	}
 	if (c >= 0)
 		close(c);
-	kill_child(a);
+	kids_kill(a);
 }
 
 static void test_exited(uv_loop_t *loop, int lfd, int port)
@@ -485,7 +447,7 @@ static void test_exited(uv_loop_t *loop, int lfd, int port)
 		destroy(loop, s);
 	if (c >= 0)
 		close(c);
-	kill_child(a);
+	kids_kill(a);
 }
 
 /* Combined topology shape: the workload in its own netns behind a veth,
@@ -530,8 +492,7 @@ static void test_netns(uv_loop_t *loop)
 		execl(g_anchor_bin, g_anchor_bin, "-", g_workload_bin, ps, "hold", "198.51.100.1", (char *)NULL);
 		_exit(127);
 	}
-	if (a > 0 && g_n_children < 64)
-		g_children[g_n_children++] = a;
+	kids_track(a);
 	struct proxy_flow t;
 	c = accept_within(lfd, 5000, &t);
 	CHECK(c >= 0, "the workload did not connect across the veth");
@@ -577,7 +538,7 @@ out:
 	if (lfd >= 0)
 		close(lfd);
 	if (a > 0)
-		kill_child(a);
+		kids_kill(a);
 	if (pa.fd >= 0)
 		netns_link_delete(pa.fd, va, NULL);
 	netns_close(&pa);
@@ -610,7 +571,7 @@ int main(int argc, char **argv)
 	snprintf(g_dir, sizeof(g_dir), "/tmp/tether-ident-local.XXXXXX");
 	if (!mkdtemp(g_dir))
 		return 1;
-	atexit(cleanup);
+	atexit(kids_kill_all);
 	alarm(90);
 	uv_loop_t loop;
 	uv_loop_init(&loop);
@@ -628,7 +589,7 @@ int main(int argc, char **argv)
 		bench_distinct(&loop, lfd, port, bench > 400 ? 400 : bench);
 
 	close(lfd);
-	cleanup();
+	kids_kill_all();
 	char sp[300];
 	snprintf(sp, sizeof(sp), "%s/anchor.sock", g_dir);
 	unlink(sp);
