@@ -33,6 +33,7 @@
 #include "identity/cookies.h"
 #include "identity/holders.h"
 #include "identity/procref.h"
+#include "tests/common/clone_at.h"
 #include "identity/sockdiag.h"
 
 #define WAIT_MS 5000
@@ -699,12 +700,7 @@ static void test_cache_pid_reuse(void **state)
 	/* pid_start keys (forced fallback) are only as fine as the 10 ms
 	 * start_time tick: make the newcomer's tick differ. */
 	usleep(30 * 1000);
-	struct tether_clone_args ca = {
-		.exit_signal = SIGCHLD,
-		.set_tid = (uint64_t)(uintptr_t)&old,
-		.set_tid_size = 1,
-	};
-	pid_t b = sys_clone3(&ca, sizeof(ca));
+	pid_t b = clone_at_pid(old);
 	if (b == 0) {
 		alarm(30);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);

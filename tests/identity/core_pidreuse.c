@@ -17,6 +17,7 @@
 #include "common/kernel.h"
 #include "common/util.h"
 #include "identity/procref.h"
+#include "tests/common/clone_at.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,13 +51,7 @@ static int report_fd = -1;
 
 static pid_t spawn_at(pid_t want)
 {
-	pid_t tid[1] = { want };
-	struct tether_clone_args a = {
-		.exit_signal = SIGCHLD,
-		.set_tid = (uint64_t)(uintptr_t)tid,
-		.set_tid_size = 1,
-	};
-	pid_t pid = sys_clone3(&a, sizeof(a));
+	pid_t pid = clone_at_pid(want);
 	if (pid == 0) {
 		alarm(20);
 		for (;;)

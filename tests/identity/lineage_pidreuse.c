@@ -16,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 
+#include "tests/common/clone_at.h"
 #include "tests/identity/lineage_common.h"
 
 static struct kernel_caps caps;
@@ -44,13 +45,7 @@ static int wait_pid_free(pid_t pid, int timeout_ms)
 /* A newcomer at exactly `pid` (this namespace), child of the caller. */
 static pid_t spawn_at(pid_t pid)
 {
-	pid_t tid[1] = { pid };
-	struct tether_clone_args a = {
-		.exit_signal = SIGCHLD,
-		.set_tid = (uint64_t)(uintptr_t)tid,
-		.set_tid_size = 1,
-	};
-	pid_t r = sys_clone3(&a, sizeof(a));
+	pid_t r = clone_at_pid(pid);
 	if (r == 0)
 		lt_idle();
 	if (r > 0)

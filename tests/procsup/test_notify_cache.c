@@ -33,6 +33,7 @@
 #include "common/util.h"
 #include "notify_harness.h"
 #include "tests/common/check.h"
+#include "tests/common/clone_at.h"
 #include "tests/common/loopback.h"
 
 static int server_port;
@@ -225,15 +226,7 @@ static void case_thread_exec(struct notifier *n, struct notify_rec *rec, const s
 
 static pid_t spawn_at(pid_t want, const struct workload_filter *f, int sock, int rp)
 {
-	struct tether_clone_args ca;
-	memset(&ca, 0, sizeof(ca));
-	pid_t tid = want;
-	ca.exit_signal = SIGCHLD;
-	if (want > 0) {
-		ca.set_tid = (uint64_t)(uintptr_t)&tid;
-		ca.set_tid_size = 1;
-	}
-	pid_t pid = sys_clone3(&ca, sizeof(ca));
+	pid_t pid = clone_at_pid(want);
 	if (pid == 0) {
 		notify_child_setup(f, sock);
 		connect_report(rp);
