@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../common/http_head.h"
+
 static socklen_t addr_of(const char *ip, int port, struct sockaddr_storage *ss)
 {
 	memset(ss, 0, sizeof(*ss));
@@ -57,16 +59,7 @@ int main(int argc, char **argv)
 			if (c < 0)
 				continue;
 			char buf[4096];
-			size_t len = 0;
-			while (len < sizeof(buf) - 1) {
-				ssize_t n = read(c, buf + len, sizeof(buf) - 1 - len);
-				if (n <= 0)
-					break;
-				len += (size_t)n;
-				buf[len] = 0;
-				if (strstr(buf, "\r\n\r\n"))
-					break;
-			}
+			read_http_head(c, buf, sizeof(buf));
 			static const char r[] = "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nfence-ok\n";
 			(void)!write(c, r, sizeof(r) - 1);
 			close(c);

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/common/http_head.h"
+
 /* ---------- upstream servers ---------- */
 
 enum up_mode { UP_HTTP, UP_ECHO_AFTER_EOF };
@@ -78,17 +80,7 @@ static void *up_conn(void *arg)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (u->mode == UP_HTTP) {
 		char buf[4096];
-		size_t len = 0;
-		while (len < sizeof(buf) - 1) {
-			ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-			if (n <= 0)
-				break;
-			len += (size_t)n;
-			buf[len] = '\0';
-			if (strstr(buf, "\r\n\r\n"))
-				break;
-		}
-		buf[len] = '\0';
+		size_t len = read_http_head(fd, buf, sizeof(buf));
 		pthread_mutex_lock(&u->lock);
 		memcpy(u->last_head, buf, len + 1);
 		pthread_mutex_unlock(&u->lock);
