@@ -118,6 +118,23 @@ static bool vsock_loopback(void)
 	return c >= 0 && connect(c, (struct sockaddr *)&a, sizeof(a)) == 0;
 }
 
+/* Whether IPv6 works in the caller's netns: the stack is there and not
+ * disabled for new links (the veth's outer end is made here). A host
+ * without IPv6 gets an IPv4-only sandbox, as before. */
+static bool ipv6_usable(void)
+{
+	static const char *const knobs[] = { "/proc/sys/net/ipv6/conf/all/disable_ipv6",
+					     "/proc/sys/net/ipv6/conf/default/disable_ipv6" };
+	for (size_t i = 0; i < ARRAY_SIZE(knobs); i++) {
+		char buf[16];
+		ssize_t n = read_file_at(AT_FDCWD, knobs[i], buf, sizeof(buf));
+		if (n <= 0 || buf[0] != '0')
+			return false;
+	}
+	_cleanup_close_ int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	return fd >= 0;
+}
+
 static unsigned long long mono_ms(void)
 {
 	return now_mono_ns() / 1000000ULL;
@@ -406,6 +423,19 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	else
 		snprintf(p->proxy_listen, sizeof(p->proxy_listen), "192.0.2.%u:%d", 4 * k + 1, PROXY_PORT);
 	snprintf(p->proxy_url, sizeof(p->proxy_url), "http://%s", p->proxy_listen);
+	/* IPv6: the same slot's 2001:db8:0:K::/64 (documentation prefix, as
+	 * 192.0.2.0/24 is), a second proxy listener; the workload's
+	 * HTTP_PROXY stays the IPv4 one. */
+	p->ipv6 = ipv6_usable();
+	if (p->ipv6) {
+		snprintf(p->addr6_outer, sizeof(p->addr6_outer), "2001:db8:0:%x::1/64", k);
+		snprintf(p->addr6_inner, sizeof(p->addr6_inner), "2001:db8:0:%x::2/64", k);
+		if (p->pod)
+			snprintf(p->proxy_listen6, sizeof(p->proxy_listen6), "[::1]:%d", PROXY_PORT);
+		else
+			snprintf(p->proxy_listen6, sizeof(p->proxy_listen6), "[2001:db8:0:%x::1]:%d", k,
+				 PROXY_PORT);
+	}
 	int port = free_port();
 	if (port < 0)
 		return topology_error_errno(err, port, "cannot pick an admin port on 127.0.0.1");
@@ -477,6 +507,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	const char **v = p->netsup_argv;
 	v[n++] = p->netsup_path;
 	opt(v, &n, "--listen", p->proxy_listen);
+	opt(v, &n, "--listen", p->proxy_listen6);
 	if (p->pod)
 		opt(v, &n, "--listen-netns", p->netns_path);
 	opt(v, &n, "--admin", p->admin);
@@ -564,6 +595,12 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 			p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner);
 	fprintf(f, "proxy: %s%s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url,
 		p->pod ? " in the pod netns; upstream leaves from ours" : "");
+	if (p->ipv6)
+		fprintf(f, "ipv6: %s %s <-> %s %s%s; proxy also on http://%s\n", p->veth_outer, p->addr6_outer,
+			p->veth_inner, p->addr6_inner, p->pod ? "; default route via the outer end" : "",
+			p->proxy_listen6);
+	else
+		fprintf(f, "ipv6: off (disabled or absent in this netns)\n");
 	fprintf(f, "admin: %s (outer loopback; /readyz gates the entrypoint)\n", p->admin);
 	fprintf(f, "anchor: proc-supervisor sha256 %s, pid %s in its PID namespace\n", p->procsup_sha256,
 		p->anchor_pid);
@@ -1027,8 +1064,11 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 	    (r = netns_link_up(-1, plan->veth_outer, err)) < 0 ||
 	    (r = netns_link_up(wns->fd, plan->veth_inner, err)) < 0)
 		return r;
+	if (plan->ipv6 && ((r = netns_addr_add(-1, plan->veth_outer, plan->addr6_outer, err)) < 0 ||
+			   (r = netns_addr_add(wns->fd, plan->veth_inner, plan->addr6_inner, err)) < 0))
+		return r;
 	if (!plan->pod)
-		return 0; /* deliberately no default route: the on-link /30 to the proxy is all */
+		return 0; /* deliberately no default route: the on-link /30 (and /64) to the proxy is all */
 	/* A pod netns routes out like a real pod's; the fence, not the
 	 * routing table, is what keeps the workload in. Installed before any
 	 * process of ours is in the netns. */
@@ -1036,6 +1076,12 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 	if ((r = ip_of(plan->addr_outer, gw, sizeof(gw))) < 0 ||
 	    (r = netns_route_add(wns->fd, "default", gw, plan->veth_inner, err)) < 0)
 		return r;
+	if (plan->ipv6) {
+		char gw6[48];
+		if ((r = ip_of(plan->addr6_outer, gw6, sizeof(gw6))) < 0 ||
+		    (r = netns_route_add(wns->fd, "::/0", gw6, plan->veth_inner, err)) < 0)
+			return r;
+	}
 	char port[16];
 	snprintf(port, sizeof(port), "%d", PROXY_PORT);
 	const char *fence[] = { plan->self_path, "fence", "install", "--netns", plan->netns_name,

@@ -97,6 +97,12 @@ struct launch_plan {
 	char addr_outer[32], addr_inner[32]; /* "192.0.2.X/30" */
 	char proxy_listen[48];     /* "192.0.2.X:3128" */
 	char proxy_url[64];        /* "http://192.0.2.X:3128" */
+	/* IPv6 beside IPv4 when the caller's netns has it (ipv6 true): the
+	 * veth's 2001:db8:0:K::/64 (K = the /30's slot) and a second proxy
+	 * listener, [2001:db8:0:K::1]:3128 (pod: [::1]:3128). "" when off. */
+	bool ipv6;
+	char addr6_outer[48], addr6_inner[48]; /* "2001:db8:0:K::1/64", "...::2/64" */
+	char proxy_listen6[64];    /* "[2001:db8:0:K::1]:3128" */
 	char admin[48];            /* "127.0.0.1:PORT" */
 	char run_dir[128];         /* run directory (ready file) */
 	char cgroup_parent[4096];  /* per-run cgroup v2 dir for --cgroup; "" when none */

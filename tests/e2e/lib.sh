@@ -20,6 +20,8 @@ mkdir -m 1777 "$WORK/rw"
 AUDIT="$WORK/audit.jsonl"
 SERVER_PID="" RUN_PID=""
 URL=http://198.51.100.10:8080/
+# the fake internet's IPv6 side (setup_net6): documentation prefix only
+URL6='http://[2001:db8:100::10]:8080/'
 
 fail() { echo "FAIL [$CASE $TOPO]: $*" >&2; dump; exit 1; }
 skip() { echo "SKIP [$CASE $TOPO]: $*"; exit 77; }
@@ -86,6 +88,22 @@ setup_net() {
 		sleep 0.1
 	done
 	fail "test server did not start"
+}
+
+# IPv6 on the same veth (after setup_net): 2001:db8:100::1 (outer) and
+# 2001:db8:100::10 (fake internet), nodad so they work at once, and a second
+# http.server bound to [2001:db8:100::10]:8080 (killed by cleanup).
+setup_net6() {
+	inside ip -6 addr add 2001:db8:100::1/64 dev "${TAG}h" nodad || fail "outer IPv6 address"
+	ip netns exec "$INET" ip -6 addr add 2001:db8:100::10/64 dev "${TAG}n" nodad || fail "fake internet IPv6 address"
+	ip netns exec "$INET" "${PY3:-python3}" -m http.server 8080 --bind 2001:db8:100::10 --directory "$WORK/www" \
+		>"$WORK/server6.log" 2>&1 &
+	SERVER_PID="$SERVER_PID $!"
+	for _ in $(seq 100); do
+		inside curl -g -s -o /dev/null --noproxy '*' --max-time 1 "$URL6" && return 0
+		sleep 0.1
+	done
+	fail "IPv6 test server did not start"
 }
 
 policy() { # policy FILE [sha256-pin]
