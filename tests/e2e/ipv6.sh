@@ -89,6 +89,13 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# a sanitizer build reports on stderr; any report is a failure
+no_sanitizer_report() {
+	grep -q "AddressSanitizer\|LeakSanitizer\|runtime error:" "$WORK"/*.out "$WORK/out" "$WORK/plan" 2>/dev/null &&
+		fail "sanitizer report in the output"
+	true
+}
+
 setup_net
 if [ "$CASE" = ipv6_off ]; then
 	# a caller netns with IPv6 disabled: the sandbox is IPv4-only, as it
@@ -106,6 +113,7 @@ if [ "$CASE" = ipv6_off ]; then
 	grep -q "2001:db8" "$WORK/out" && fail "IPv6 addresses in the sandbox: $(cat "$WORK/out")"
 	expect_decision /usr/bin/curl allow:allowed
 	check_audit_common
+	no_sanitizer_report
 	echo "PASS [$CASE $TOPO]"
 	exit 0
 fi
@@ -269,8 +277,7 @@ while True:
 	;;
 *) fail "unknown case" ;;
 esac
-grep -q "AddressSanitizer\|LeakSanitizer\|runtime error:" "$WORK"/*.out "$WORK/out" 2>/dev/null &&
-	fail "sanitizer report in the output"
+no_sanitizer_report
 [ -s "$WORK/d.out" ] && cat "$WORK/d.out"
 echo "PASS [$CASE $TOPO]"
 exit 0
