@@ -4,7 +4,9 @@
  * that connects to a loopback listener; the child is learnt as born in the
  * tree, and the strategy must get its signed identity through the channel.
  * A process the test forks but never records is refused. As root.
- * With --bench N it prints identity latency percentiles. */
+ * The same flow recorded in the connect-time registry (as the notifier
+ * records it) is answered from there. With --bench N it prints identity
+ * latency percentiles and CPU per identity for both paths. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +25,9 @@
 #include "common/util.h"
 #include "common_test.h"
 #include "identity/members.h"
+#include "identity/cookies.h"
 #include "identity/procref.h"
+#include "identity/sockdiag.h"
 #include "proc-supervisor/idservice.h"
 #include "net-supervisor/identity_delegated.h"
 
@@ -46,6 +50,32 @@ static void stop_done(void *u)
 {
 	(void)u;
 	stopped = true;
+}
+
+/* --bench: n identities of one flow, latency and CPU (both sides run in
+ * this process: its CPU time per answer is the cost of one identity,
+ * whatever else loads the machine). */
+static void bench_phase(uv_loop_t *loop, struct identity_strategy *st, const struct proxy_flow *t, int n,
+			const char *path)
+{
+	uint64_t *lat = calloc((size_t)n, sizeof(*lat));
+	size_t k = 0;
+	struct box b;
+	struct rusage r0, r1;
+	getrusage(RUSAGE_SELF, &r0);
+	for (int i = 0; i < n; i++) {
+		if (ask(loop, st, t, &b) == REASON_OK)
+			lat[k++] = b.latency_ns;
+		flow_identity_free(b.id);
+	}
+	getrusage(RUSAGE_SELF, &r1);
+	double cpu_us = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
+			(double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+	printf("BENCH delegated vs real idservice (unix socket, same host, %s, fallback=%s): identity p50 %.1f us "
+	       "p99 %.1f us (n=%zu); CPU per identity (both sides) %.1f us\n",
+	       path, getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
+	       (double)pct(lat, k, 0.5) / 1e3, (double)pct(lat, k, 0.99) / 1e3, k, k ? cpu_us / (double)k : 0.0);
+	free(lat);
 }
 
 int main(int argc, char **argv)
@@ -93,8 +123,11 @@ int main(int argc, char **argv)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct idservice *ids = NULL;
-	struct idservice_opts io = { .endpoint = ep, .caps = &caps, .members = mem, .provisioning = prov,
-				     .topology = PROTO_TOPOLOGY_SPLIT };
+	/* The connect-time registry, empty until the test records the flow
+	 * as the proc-supervisor's notifier would. */
+	struct cookie_registry *reg = cookie_registry_new(64);
+	struct idservice_opts io = { .endpoint = ep, .caps = &caps, .members = mem, .cookies = reg,
+				     .provisioning = prov, .topology = PROTO_TOPOLOGY_SPLIT };
 	int r = idservice_start(&loop, &io, &ids);
 	CHECK(r == 0, "idservice_start: %s", strerror(-r));
 	if (r < 0)
@@ -160,27 +193,34 @@ int main(int argc, char **argv)
 		CHECK(b.id->source == FLOW_SOURCE_DELEGATED, "source");
 	}
 	flow_identity_free(b.id);
-	if (bench > 0 && rr == REASON_OK) {
-		uint64_t *lat = calloc((size_t)bench, sizeof(*lat));
-		size_t k = 0;
-		/* Both sides run in this process: its CPU time per answer is
-		 * the cost of one identity, whatever else loads the machine. */
-		struct rusage r0, r1;
-		getrusage(RUSAGE_SELF, &r0);
-		for (int i = 0; i < bench; i++) {
-			if (ask(&loop, st, &t, &b) == REASON_OK)
-				lat[k++] = b.latency_ns;
-			flow_identity_free(b.id);
-		}
-		getrusage(RUSAGE_SELF, &r1);
-		double cpu_us = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
-				(double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
-		printf("BENCH delegated vs real idservice (unix socket, same host, fallback=%s): identity p50 %.1f us "
-		       "p99 %.1f us (n=%zu); CPU per identity (both sides) %.1f us\n",
-		       getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
-		       (double)pct(lat, k, 0.5) / 1e3, (double)pct(lat, k, 0.99) / 1e3, k, k ? cpu_us / (double)k : 0.0);
-		free(lat);
+	if (bench > 0 && rr == REASON_OK)
+		bench_phase(&loop, st, &t, bench, "holder search");
+
+	/* The flow recorded at connect time (cookie -> the connector), as
+	 * the notifier does in production: the answer comes from the
+	 * registry, still verified against the live process and walked. */
+	struct flow_tuple tup;
+	struct sockdiag_result sr;
+	struct sockdiag *sd = sockdiag_open();
+	struct procref gref;
+	bool recorded = sd && flow_tuple_from_sockaddr(&tup, IPPROTO_TCP, (struct sockaddr *)&t.client,
+							(struct sockaddr *)&t.proxy) == 0 &&
+			sockdiag_lookup(sd, &tup, &sr) == 0 && procref_open(&caps, gchild, &gref) == 0;
+	CHECK(recorded, "look up and open the connector");
+	if (recorded) {
+		CHECK(cookie_registry_put(reg, sr.cookie, &gref) == 0, "record the flow");
+		procref_close(&gref);
+		rr = ask(&loop, st, &t, &b);
+		CHECK(rr == REASON_OK, "registry hit: %s", answer_word(rr));
+		CHECK(rr != REASON_OK || (b.id->pid == gchild && b.id->n_ancestors == 1 && b.id->ancestors[0].pid == w &&
+					  b.id->sha256[0]),
+		      "registry hit: the connector, its parent and its hash");
+		flow_identity_free(b.id);
+		if (bench > 0 && rr == REASON_OK)
+			bench_phase(&loop, st, &t, bench, "registry");
 	}
+	if (sd)
+		sockdiag_close(sd);
 
 	/* A child of the anchor that it never recorded: refused. */
 	kids_spawn_holder(ntohs(sa.sin_port));
@@ -196,6 +236,7 @@ int main(int argc, char **argv)
 	identity_strategy_destroy(st);
 	idservice_stop(ids, stop_done, NULL);
 	run_until(&loop, &stopped, 3000);
+	cookie_registry_free(reg);
 	if (c >= 0)
 		close(c);
 	close(lfd);
