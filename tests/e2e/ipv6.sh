@@ -226,20 +226,7 @@ EOF
 ipv6_direct_blocked)
 	# no bypass over IPv6, TCP or UDP (the fake internet logs datagrams)
 	policy6 "$WORK/p6.yaml"
-	ip netns exec "$INET" "$PY3" -c '
-import socket, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind(("2001:db8:100::10", 5353)); s.settimeout(40)
-while True:
-    d, a = s.recvfrom(100)
-    open(sys.argv[1], "a").write(a[0] + " " + d.decode("latin-1") + "\n")
-' "$WORK/udp6.log" &
-	SERVER_PID="$SERVER_PID $!"
-	printf '%s\n' 'import socket, sys' \
-		's = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)' \
-		's.sendto(sys.argv[1].encode(), ("2001:db8:100::10", 5353))' >"$WORK/udp6_send.py"
-	UDP_SEND="$PY3 $WORK/udp6_send.py"
-	wait_for 5 sh -c "ss -Hunl -N $INET | grep -q '2001:db8:100::10\]:5353'" || fail "UDP listener did not start"
+	udp_sink 2001:db8:100::10 "$WORK/udp6.log" "$WORK/udp6_send.py"
 	DIRECT="ip -6 route; curl -g -sS --noproxy '*' --max-time 3 -o /dev/null '$URL6' && echo DIRECT-OK; $UDP_SEND workload"
 	if [ "$POD" = 1 ]; then
 		# the pod's IPv6 default route leads to the fake internet

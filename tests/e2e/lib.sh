@@ -202,3 +202,25 @@ wait_for() { # wait_for SECONDS CMD...
 	return 1
 }
 
+# udp_sink ADDR LOG SENDER: the fake internet answers UDP on ADDR:5353 and
+# logs "source payload" lines to LOG (what reaches it is a bypass); SENDER
+# is written as a script that sends its argument there, UDP_SEND runs it.
+udp_sink() {
+	local addr=$1 log=$2 sender=$3 fam=AF_INET shown=$1
+	case "$addr" in *:*) fam=AF_INET6 shown="[$addr]" ;; esac
+	ip netns exec "$INET" python3 -c '
+import socket, sys
+s = socket.socket(getattr(socket, sys.argv[1]), socket.SOCK_DGRAM)
+s.bind((sys.argv[2], 5353)); s.settimeout(40)
+while True:
+    d, a = s.recvfrom(100)
+    open(sys.argv[3], "a").write(a[0] + " " + d.decode("latin-1") + "\n")
+' "$fam" "$addr" "$log" &
+	SERVER_PID="$SERVER_PID $!"
+	printf '%s\n' 'import socket, sys' \
+		"s = socket.socket(socket.$fam, socket.SOCK_DGRAM)" \
+		"s.sendto(sys.argv[1].encode(), (\"$addr\", 5353))" >"$sender"
+	UDP_SEND="${PY3:-python3} $sender"
+	wait_for 5 sh -c "ss -Hunl -N $INET | grep -qF '$shown:5353'" || fail "UDP listener on $shown did not start"
+}
+

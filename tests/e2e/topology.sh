@@ -66,20 +66,7 @@ hash_mismatch)
 direct_blocked)
 	# The fake internet answers UDP too (what reaches it is logged): no
 	# bypass by TCP or UDP, the proxy sees nothing.
-	ip netns exec "$INET" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("198.51.100.10", 5353)); s.settimeout(40)
-while True:
-    d, a = s.recvfrom(100)
-    open(sys.argv[1], "a").write(a[0] + " " + d.decode("latin-1") + "\n")
-' "$WORK/udp.log" &
-	SERVER_PID="$SERVER_PID $!"
-	printf '%s\n' 'import socket, sys' \
-		's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)' \
-		's.sendto(sys.argv[1].encode(), ("198.51.100.10", 5353))' >"$WORK/udp_send.py"
-	UDP_SEND="python3 $WORK/udp_send.py"
-	wait_for 5 sh -c "ss -Hunl -N $INET | grep -q 198.51.100.10:5353" || fail "UDP listener did not start"
+	udp_sink 198.51.100.10 "$WORK/udp.log" "$WORK/udp_send.py"
 	if [ "$POD" = 1 ]; then
 		# A pod netns routes out (a default route, as a real pod's); make
 		# that route lead to the fake internet (forwarding in our private
