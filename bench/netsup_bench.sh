@@ -2,8 +2,13 @@
 # net-supervisor vs direct vs tinyproxy on loopback (bench/proxy_bench.c):
 # bulk throughput through a CONNECT tunnel and short requests (absolute-form
 # GET, one per connection: connections/s and time to first byte). Identity is
-# the STATIC TEST strategy (--identity-static): no identity lookup cost is in
-# these numbers. Rounds are interleaved; every line is printed.
+# the STATIC TEST strategy (--identity-static) in the bulk and plain short
+# rows: no identity lookup cost is in those. The "net-supervisor-local-identity"
+# short row is the real thing: the client runs as the workload of a
+# proc-supervisor (seccomp connect attribution included) and the proxy
+# resolves every connection with local identity against that anchor
+# (sock_diag, holder search, ancestry walk, hash). Rounds are interleaved;
+# every line is printed.
 #   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
 set -eu
 BUILD=${1:-build}
@@ -30,6 +35,27 @@ $NS --listen 127.0.0.1:$NSP --policy $TMP/policy.yaml --audit $TMP/audit.jsonl \
 NSQ=19403   # the same with the splice(2) relay (--splice)
 $NS --splice --listen 127.0.0.1:$NSQ --policy $TMP/policy.yaml --audit $TMP/audit2.jsonl \
 	--identity-static /usr/bin/true 2> $TMP/ns2.err & PIDS+=($!)
+NSL=19404   # local identity: the anchor is the proc-supervisor at $TMP/anchor.sock
+PS=$BUILD/bin/proc-supervisor
+BREAL=$(readlink -f $B)
+cat > $TMP/policy-local.yaml <<P
+version: 1
+network:
+  policies:
+    - name: bench
+      binaries: [{path: $BREAL}]
+      endpoints: [{cidr: 127.0.0.1/32, ports: [$UP]}]
+P
+$NS --listen 127.0.0.1:$NSL --policy $TMP/policy-local.yaml --audit $TMP/audit3.jsonl \
+	--identity local --anchor-socket unix:$TMP/anchor.sock --admin 127.0.0.1:19405 2> $TMP/ns3.err & PIDS+=($!)
+# short_local LABEL: the short-request client as a proc-supervisor workload
+# (once the proxy is ready: it anchors on the supervisor's status socket)
+short_local() {
+	rm -f $TMP/anchor.sock
+	$PS --status-socket $TMP/anchor.sock -- /bin/sh -c \
+		"for i in \$(seq 100); do curl -sf --noproxy '*' -o /dev/null http://127.0.0.1:19405/readyz && break; sleep 0.05; done; exec $BREAL short --port $UP --requests $REQS --proxy 127.0.0.1:$NSL --label $1" \
+		2>>$TMP/ps.err
+}
 HAVE_TP=0
 if command -v tinyproxy >/dev/null; then
 	printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nLogLevel Critical\nAllow 127.0.0.1\nDisableViaHeader Yes\n' $TPP > $TMP/tinyproxy.conf
@@ -50,7 +76,7 @@ bulk_via() { # PID PORT LABEL
 	c1=$(ticks $1)
 	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
 }
-echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy"
+echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy except the local-identity row"
 RATIOS=()
 for r in $(seq $ROUNDS); do
 	D=$($B bulk --port $UP --bytes $BYTES --label direct); echo "$D"
@@ -60,7 +86,8 @@ for r in $(seq $ROUNDS); do
 	RATIOS+=("$(awk -v n=$(echo "$N" | mibs) -v d=$(echo "$D" | mibs) 'BEGIN{printf "%.2f", n / d}')")
 	$B short --port $UP --requests $REQS --label direct
 	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
+	short_local net-supervisor-local-identity
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
 done
 echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/audit.jsonl)"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit3.jsonl 2>/dev/null || true) denied"
