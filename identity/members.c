@@ -342,7 +342,8 @@ static void set_why(enum reason *why, enum reason r)
 }
 
 /* One attempt of members_learn. -EAGAIN: a hop's parent changed under us. */
-static int learn_once(struct members *t, pid_t pid, enum reason *why, struct member_entry *out)
+static int learn_once(struct members *t, pid_t pid, const char *filtered_key, enum reason *why,
+		      struct member_entry *out)
 {
 	struct procref *hops = calloc(MEMBERS_LEARN_DEPTH + 1, sizeof(*hops));
 	if (!hops)
@@ -459,6 +460,11 @@ static int learn_once(struct members *t, pid_t pid, enum reason *why, struct mem
 	 * cgroup mode the check below then applies to every new hop). */
 	bool orphan_ok = t->live_chain || t->orphans == MEMBERS_ORPHANS_DESCENDANTS ||
 			 (t->orphans == MEMBERS_ORPHANS_IN_CGROUP && t->mode == MEMBERSHIP_CGROUP);
+	/* The subject carries the sandbox's seccomp filter (members_learn_filtered):
+	 * it and every live parent up to here descend from a process we
+	 * spawned, however many of the middle parents are gone. */
+	if (filtered_key && strcmp(hops[0].key, filtered_key) == 0)
+		orphan_ok = true;
 	if (member_join_is_member(parent.join) || (parent.join == MEMBER_ANCHOR && orphan_ok))
 		join = MEMBER_BORN_IN_TREE;
 	else
@@ -500,18 +506,32 @@ done:
 	return r;
 }
 
-int members_learn(struct members *t, pid_t pid, enum reason *why, struct member_entry *out)
+static int learn(struct members *t, pid_t pid, const char *filtered_key, enum reason *why,
+		 struct member_entry *out)
 {
 	if (!t || pid <= 0)
 		return -EINVAL;
 	int r = -EAGAIN;
 	for (int i = 0; i < MEMBERS_LEARN_TRIES && r == -EAGAIN; i++)
-		r = learn_once(t, pid, why, out);
+		r = learn_once(t, pid, filtered_key, why, out);
 	if (r == -EAGAIN) {
 		set_why(why, REASON_PROCESS_VANISHED);
 		r = -ESRCH;
 	}
 	return r;
+}
+
+int members_learn(struct members *t, pid_t pid, enum reason *why, struct member_entry *out)
+{
+	return learn(t, pid, NULL, why, out);
+}
+
+int members_learn_filtered(struct members *t, pid_t pid, const char *key, enum reason *why,
+			   struct member_entry *out)
+{
+	if (!key || !key[0])
+		return -EINVAL;
+	return learn(t, pid, key, why, out);
 }
 
 int members_mark_exited(struct members *t, const char *key)

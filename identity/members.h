@@ -127,6 +127,18 @@ int members_add_recorded(struct members *t, const struct procref *ref, enum memb
  * depth_exceeded, -ENOSPC table full. Already known: 0 (member) or -EPERM
  * (adopted, or the anchor itself) without any procfs walk. why may be NULL. */
 int members_learn(struct members *t, pid_t pid, enum reason *why, struct member_entry *out);
+/* members_learn for a process the caller KNOWS carries the sandbox's
+ * seccomp filter: `key` (the process at pid now) sent a notification on the
+ * sandbox's listener. A filter is inherited at fork and can be attached to
+ * no other process, CLONE_PARENT is denied under it, and an orphan goes to
+ * its nearest subreaper ancestor: so it and every live parent up to the
+ * anchor descend from a process the anchor spawned, however many middle
+ * parents are gone — an unrecorded child of the anchor on that chain is
+ * born in the tree under any members_orphans rule (an nsenter'd session
+ * has no such filter and never gets here). A key that no longer names the
+ * process at pid is judged as by members_learn. */
+int members_learn_filtered(struct members *t, pid_t pid, const char *key, enum reason *why,
+			   struct member_entry *out);
 
 /* In cgroup mode: is the live process behind ref (pidfd held) inside the
  * sandbox cgroup? 0 yes (always 0 in lineage mode), -EPERM outside (or its

@@ -47,10 +47,12 @@ static int glue_record(void *user, uint64_t cookie, const struct procref *ref)
 	if (ps->members) {
 		struct member_entry e;
 		if (members_lookup_key(ps->members, ref->key, &e) == -ENOENT) {
-			/* Born in the tree and never seen: learn it now, while it is
-			 * alive and blocked in connect. */
+			/* Born in the tree and never seen: learn it now, while it
+			 * is alive. It sent a notification on our listener, so it
+			 * carries the workload filter: a daemon whose middle
+			 * parents are gone is still ours (members_learn_filtered). */
 			enum reason why = REASON_OK;
-			int lr = members_learn(ps->members, ref->pid, &why, NULL);
+			int lr = members_learn_filtered(ps->members, ref->pid, ref->key, &why, NULL);
 			if (lr < 0)
 				log_debug("members: learning pid %d: %s (%s)", (int)ref->pid, strerror(-lr),
 					  reason_word(why));

@@ -40,6 +40,12 @@ esac
 
 setup_net
 policy "$WORK/p.yaml"
+if [ "$CASE" = daemonize_nocgroup ]; then
+	# The same daemon with no usable cgroup v2 (membership by lineage only):
+	# under a PID-1 anchor nothing but the seccomp filter the daemon carries
+	# proves it ours (members_learn_filtered); an nsenter'd process has none.
+	export TETHER_FORCE_FALLBACK=cgroup
+fi
 
 case "$CASE" in
 allowed)
@@ -101,7 +107,7 @@ direct_blocked)
 	[ -z "$(decisions /usr/bin/curl)" ] || fail "a direct connection reached the proxy"
 	check_audit_common
 	;;
-daemonize)
+daemonize|daemonize_nocgroup)
 	# double fork: the daemon's parent exits, it is reparented, connects later
 	cat >"$WORK/d.sh" <<EOF
 #!/bin/sh
@@ -114,6 +120,10 @@ EOF
 	run --policy "$WORK/p.yaml" -- "$WORK/d.sh"
 	grep -q 200 "$WORK/out" || fail "daemonized curl did not get 200"
 	expect_decision /usr/bin/curl allow:allowed
+	if [ "$CASE" = daemonize_nocgroup ]; then
+		grep '"event":"process_spawn"' "$AUDIT" | grep -q '"membership":"lineage"' ||
+			fail "membership was not by lineage: $(grep '"event":"process_spawn"' "$AUDIT" | head -1)"
+	fi
 	check_audit_common
 	;;
 exec_gateway)

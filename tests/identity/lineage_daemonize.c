@@ -11,7 +11,10 @@
  *     not PID 1) or, in cgroup mode, MEMBERS_ORPHANS_IN_CGROUP, D2 is born in
  *     the tree after all; D3 outside the cgroup never is.
  *   - cgroup mode: D3 is moved out of the sandbox cgroup before it is learnt
- *     and is refused; a spawned child outside the cgroup is refused. */
+ *     and is refused; a spawned child outside the cgroup is refused.
+ *   - MEMBERS_ORPHANS_FOREIGN: D2 is adopted unless it is vouched for as
+ *     carrying the sandbox's filter (members_learn_filtered) under its own
+ *     key. */
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -292,6 +295,49 @@ static void scenario(enum membership_mode mode)
 				 reason_word(why));
 		}
 		members_free(t2);
+	}
+
+	/* MEMBERS_ORPHANS_FOREIGN (a PID-1 anchor without a cgroup): D2 is
+	 * adopted, unless the caller vouches that D2 itself carries the
+	 * sandbox's seccomp filter (members_learn_filtered, as the notifier's
+	 * record does); another process's key vouches for nothing, and in
+	 * cgroup mode D3 outside the cgroup stays refused. */
+	{
+		struct members_config oc = cfg;
+		oc.orphans = MEMBERS_ORPHANS_FOREIGN;
+		struct members *t3;
+		LT_REQUIRE(members_create(&caps, &anchor, &oc, &t3) == 0, "members_create (foreign)");
+		LT_REQUIRE(members_add_spawned(t3, &cref, MEMBER_ENTRYPOINT) == 0, "add C (foreign)");
+		struct member_entry fe;
+		r = members_learn_filtered(t3, d2, dref.key, &why, &fe);
+		LT_CHECK(r == -EPERM && why == REASON_FOREIGN_PROCESS && fe.join == MEMBER_ADOPTED,
+			 "foreign: D2 vouched with D's key: %d %s", r, reason_word(why));
+		members_free(t3);
+		LT_REQUIRE(members_create(&caps, &anchor, &oc, &t3) == 0, "members_create (foreign 2)");
+		LT_REQUIRE(members_add_spawned(t3, &cref, MEMBER_ENTRYPOINT) == 0, "add C (foreign 2)");
+		r = members_learn(t3, d2, &why, &fe);
+		LT_CHECK(r == -EPERM && fe.join == MEMBER_ADOPTED, "foreign: D2 unvouched: %d %s", r,
+			 reason_word(why));
+		members_free(t3);
+		LT_REQUIRE(members_create(&caps, &anchor, &oc, &t3) == 0, "members_create (foreign 3)");
+		LT_REQUIRE(members_add_spawned(t3, &cref, MEMBER_ENTRYPOINT) == 0, "add C (foreign 3)");
+		r = members_learn_filtered(t3, d2, d2ref.key, &why, &fe);
+		LT_CHECK(r == 0 && fe.join == MEMBER_BORN_IN_TREE, "foreign: D2 vouched: %d %s", r,
+			 reason_word(why));
+		r = ancestry_walk(&caps, t3, &d2ref, NULL, &res);
+		LT_CHECK(r == 0 && res.anchored, "foreign: walk vouched D2: %s (%s)", reason_word(res.reason),
+			 res.detail);
+		ancestry_result_free(&res);
+		if (mode == MEMBERSHIP_CGROUP) {
+			struct procref d3ref;
+			LT_REQUIRE(procref_open(&caps, d3, &d3ref) == 0, "open D3 (foreign)");
+			r = members_learn_filtered(t3, d3, d3ref.key, &why, NULL);
+			LT_CHECK(r == -EPERM && why == REASON_FOREIGN_PROCESS,
+				 "foreign: D3 outside the cgroup, vouched: %d %s", r, reason_word(why));
+			procref_close(&d3ref);
+		}
+		LT_CHECK(members_learn_filtered(t3, d2, "", &why, NULL) == -EINVAL, "empty key accepted");
+		members_free(t3);
 	}
 
 	/* M is gone: lookups by its pid fail, reap marks it, live pids = C, D. */
