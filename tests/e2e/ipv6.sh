@@ -226,40 +226,7 @@ EOF
 ipv6_direct_blocked)
 	# no bypass over IPv6, TCP or UDP (the fake internet logs datagrams)
 	policy6 "$WORK/p6.yaml"
-	udp_sink 2001:db8:100::10 "$WORK/udp6.log" "$WORK/udp6_send.py"
-	DIRECT="ip -6 route; curl -g -sS --noproxy '*' --max-time 3 -o /dev/null '$URL6' && echo DIRECT-OK; $UDP_SEND workload"
-	if [ "$POD" = 1 ]; then
-		# the pod's IPv6 default route leads to the fake internet
-		# (forwarding in our private outer netns, a route back): only the
-		# fence is in the way
-		inside sysctl -qw net.ipv6.conf.all.forwarding=1 || fail "cannot enable IPv6 forwarding in the outer netns"
-		ip -n "$INET" -6 route add 2001:db8::/48 via 2001:db8:100::1 || fail "return route"
-		inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p6.yaml" \
-			-- sh -c "$DIRECT; i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
-			>"$WORK/out" 2>&1 &
-		RUN_PID=$!
-		wait_for 10 grep -q "^default" "$WORK/out" || fail "the pod netns has no IPv6 default route: $(cat "$WORK/out")"
-		TPID=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")") || fail "tether run process not found"
-		POD_NS=tt${TPID}w
-		# the control: uid 0 (exempt) does reach it directly over IPv6
-		ip netns exec "$POD_NS" curl -g -sS --noproxy '*' --max-time 5 -o /dev/null "$URL6" ||
-			fail "uid 0 in the pod netns cannot reach the IPv6 fake internet: the test proves nothing"
-		ip netns exec "$POD_NS" sh -c "$UDP_SEND control"
-		ip netns exec "$POD_NS" setpriv --reuid=65534 --regid=65534 --clear-groups \
-			curl -g -sS --noproxy '*' --max-time 3 -o /dev/null "$URL6" 2>/dev/null && fail "uid 65534 bypassed the fence over IPv6"
-		ip netns exec "$POD_NS" setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "$UDP_SEND nobody" 2>/dev/null
-		touch "$WORK/done"
-		wait "$RUN_PID"; RUN_PID=""
-		wait_for 3 grep -q control "$WORK/udp6.log" || fail "the control datagram never arrived"
-	else
-		run --policy "$WORK/p6.yaml" -- sh -c "$DIRECT"
-		grep -q "^2001:db8:[0-9a-f:]*/64 dev tt" "$WORK/out" || fail "no on-link IPv6 /64 in the workload netns: $(cat "$WORK/out")"
-		grep -q "^default" "$WORK/out" && fail "workload netns has an IPv6 default route"
-	fi
-	grep -q DIRECT-OK "$WORK/out" && fail "direct IPv6 connection succeeded"
-	sleep 0.3
-	grep -q "workload\|nobody" "$WORK/udp6.log" 2>/dev/null && fail "a datagram bypassed the proxy: $(cat "$WORK/udp6.log")"
-	[ -z "$(decisions /usr/bin/curl)" ] || fail "a direct connection reached the proxy"
+	direct_bypass_check 6 "$WORK/p6.yaml" "$URL6"
 	check_audit_common
 	;;
 *) fail "unknown case" ;;

@@ -224,3 +224,52 @@ while True:
 	wait_for 5 sh -c "ss -Hunl -N $INET | grep -qF '$shown:5353'" || fail "UDP listener on $shown did not start"
 }
 
+
+# direct_bypass_check 4|6 POLICY URL: no way out but the proxy, over TCP or
+# UDP. The workload tries URL directly and sends a datagram to the fake
+# internet's UDP sink; neither may arrive and the proxy sees nothing. In a
+# pod topology the pod's default route is made to reach the fake internet
+# (forwarding in our private outer netns, a route back) so that only the
+# fence is in the way, and a control proves it: uid 0 (the proxy's uid,
+# exempt) does get through, uid 65534 does not. Elsewhere the workload
+# netns must have no default route at all.
+direct_bypass_check() {
+	local fam=$1 pol=$2 url=$3 ipf="" g="" sink=198.51.100.10 fwd=net.ipv4.ip_forward back="192.0.2.0/24 via 198.51.100.1"
+	if [ "$fam" = 6 ]; then
+		ipf=-6 g=-g sink=2001:db8:100::10 fwd=net.ipv6.conf.all.forwarding back="2001:db8::/48 via 2001:db8:100::1"
+	fi
+	local log="$WORK/udp$fam.log"
+	udp_sink "$sink" "$log" "$WORK/udp${fam}_send.py"
+	local direct="ip $ipf route; curl $g -sS --noproxy '*' --max-time 3 -o /dev/null '$url' && echo DIRECT-OK; $UDP_SEND workload"
+	if [ "$POD" = 1 ]; then
+		inside sysctl -qw "$fwd=1" || fail "cannot enable IPv$fam forwarding in the outer netns"
+		# shellcheck disable=SC2086 # "PREFIX via GW"
+		ip -n "$INET" $ipf route add $back || fail "return route"
+		inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$pol" \
+			-- sh -c "$direct; i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
+			>"$WORK/out" 2>&1 &
+		RUN_PID=$!
+		wait_for 10 grep -q "^default" "$WORK/out" || fail "the pod netns has no IPv$fam default route: $(cat "$WORK/out")"
+		TPID=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")") || fail "tether run process not found"
+		local pod_ns=tt${TPID}w
+		ip netns exec "$pod_ns" curl $g -sS --noproxy '*' --max-time 5 -o /dev/null "$url" ||
+			fail "uid 0 in the pod netns cannot reach the fake internet over IPv$fam: the test proves nothing"
+		ip netns exec "$pod_ns" sh -c "$UDP_SEND control"
+		ip netns exec "$pod_ns" setpriv --reuid=65534 --regid=65534 --clear-groups \
+			curl $g -sS --noproxy '*' --max-time 3 -o /dev/null "$url" 2>/dev/null && fail "uid 65534 bypassed the fence over IPv$fam"
+		ip netns exec "$pod_ns" setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "$UDP_SEND nobody" 2>/dev/null
+		touch "$WORK/done"
+		wait "$RUN_PID"; RUN_PID=""
+		wait_for 3 grep -q control "$log" || fail "the control datagram never arrived"
+	else
+		run --policy "$pol" -- sh -c "$direct"
+		grep -q "^default" "$WORK/out" && fail "workload netns has an IPv$fam default route"
+		if [ "$fam" = 6 ]; then
+			grep -q "^2001:db8:[0-9a-f:]*/64 dev tt" "$WORK/out" || fail "no on-link IPv6 /64 in the workload netns: $(cat "$WORK/out")"
+		fi
+	fi
+	grep -q DIRECT-OK "$WORK/out" && fail "direct IPv$fam connection succeeded"
+	sleep 0.3
+	grep -q "workload\|nobody" "$log" 2>/dev/null && fail "a datagram bypassed the proxy: $(cat "$log")"
+	[ -z "$(decisions /usr/bin/curl)" ] || fail "a direct connection reached the proxy"
+}

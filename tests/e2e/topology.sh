@@ -72,39 +72,7 @@ hash_mismatch)
 direct_blocked)
 	# The fake internet answers UDP too (what reaches it is logged): no
 	# bypass by TCP or UDP, the proxy sees nothing.
-	udp_sink 198.51.100.10 "$WORK/udp.log" "$WORK/udp_send.py"
-	if [ "$POD" = 1 ]; then
-		# A pod netns routes out (a default route, as a real pod's); make
-		# that route lead to the fake internet (forwarding in our private
-		# outer netns, a route back), so only the fence stands in the way.
-		inside sysctl -qw net.ipv4.ip_forward=1 || fail "cannot enable forwarding in the outer netns"
-		ip -n "$INET" route add 192.0.2.0/24 via 198.51.100.1 || fail "return route"
-		inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" \
-			-- sh -c "ip route; curl -sS --noproxy '*' --max-time 3 -o /dev/null $URL && echo DIRECT-OK; $UDP_SEND workload; i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
-			>"$WORK/out" 2>&1 &
-		RUN_PID=$!
-		wait_for 10 grep -q "^default" "$WORK/out" || fail "the pod netns has no default route: $(cat "$WORK/out")"
-		TPID=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")") || fail "tether run process not found"
-		POD_NS=tt${TPID}w
-		# the control: uid 0 (the proxy's uid, exempt) does reach it directly
-		ip netns exec "$POD_NS" curl -sS --noproxy '*' --max-time 5 -o /dev/null "$URL" ||
-			fail "uid 0 in the pod netns cannot reach the fake internet: the test proves nothing"
-		ip netns exec "$POD_NS" sh -c "$UDP_SEND control"
-		# any other uid does not, whatever the protocol
-		ip netns exec "$POD_NS" setpriv --reuid=65534 --regid=65534 --clear-groups \
-			curl -sS --noproxy '*' --max-time 3 -o /dev/null "$URL" 2>/dev/null && fail "uid 65534 bypassed the fence"
-		ip netns exec "$POD_NS" setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "$UDP_SEND nobody" 2>/dev/null
-		touch "$WORK/done"
-		wait "$RUN_PID"; RUN_PID=""
-		wait_for 3 grep -q control "$WORK/udp.log" || fail "the control datagram never arrived"
-	else
-		run --policy "$WORK/p.yaml" -- sh -c "ip route; curl -sS --noproxy '*' --max-time 3 -o /dev/null $URL && echo DIRECT-OK; $UDP_SEND workload"
-		grep -q "^default" "$WORK/out" && fail "workload netns has a default route"
-	fi
-	grep -q DIRECT-OK "$WORK/out" && fail "direct connection succeeded"
-	sleep 0.3
-	grep -q "workload\|nobody" "$WORK/udp.log" 2>/dev/null && fail "a datagram bypassed the proxy: $(cat "$WORK/udp.log")"
-	[ -z "$(decisions /usr/bin/curl)" ] || fail "a direct connection reached the proxy"
+	direct_bypass_check 4 "$WORK/p.yaml" "$URL"
 	check_audit_common
 	;;
 daemonize|daemonize_nocgroup)
