@@ -41,7 +41,6 @@ static inline int fd_steal(int *fd)
 	return r;
 }
 
-/* Copy with truncation detection: -ENAMETOOLONG when src does not fit. */
 /* splitmix64's finalizer: a cheap, well-mixing 64-bit hash of x (hash
  * buckets, set fingerprints). Not for anything an adversary may choose to
  * collide where it matters. */
@@ -55,6 +54,7 @@ static inline uint64_t mix64(uint64_t x)
 	return x;
 }
 
+/* Copy with truncation detection: -ENAMETOOLONG when src does not fit. */
 static inline int strscpy(char *dst, const char *src, size_t size)
 {
 	size_t n = strlen(src);

@@ -469,3 +469,14 @@ int procref_hash_exe(struct procref *ref, struct exe_hash_cache *cache)
 	memcpy(ref->exe.sha256, t.sha256, sizeof(t.sha256));
 	return 0;
 }
+
+int procref_hash_exe_read(struct procref *ref, struct exe_hash_cache *cache)
+{
+	if (ref->exe_err < 0)
+		return ref->exe_err;
+	if (cache && exe_hash_cache_get(cache, &ref->exe, ref->exe.sha256) == 1) {
+		ref->exe.hashed = true;
+		return 0;
+	}
+	return procref_hash_exe(ref, cache);
+}

@@ -107,6 +107,12 @@ bool procref_same(const struct procref *a, const struct procref *b);
  * (dev, ino, size, mtime, ctime) and the pidfd must still be alive after
  * hashing, else -ESTALE / -ESRCH. cache may be NULL. */
 int procref_hash_exe(struct procref *ref, struct exe_hash_cache *cache);
+/* The hash of the image whose tuple `ref` read (moments ago, from the live
+ * process): a cache hit for that tuple answers without opening the image
+ * again; a miss (or no cache) is procref_hash_exe. For callers that check
+ * the process is still the same one afterwards (the walk's liveness check,
+ * procref_revalidate). Same returns as procref_hash_exe. */
+int procref_hash_exe_read(struct procref *ref, struct exe_hash_cache *cache);
 /* Key of `ref` as `kind` would spell it (PIDFS needs pidfs_ino != 0):
  * lets a ref recorded under one key kind be compared on a host whose caps
  * differ. -EINVAL when the ref cannot be spelled that way. */

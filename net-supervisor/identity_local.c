@@ -1063,14 +1063,10 @@ static void resolve_work(uv_work_t *w)
 	/* The subject's exe tuple was read from the live process during
 	 * attribution; a cache hit for that tuple is its hash without opening
 	 * the image again. A miss hashes the running image. */
-	if (exe_hash_cache_get(s->cache, &at.subject.exe, at.subject.exe.sha256) == 1) {
-		at.subject.exe.hashed = true;
-	} else {
-		r = procref_hash_exe(&at.subject, s->cache);
-		if (r < 0) {
-			j->why = hash_error_reason(r);
-			goto out;
-		}
+	r = procref_hash_exe_read(&at.subject, s->cache);
+	if (r < 0) {
+		j->why = hash_error_reason(r);
+		goto out;
 	}
 	struct flow_identity *id = flow_identity_new();
 	if (!id) {

@@ -95,13 +95,9 @@ static void pool_put(struct idservice *s, struct attribute_ctx *c)
 static void hash_subject(struct idservice *s, struct attribution *a)
 {
 	if (a->subject.pidfd >= 0) {
-		/* The tuple was just read from the live holder: a cache hit is
-		 * its hash without opening the image again (the walk and the
-		 * final liveness check still follow). */
-		if (a->subject.exe_err == 0 && exe_hash_cache_get(s->hashes, &a->subject.exe, a->subject.exe.sha256) == 1)
-			a->subject.exe.hashed = true;
-		else
-			(void)procref_hash_exe(&a->subject, s->hashes);
+		/* The tuple was just read from the live holder (the walk and
+		 * its final liveness check follow). */
+		(void)procref_hash_exe_read(&a->subject, s->hashes);
 		return;
 	}
 	if (!a->subject_alive)
@@ -109,8 +105,7 @@ static void hash_subject(struct idservice *s, struct attribution *a)
 	struct procref live;
 	if (procref_open(s->o.caps, a->subject.pid, &live) < 0)
 		return;
-	bool hashed = live.exe_err == 0 && exe_hash_cache_get(s->hashes, &live.exe, live.exe.sha256) == 1;
-	if (!strcmp(live.key, a->subject.key) && (hashed || procref_hash_exe(&live, s->hashes) == 0) &&
+	if (!strcmp(live.key, a->subject.key) && procref_hash_exe_read(&live, s->hashes) == 0 &&
 	    live.exe.dev == a->subject.exe.dev && live.exe.ino == a->subject.exe.ino) {
 		a->subject.exe.hashed = true;
 		memcpy(a->subject.exe.sha256, live.exe.sha256, sizeof(live.exe.sha256));

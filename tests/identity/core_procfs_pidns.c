@@ -1,14 +1,18 @@
-/* Two ProcessRef shortcuts. procref_refresh: a ref filled moments ago gets
- * its live ppid without a full re-open (checked against a reparenting and
- * an exit, with and without PIDFD_GET_INFO). The procfs-pidns shortcut
- * (kernel_caps.procfs_self_pid):
- * when /proc is a procfs of our own pid namespace, ref_fill takes the pid
- * we opened from as the /proc number instead of reading the pidfd's
- * fdinfo. These tests check that the shortcut and the fdinfo path give the
- * same ref, that forcing the fallback turns it off, and — the case it must
- * never get wrong — that a child in a new pid namespace that inherited the
- * caps with the old /proc (pid 1 there, another pid under /proc) is not
- * read as /proc/1. As root (a new pid namespace). */
+/* ProcessRef shortcuts, each against the full path it replaces:
+ *   - procref_hash_exe_read: a cache hit answers from the tuple the ref
+ *     read, without opening the image;
+ *   - procref_refresh: a ref filled moments ago gets its live ppid without
+ *     a full re-open (checked against a reparenting and an exit, with and
+ *     without PIDFD_GET_INFO);
+ *   - the procfs-pidns shortcut (kernel_caps.procfs_self_pid): when /proc
+ *     is a procfs of our own pid namespace, ref_fill takes the pid we
+ *     opened from as the /proc number instead of reading the pidfd's
+ *     fdinfo. The shortcut and the fdinfo path must give the same ref,
+ *     forcing the fallback turns it off, and — the case it must never get
+ *     wrong — a child in a new pid namespace that inherited the caps with
+ *     the old /proc (pid 1 there, another pid under /proc) is not read as
+ *     /proc/1.
+ * As root (a new pid namespace). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/kernel.h"
+#include "identity/exe.h"
 #include "identity/procref.h"
 #include "tests/common/check.h"
 
@@ -219,6 +224,33 @@ static void refresh_reads_live_ppid(void)
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
+/* procref_hash_exe_read: a miss hashes the running image (and fills the
+ * cache), a hit answers from the tuple alone: after the process is gone,
+ * procref_hash_exe fails but the hit still names the image it ran. */
+static void hash_read_uses_the_tuple(void)
+{
+	struct kernel_caps caps;
+	CHECK(kernel_caps_probe(&caps) == 0, "hash read: probe");
+	struct exe_hash_cache *cache = exe_hash_cache_new(8);
+	pid_t c = idle_child();
+	struct procref a, b;
+	CHECK(procref_open(&caps, c, &a) == 0 && procref_open(&caps, c, &b) == 0, "hash read: open");
+	CHECK(procref_hash_exe_read(&a, cache) == 0 && a.exe.hashed, "hash read: miss hashes");
+	kill_wait(c);
+	struct procref gone = b;
+	CHECK(procref_hash_exe(&gone, cache) < 0, "hash read: the image cannot be re-opened");
+	CHECK(procref_hash_exe_read(&b, cache) == 0 && b.exe.hashed &&
+		      memcmp(a.exe.sha256, b.exe.sha256, 32) == 0,
+	      "hash read: a hit is the hash of the tuple read");
+	CHECK(procref_hash_exe_read(&b, NULL) < 0, "hash read: no cache re-opens the image");
+	struct procref none = b;
+	none.exe_err = -ENOENT;
+	CHECK(procref_hash_exe_read(&none, cache) == -ENOENT, "hash read: no image");
+	procref_close(&a);
+	procref_close(&b);
+	exe_hash_cache_free(cache);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -227,6 +259,7 @@ int main(void)
 	}
 	unsetenv("TETHER_FORCE_FALLBACK");
 	refresh_reads_live_ppid();
+	hash_read_uses_the_tuple();
 	shortcut_matches_fdinfo();
 	inherited_caps_in_new_pidns();
 	if (failures) {
