@@ -233,8 +233,9 @@ static void hash_read_uses_the_tuple(void)
 	CHECK(kernel_caps_probe(&caps) == 0, "hash read: probe");
 	struct exe_hash_cache *cache = exe_hash_cache_new(8);
 	pid_t c = idle_child();
-	struct procref a, b;
-	CHECK(procref_open(&caps, c, &a) == 0 && procref_open(&caps, c, &b) == 0, "hash read: open");
+	struct procref a = { .pidfd = -1 }, b = { .pidfd = -1 };
+	CHECK(procref_open(&caps, c, &a) == 0, "hash read: open");
+	CHECK(procref_open(&caps, c, &b) == 0, "hash read: open again");
 	CHECK(procref_hash_exe_read(&a, cache) == 0 && a.exe.hashed, "hash read: miss hashes");
 	kill_wait(c);
 	struct procref gone = b;
