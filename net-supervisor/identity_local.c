@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "identity/ancestry.h"
 #include "identity/attribute.h"
+#include "identity/chain.h"
 #include "identity/exe.h"
 #include "identity/members.h"
 #include "identity/procfs.h"
@@ -186,7 +187,7 @@ static int scan_descendants(pid_t root, pid_t skip, size_t max, pid_t **out, siz
  * by SCM_RIGHTS or pidfd_getfd without any fork. */
 
 #define FC_ENTRIES 8
-#define FC_MAX_HOPS 6
+#define FC_MAX_HOPS CHAIN_MAX_HOPS
 #define STAT_BUF 32768
 
 struct fc_proc {
@@ -204,8 +205,8 @@ struct fc_entry {
 	size_t members_n;
 	char anchor_key[PROCREF_KEY_MAX];
 	struct fc_proc subj;
-	struct fc_proc hops[FC_MAX_HOPS]; /* parent first, anchor excluded */
-	size_t n_hops;
+	struct pinned_chain chain;        /* parent first, anchor excluded */
+	char hop_sha[FC_MAX_HOPS][65];    /* chain.hops[i]'s hash */
 	unsigned stamp;           /* LRU */
 };
 
@@ -286,8 +287,7 @@ static void fc_drop(struct fc_entry *e)
 	if (!e->used)
 		return;
 	fc_proc_close(&e->subj);
-	for (size_t i = 0; i < e->n_hops; i++)
-		fc_proc_close(&e->hops[i]);
+	chain_release(&e->chain);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -306,80 +306,6 @@ static struct fc_entry *fc_find(struct worker_ctx *w, uint64_t cookie)
 		if (w->fc[i].used && w->fc[i].cookie == cookie)
 			return &w->fc[i];
 	return NULL;
-}
-
-/* Same exe file version under the same label as `want`, read now through
- * /proc/<pid>/exe: one stat through the magic link, one readlink. Only
- * plain images qualify (a " (deleted)" or memfd label needs exe.c's full
- * rules): anything else is "changed". */
-static int exe_unchanged(int proc_fd, pid_t procfs_pid, const struct exe_tuple *want)
-{
-	if (want->deleted || want->memfd || want->maps_mismatch)
-		return -ESTALE;
-	char rel[32];
-	snprintf(rel, sizeof(rel), "%d/exe", (int)procfs_pid);
-	struct stat st;
-	if (fstatat(proc_fd, rel, &st, 0) < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	if ((uint64_t)st.st_dev != want->dev || (uint64_t)st.st_ino != want->ino ||
-	    (int64_t)st.st_size != want->size ||
-	    (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != want->mtime_ns ||
-	    (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec != want->ctime_ns)
-		return -ESTALE;
-	char link[PATH_MAX];
-	ssize_t n = readlinkat(proc_fd, rel, link, sizeof(link));
-	if (n < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	if ((size_t)n >= sizeof(link))
-		return -ESTALE;
-	link[n] = '\0';
-	static const char suffix[] = " (deleted)";
-	size_t slen = sizeof(suffix) - 1;
-	if ((size_t)n >= slen && memcmp(link + n - slen, suffix, slen) == 0)
-		return -ESTALE;
-	return strcmp(link, want->path) == 0 ? 0 : -ESTALE;
-}
-
-/* The live ppid of a pinned process, read so that the pidfd is checked
- * alive AFTER the read. pidfd_info: one ioctl (a reaped process fails it;
- * a zombie has no exe and fails exe_unchanged). Else /proc/<pid>/stat
- * (ppid in the procfs mount's pidns) and a poll. */
-static int live_ppid(const struct kernel_caps *caps, int proc_fd, const struct procref *ref,
-		     pid_t *ppid_out, bool *procfs_ns)
-{
-	if (caps->pidfd_info) {
-		struct tether_pidfd_info info = { .mask = TETHER_PIDFD_INFO_PID };
-		if (ioctl(ref->pidfd, TETHER_PIDFD_GET_INFO, &info) < 0)
-			return -errno;
-		if (!(info.mask & TETHER_PIDFD_INFO_PID) || (pid_t)info.pid != ref->pid)
-			return -ESTALE;
-		*ppid_out = (pid_t)info.ppid;
-		*procfs_ns = false;
-		return pidfd_is_alive(ref->pidfd);
-	}
-	char rel[32];
-	snprintf(rel, sizeof(rel), "%d/stat", (int)ref->procfs_pid);
-	_cleanup_free_ char *buf = NULL;
-	size_t len;
-	int r = procfs_read_at(proc_fd, rel, PROCFS_STAT_MAX, &buf, &len);
-	if (r < 0)
-		return r == -ENOENT ? -ESRCH : r;
-	struct procfs_stat st;
-	r = procfs_parse_stat(buf, len, &st);
-	if (r < 0)
-		return r;
-	if (st.pid != ref->procfs_pid || st.start_time != ref->start_time)
-		return -ESTALE;
-	*ppid_out = st.ppid;
-	*procfs_ns = true;
-	return pidfd_is_alive(ref->pidfd);
-}
-
-/* Does the cached ppid chain still hold for hop `p` whose parent should be
- * `parent` (a cached ref) or, when parent is NULL, the anchor? */
-static bool ppid_is(pid_t ppid, bool procfs_ns, const struct procref *parent)
-{
-	return ppid > 0 && ppid == (procfs_ns ? parent->procfs_pid : parent->pid);
 }
 
 static int fc_verify_chain(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
@@ -412,11 +338,11 @@ static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_e
 	ssize_t ln = readlinkat(w->proc_fd, rel, link, sizeof(link));
 	if (ln != wl || memcmp(link, want, (size_t)wl) != 0)
 		return -ESTALE;
-	if (exe_unchanged(w->proc_fd, sub->procfs_pid, &sub->exe) < 0)
+	if (chain_exe_unchanged(w->proc_fd, sub->procfs_pid, &sub->exe) < 0)
 		return -ESTALE;
 	pid_t ppid;
 	bool pns;
-	if (live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0)
+	if (chain_live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0)
 		return -ESTALE;
 	if (members_check_cgroup(s->table, sub) < 0)
 		return -ESTALE;
@@ -426,28 +352,14 @@ static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_e
 	return fc_identity(e, sub, idp);
 }
 
-/* The chain of e from a subject whose live ppid was just read (ppid, in the
- * procfs mount's pidns when pns): every hop, nearest first, then the
- * anchor. */
+/* The chain of e from a subject whose live ppid was just read (chain.h). */
 static int fc_verify_chain(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
 			   pid_t ppid, bool pns)
 {
-	for (size_t i = 0; i < e->n_hops; i++) {
-		struct procref *h = &e->hops[i].ref;
-		if (!ppid_is(ppid, pns, h))
-			return -ESTALE;
-		if (exe_unchanged(w->proc_fd, h->procfs_pid, &h->exe) < 0)
-			return -ESTALE;
-		/* Alive now => it was the process at that pid when the child's
-		 * ppid was read. */
-		if (live_ppid(s->caps, w->proc_fd, h, &ppid, &pns) < 0)
-			return -ESTALE;
-		if (members_check_cgroup(s->table, h) < 0)
-			return -ESTALE;
-	}
-	if (!ppid_is(ppid, pns, &s->anchor) || pidfd_is_alive(s->anchor_pidfd) < 0)
+	if (s->anchor_pidfd < 0)
 		return -ESTALE;
-	return 0;
+	return chain_verify(s->caps, w->proc_fd, s->table, &e->chain, &s->anchor, s->anchor_pidfd, ppid,
+			    pns);
 }
 
 /* The identity a verified entry stands for, subject `sub`. */
@@ -463,37 +375,14 @@ static int fc_identity(const struct fc_entry *e, const struct procref *sub, stru
 		flow_identity_free(id);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < e->n_hops; i++)
-		if (flow_identity_add_ancestor(id, e->hops[i].ref.exe.path, e->hops[i].ref.pid,
-					       e->hops[i].sha) < 0) {
+	for (size_t i = 0; i < e->chain.n; i++)
+		if (flow_identity_add_ancestor(id, e->chain.hops[i].exe.path, e->chain.hops[i].pid,
+					       e->hop_sha[i]) < 0) {
 			flow_identity_free(id);
 			return -ENOMEM;
 		}
 	*idp = id;
 	return 0;
-}
-
-/* A pidfd on the recorded `rec` that provably names it (alive, same key),
- * or -1. */
-static int pin_recorded(const struct kernel_caps *caps, const struct procref *rec)
-{
-	int fd = sys_pidfd_open(rec->pid, 0);
-	if (fd < 0)
-		return -1;
-	bool same;
-	if (rec->key_kind == PROCREF_KEY_PIDFS) {
-		struct stat st;
-		same = caps->pidfs_ino && fstat(fd, &st) == 0 && (uint64_t)st.st_ino == rec->pidfs_ino;
-	} else {
-		struct procref now;
-		same = procref_from_pidfd_ex(caps, fd, PROCREF_NO_EXE, &now) == 0 && procref_same(&now, rec);
-		procref_close(&now);
-	}
-	if (!same || pidfd_is_alive(fd) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 static struct fc_entry *fc_slot(struct worker_ctx *w, const struct fc_entry *keep);
@@ -511,12 +400,9 @@ static void fc_store(struct local_strategy *s, struct worker_ctx *w, const struc
 	const struct procref *sub = &at->subject;
 	if (sub->exe_err < 0 || sub->exe.deleted || sub->exe.memfd || sub->exe.maps_mismatch)
 		return;
-	for (size_t i = 0; i + 1 < res->n; i++) {
-		const struct procref *h = &res->hops[i].ref;
-		if (!res->hops[i].live || h->exe_err < 0 || h->exe.deleted || h->exe.memfd ||
-		    h->exe.maps_mismatch || !id->ancestors[i].sha256[0] || !h->exe.path[0])
-			return;
-	}
+	for (size_t i = 0; i + 1 < res->n; i++)
+		if (!id->ancestors[i].sha256[0])
+			return; /* a hop without a hash: nothing to answer from */
 	/* The fd slot the holder search saw it in; fc_verify re-reads it. */
 	int slot_fd = at->subject_fd;
 	if (slot_fd < 0)
@@ -536,21 +422,12 @@ static void fc_store(struct local_strategy *s, struct worker_ctx *w, const struc
 	e->subj.ref.pidfd = fcntl(sub->pidfd, F_DUPFD_CLOEXEC, 3);
 	memcpy(e->subj.sha, id->sha256, sizeof(e->subj.sha));
 	e->used = true; /* from here fc_drop releases what was taken */
-	if (e->subj.ref.pidfd < 0) {
+	if (e->subj.ref.pidfd < 0 || chain_pin_walk(s->caps, res, &e->chain) < 0) {
 		fc_drop(e);
 		return;
 	}
-	for (size_t i = 0; i + 1 < res->n; i++) {
-		struct fc_proc *p = &e->hops[e->n_hops];
-		procref_copy_recorded(&p->ref, &res->hops[i].ref);
-		p->ref.pidfd = pin_recorded(s->caps, &res->hops[i].ref);
-		if (p->ref.pidfd < 0) {
-			fc_drop(e);
-			return;
-		}
-		strscpy(p->sha, id->ancestors[i].sha256, sizeof(p->sha));
-		e->n_hops++;
-	}
+	for (size_t i = 0; i < e->chain.n; i++)
+		strscpy(e->hop_sha[i], id->ancestors[i].sha256, sizeof(e->hop_sha[i]));
 	e->stamp = ++w->clock;
 }
 
@@ -585,7 +462,8 @@ static int fc_reuse_chain(struct local_strategy *s, struct worker_ctx *w, struct
 		return -ESTALE;
 	pid_t ppid;
 	bool pns;
-	if (live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0 || members_check_cgroup(s->table, sub) < 0)
+	if (chain_live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0 ||
+	    members_check_cgroup(s->table, sub) < 0)
 		return -ESTALE;
 	int r = fc_verify_chain(s, w, pe, ppid, pns);
 	if (r < 0)
@@ -620,15 +498,11 @@ static void fc_clone(struct local_strategy *s, struct worker_ctx *w, const struc
 		fc_drop(e);
 		return;
 	}
-	for (size_t i = 0; i < pe->n_hops; i++) {
-		e->hops[i] = pe->hops[i];
-		e->hops[i].ref.pidfd = fcntl(pe->hops[i].ref.pidfd, F_DUPFD_CLOEXEC, 3);
-		if (e->hops[i].ref.pidfd < 0) {
-			fc_drop(e);
-			return;
-		}
-		e->n_hops++;
+	if (chain_dup(&pe->chain, &e->chain) < 0) {
+		fc_drop(e);
+		return;
 	}
+	memcpy(e->hop_sha, pe->hop_sha, sizeof(e->hop_sha));
 	e->stamp = ++w->clock;
 }
 
