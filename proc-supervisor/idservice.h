@@ -53,6 +53,9 @@ struct idservice_opts {
 	 * search decides. Denies a socket handed out of the tree after connect
 	 * (SCM_RIGHTS), at the price of connect-and-exit attribution. */
 	bool strict_socket_owner;
+	/* Walk every chain in full instead of re-proving one pinned by an
+	 * earlier answer (identity/chain.h). For comparison and debugging. */
+	bool no_chain_cache;
 };
 
 /* -EINVAL bad options, -errno from the anchor ref, signing or the listener. */
@@ -67,5 +70,9 @@ void idservice_instance_key(const struct idservice *s, struct pub_key *out);
 
 struct idservice_stats {
 	uint64_t requests, issued, refused;
+	/* answers whose chain was re-proved from pinned processes instead of
+	 * walked: the same process again (subject) or a new child of a
+	 * pinned parent (parent) */
+	uint64_t chain_subject_hits, chain_parent_hits;
 };
 void idservice_get_stats(const struct idservice *s, struct idservice_stats *out);

@@ -82,10 +82,10 @@ static inline pid_t kids_spawn_holder(int port)
 	return f;
 }
 
-static void tick_cb(uv_timer_t *t) { (void)t; }
+static inline void tick_cb(uv_timer_t *t) { (void)t; }
 
 /* Run the loop until *flag (or *anchored == want) or timeout. */
-static bool run_until(uv_loop_t *loop, const bool *flag, uint64_t timeout_ms)
+static inline bool run_until(uv_loop_t *loop, const bool *flag, uint64_t timeout_ms)
 {
 	uv_timer_t t;
 	uv_timer_init(loop, &t);
@@ -100,13 +100,13 @@ static bool run_until(uv_loop_t *loop, const bool *flag, uint64_t timeout_ms)
 	return *flag;
 }
 
-static int cmp_u64(const void *a, const void *b)
+static inline int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
 }
 
-static uint64_t pct(uint64_t *v, size_t n, double p)
+static inline uint64_t pct(uint64_t *v, size_t n, double p)
 {
 	if (n == 0)
 		return 0;

@@ -30,6 +30,7 @@
 
 #include "common_test.h"
 #include "tests/common/loopback.h"
+#include "cmd_tree.h"
 #include "net-supervisor/identity_local.h"
 
 static char g_self_sha[65];
@@ -45,193 +46,6 @@ static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 	(void)s;
 	if (anchored)
 		*(bool *)data = true;
-}
-
-/* The tree. L and M obey one-byte commands on their pipes. */
-struct tree {
-	pid_t a, m, l;
-	int cmd_m, cmd_l; /* write ends */
-	int conn;         /* our accepted end */
-	struct proxy_flow flow;
-};
-
-static int g_port;
-
-static void obey(int cmd, int sock)
-{
-	char c;
-	while (read(cmd, &c, 1) == 1) {
-		if (c == 'c' || c == 'n') { /* one more connection, held ('n': the previous extra one closed) */
-			static int prev = -1;
-			if (c == 'n' && prev >= 0)
-				close(prev);
-			struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)g_port) };
-			inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-			int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-				_exit(1);
-			prev = fd;
-		}
-		if (c == 'x') { /* exec another binary, keeping the socket */
-			execl("/bin/sleep", "sleep", "30", (char *)NULL);
-			_exit(127);
-		}
-		if (c == 'f' && fork() == 0) { /* a child inherits it, then execs */
-			execl("/bin/sleep", "sleep", "30", (char *)NULL);
-			_exit(127);
-		}
-		if (c == 'q')
-			_exit(0);
-	}
-	(void)sock;
-	_exit(0);
-}
-
-static int tree_start(struct tree *t, int lfd, int port)
-{
-	memset(t, 0, sizeof(*t));
-	t->conn = -1;
-	int pm[2], pl[2], rep[2];
-	if (pipe2(pm, O_CLOEXEC) < 0 || pipe2(pl, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0)
-		return -1;
-	t->a = fork();
-	if (t->a == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		alarm(30);
-		pid_t m = fork();
-		if (m == 0) {
-			alarm(30);
-			pid_t l = fork();
-			if (l == 0) {
-				alarm(30);
-				struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-				inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-				int fd = socket(AF_INET, SOCK_STREAM, 0); /* no CLOEXEC: kept over exec */
-				if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-					_exit(1);
-				pid_t me = getpid();
-				if (write(rep[1], &me, sizeof(me)) != sizeof(me))
-					_exit(1);
-				obey(pl[0], fd);
-			}
-			if (write(rep[1], &l, sizeof(l)) != sizeof(l))
-				_exit(1);
-			/* M: obey, but also stay M while L lives. */
-			obey(pm[0], -1);
-		}
-		for (;;)
-			pause();
-	}
-	close(pm[0]);
-	close(pl[0]);
-	close(rep[1]);
-	t->cmd_m = pm[1];
-	t->cmd_l = pl[1];
-	if (t->a < 0) {
-		close(rep[0]);
-		return -1;
-	}
-	setpgid(t->a, t->a);
-	pid_t got[2] = { 0, 0 };
-	struct pollfd p = { .fd = rep[0], .events = POLLIN };
-	for (int i = 0; i < 2; i++)
-		if (poll(&p, 1, 5000) != 1 || read(rep[0], &got[i], sizeof(pid_t)) != sizeof(pid_t))
-			break;
-	close(rep[0]);
-	/* L reports first (after its connect), then M reports L's pid. */
-	t->l = got[0];
-	p = (struct pollfd){ .fd = lfd, .events = POLLIN };
-	if (t->l <= 0 || poll(&p, 1, 5000) != 1)
-		return -1;
-	t->conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (t->conn < 0)
-		return -1;
-	socklen_t sl = sizeof(t->flow.client);
-	getpeername(t->conn, (struct sockaddr *)&t->flow.client, &sl);
-	sl = sizeof(t->flow.proxy);
-	getsockname(t->conn, (struct sockaddr *)&t->flow.proxy, &sl);
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)t->l);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	char *rp = strrchr(buf, ')');
-	int ppid = 0;
-	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-		return -1;
-	t->m = (pid_t)ppid;
-	return 0;
-}
-
-static void tree_stop(struct tree *t)
-{
-	if (t->conn >= 0)
-		close(t->conn);
-	if (t->cmd_m > 0)
-		close(t->cmd_m);
-	if (t->cmd_l > 0)
-		close(t->cmd_l);
-	if (t->a > 0) {
-		kill(-t->a, SIGKILL);
-		waitpid(t->a, NULL, 0);
-	}
-	memset(t, 0, sizeof(*t));
-}
-
-/* Wait (bounded) until /proc/<pid>/exe ends with suffix. */
-static bool wait_exe(pid_t pid, const char *suffix)
-{
-	char path[64], link[4096];
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	for (int i = 0; i < 300; i++) {
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		if (n > 0) {
-			link[n] = '\0';
-			if (ends_with(link, suffix))
-				return true;
-		}
-		usleep(10000);
-	}
-	return false;
-}
-
-static bool wait_gone(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	for (int i = 0; i < 300; i++) {
-		char link[64];
-		if (readlink(path, link, sizeof(link)) < 0)
-			return true; /* exited (zombie or reaped) */
-		usleep(10000);
-	}
-	return false;
-}
-
-/* A child of L running sleep (the fork case). */
-static bool wait_child_exe(pid_t parent, const char *suffix)
-{
-	char path[96], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)parent, (int)parent);
-	for (int i = 0; i < 300; i++) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (n > 0) {
-			buf[n] = '\0';
-			pid_t c = (pid_t)atoi(buf);
-			if (c > 0 && wait_exe(c, suffix))
-				return true;
-		}
-		usleep(10000);
-	}
-	return false;
 }
 
 /* L's second socket: attributed through the first flow's cached chain (a
@@ -291,7 +105,7 @@ static const char *change_name(enum change c)
 static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 {
 	struct tree t;
-	if (tree_start(&t, lfd, port) < 0) {
+	if (tree_start(&t, lfd, port, false) < 0) {
 		CHECK(0, "%s: tree setup", change_name(ch));
 		tree_stop(&t);
 		return;
@@ -418,7 +232,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 static void bench(uv_loop_t *loop, int lfd, int port, int n)
 {
 	struct tree t;
-	if (tree_start(&t, lfd, port) < 0) {
+	if (tree_start(&t, lfd, port, false) < 0) {
 		CHECK(0, "bench: tree setup");
 		tree_stop(&t);
 		return;
@@ -502,7 +316,6 @@ int main(int argc, char **argv)
 	int lfd = loopback_listen(16, &port);
 	if (lfd < 0)
 		return 1;
-	g_port = port;
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	if (nbench > 0)
