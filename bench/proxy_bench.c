@@ -1,5 +1,6 @@
 /* proxy_bench: throughput and short-request latency, direct or through an
- * HTTP proxy, against an upstream this program runs itself on 127.0.0.1.
+ * HTTP proxy, against an upstream this program runs itself on 127.0.0.1
+ * (a fixed set of server threads: no thread is created per connection).
  *
  *   proxy_bench bulk  [--proxy HOST:PORT] [--bytes N]          CONNECT tunnel, upstream sends N bytes
  *   proxy_bench short [--proxy HOST:PORT] [--requests N] [--concurrency C]
@@ -68,8 +69,14 @@ static void *serve_one(void *arg)
 	return NULL;
 }
 
+/* The upstream: a fixed set of threads, each accepting and serving one
+ * connection at a time. No thread per connection: the client may be a
+ * supervised workload, and a thread created per request would be a fork in
+ * its tree (and on the host's fork counter) at every flow, which no real
+ * client's upstream causes. */
 static void *upstream(void *arg)
 {
+	(void)arg;
 	for (;;) {
 		int fd = accept(up.listen_fd, NULL, NULL);
 		if (fd < 0) {
@@ -77,13 +84,7 @@ static void *upstream(void *arg)
 				continue;
 			return NULL;
 		}
-		pthread_t t;
-		pthread_attr_t a;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&t, &a, serve_one, (void *)(intptr_t)fd) != 0)
-			close(fd);
-		pthread_attr_destroy(&a);
+		serve_one((void *)(intptr_t)fd);
 	}
 }
 
@@ -229,8 +230,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	up.port = ntohs(sa.sin_port);
-	pthread_t ut;
-	pthread_create(&ut, NULL, upstream, NULL);
+	/* one server thread per client thread, and one spare */
+	for (int i = 0; i < (up.mode_bulk ? 1 : conc) + 1; i++) {
+		pthread_t ut;
+		pthread_create(&ut, NULL, upstream, NULL);
+		pthread_detach(ut);
+	}
 
 	if (up.mode_bulk) {
 		int fd = open_tunnel();
