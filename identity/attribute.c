@@ -86,6 +86,12 @@ void attribute_ctx_set_registry_holder_check(struct attribute_ctx *ctx, bool on)
 		ctx->registry_holder_check = on;
 }
 
+void attribute_ctx_set_pinned(struct attribute_ctx *ctx, holders_pinned_fn fn, void *userdata)
+{
+	if (ctx)
+		holders_set_pinned(ctx->holders, fn, userdata);
+}
+
 const char *attribution_source_word(enum attribution_source s)
 {
 	switch (s) {
@@ -237,6 +243,7 @@ static int attribute_found(struct attribute_ctx *ctx, const pid_t *members, size
 	if (r < 0)
 		return r;
 	out->cache_hit = hl.from_cache;
+	out->n_pinned = hl.n_pinned;
 	out->n_holders = hl.n;
 	if (hl.n == 0) {
 		holder_list_release(&hl);

@@ -27,6 +27,7 @@
 #include "common/kernel.h"
 #include "common/reason.h"
 #include "identity/cookies.h"
+#include "identity/holders.h"
 #include "identity/procref.h"
 #include "identity/sockdiag.h"
 
@@ -47,6 +48,7 @@ struct attribution {
 	bool subject_alive;
 	size_t n_holders;  /* verified holders seen (registry: 0) */
 	bool cache_hit;    /* holder search answered by the revalidated cache */
+	size_t n_pinned;   /* holders that were the caller's pinned processes */
 	int subject_fd;    /* holder search: the fd slot the subject was verified holding it in; -1 unknown */
 };
 
@@ -70,6 +72,9 @@ void attribute_ctx_set_check_alive(struct attribute_ctx *ctx, bool on);
  * (pidfd-pinned fd check); otherwise the holder search decides, which
  * denies the hand-off (and also connect-and-exit with no member holder). */
 void attribute_ctx_set_registry_holder_check(struct attribute_ctx *ctx, bool on);
+
+/* The holder search's pinned processes (holders_set_pinned). */
+void attribute_ctx_set_pinned(struct attribute_ctx *ctx, holders_pinned_fn fn, void *userdata);
 
 /* Attribute the flow. 0 when attributed (out->reason == REASON_OK); a
  * negative errno otherwise, with out->reason the deny reason:

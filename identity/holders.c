@@ -36,6 +36,8 @@ struct cache_entry {
 
 struct holders {
 	const struct kernel_caps *caps;
+	holders_pinned_fn pinned;
+	void *pinned_ud;
 	int proc_fd;
 	size_t cap;
 	struct cache_entry *cache;
@@ -82,6 +84,14 @@ void holders_free(struct holders *h)
 		close(h->proc_fd);
 	free(h->cache);
 	free(h);
+}
+
+void holders_set_pinned(struct holders *h, holders_pinned_fn fn, void *userdata)
+{
+	if (!h)
+		return;
+	h->pinned = fn;
+	h->pinned_ud = userdata;
 }
 
 void holders_cache_clear(struct holders *h)
@@ -192,14 +202,16 @@ static int list_push(struct holder_list *l, size_t *alloc, struct procref *r)
 /* Pin pid with a pidfd, then confirm it still holds the socket: the link
  * read after the pidfd was opened, with the pidfd alive after the read,
  * belongs to the pinned process. 1 verified (*ref filled, owns a pidfd),
- * 0 not a holder (any more), -errno when it cannot be verified. */
-static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, struct procref *ref,
-			 int *fd_seen)
+ * 0 not a holder (any more), -errno when it cannot be verified. With
+ * `pinned` the process comes from the caller's pinned set (-ENOENT when it
+ * is not there) instead of a full open. */
+static int verify_holder_as(struct holders *h, pid_t pid, int fd, uint32_t inode, struct procref *ref,
+			    int *fd_seen, bool pinned)
 {
 	*fd_seen = fd;
 	char want[32];
 	int wlen = socket_link(inode, want, sizeof(want));
-	int r = procref_open(h->caps, pid, ref);
+	int r = pinned ? h->pinned(h->pinned_ud, pid, ref) : procref_open(h->caps, pid, ref);
 	if (r == -ESRCH)
 		return 0;
 	if (r < 0)
@@ -219,6 +231,18 @@ static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, s
 	return 1;
 }
 
+/* The pinned process when the caller has it, else (or when that did not
+ * verify: it exited, its pid now another process's) the full open. */
+static int verify_holder(struct holders *h, pid_t pid, int fd, uint32_t inode, struct procref *ref,
+			 int *fd_seen, bool *was_pinned)
+{
+	if (h->pinned && verify_holder_as(h, pid, fd, inode, ref, fd_seen, true) == 1) {
+		if (was_pinned)
+			*was_pinned = true;
+		return 1;
+	}
+	return verify_holder_as(h, pid, fd, inode, ref, fd_seen, false);
+}
 
 static struct cache_entry *cache_set(struct holders *h, uint64_t cookie)
 {
@@ -260,7 +284,7 @@ static int cache_try(struct holders *h, struct cache_entry *e, uint32_t inode, u
 	for (size_t i = 0; i < e->n; i++) {
 		struct procref ref;
 		int seen;
-		int r = verify_holder(h, e->h[i].pid, e->h[i].fd, inode, &ref, &seen);
+		int r = verify_holder(h, e->h[i].pid, e->h[i].fd, inode, &ref, &seen, NULL);
 		if (r <= 0)
 			goto stale;
 		if (strcmp(ref.key, e->h[i].key) != 0) {
@@ -335,9 +359,11 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 			goto fail;
 		struct procref ref;
 		int seen;
-		r = verify_holder(h, members[i], fd, inode, &ref, &seen);
+		bool was_pinned = false;
+		r = verify_holder(h, members[i], fd, inode, &ref, &seen, &was_pinned);
 		if (r < 0)
 			goto fail;
+		out->n_pinned += r == 1 && was_pinned;
 		if (r == 0)
 			continue;
 		if (already_listed(out, &ref)) { /* a pid listed twice */

@@ -36,6 +36,7 @@ struct holder_list {
 	struct procref *refs; /* live refs (own a pidfd each) */
 	size_t n;
 	bool from_cache;     /* answered by a revalidated cache entry */
+	size_t n_pinned;     /* holders verified as one of the caller's pinned processes */
 	size_t pids_scanned; /* fd tables read (diagnostics, benchmarks) */
 	int first_fd;        /* the fd slot in which refs[0] was seen holding it; -1 unknown */
 };
@@ -46,6 +47,16 @@ struct holders *holders_new(const struct kernel_caps *caps, size_t cache_capacit
 void holders_free(struct holders *h);
 /* Forget every cached entry (benchmarks measure the cold path with it). */
 void holders_cache_clear(struct holders *h);
+
+/* Processes the caller keeps pinned: a pidfd taken after a full
+ * verification, and the exe tuple proved then. When the search finds
+ * procfs pid `pid` holding the socket it asks first; 0 means *out is that
+ * process (a copy with its own pidfd, alive, its exe re-proved unchanged
+ * by the callback just now), and the search then confirms only the fd
+ * link and liveness after it instead of opening the process in full.
+ * Anything else: the full open. */
+typedef int (*holders_pinned_fn)(void *userdata, pid_t pid, struct procref *out);
+void holders_set_pinned(struct holders *h, holders_pinned_fn fn, void *userdata);
 
 /* Find every verified holder of socket:[inode] among members[0..n_members).
  * cookie identifies the socket for the cache (0: do not use the cache).

@@ -506,6 +506,26 @@ static void fc_clone(struct local_strategy *s, struct worker_ctx *w, const struc
 	e->stamp = ++w->clock;
 }
 
+/* holders_pinned_fn: the subject of a flow this worker verified (its
+ * entry's pidfd and exe tuple), when it still runs the same exe file
+ * version: the holder search then skips the full open of a process it
+ * already knows (the fd link and liveness are still checked after). */
+static int fc_pinned(void *userdata, pid_t pid, struct procref *out)
+{
+	struct worker_ctx *w = userdata;
+	for (size_t i = 0; i < FC_ENTRIES; i++) {
+		const struct procref *p = &w->fc[i].subj.ref;
+		if (!w->fc[i].used || p->procfs_pid != pid || p->pidfd < 0)
+			continue;
+		if (pidfd_is_alive(p->pidfd) < 0 || chain_exe_unchanged(w->proc_fd, pid, &p->exe) < 0)
+			return -ESTALE;
+		procref_copy_recorded(out, p);
+		out->pidfd = fcntl(p->pidfd, F_DUPFD_CLOEXEC, 3);
+		return out->pidfd >= 0 ? 0 : -ESTALE;
+	}
+	return -ENOENT;
+}
+
 static struct worker_ctx *worker_get(struct local_strategy *s)
 {
 	pthread_mutex_lock(&s->workers_lock);
@@ -561,6 +581,7 @@ static struct worker_ctx *worker_new(const struct kernel_caps *caps)
 		errno = e;
 		return NULL;
 	}
+	attribute_ctx_set_pinned(w->attr, fc_pinned, w);
 	return w;
 }
 
@@ -818,6 +839,7 @@ struct resolve_job {
 	struct flow_identity *id;
 	uint64_t t_attr, t_walk, t_hash, t_cpu;
 	bool fast; /* answered by the verified-flow cache */
+	size_t pinned; /* holders verified from a pinned process */
 };
 
 static uint64_t thread_cpu_ns(void)
@@ -893,6 +915,7 @@ static void resolve_work(uv_work_t *w)
 			      : attribute_flow(wc->attr, &ft, cand, n_cand, &at);
 	}
 	j->t_attr = now_mono_ns() - t0;
+	j->pinned = at.n_pinned;
 	struct ancestry_result res;
 	memset(&res, 0, sizeof(res));
 	if (r < 0) {
@@ -1010,6 +1033,7 @@ static void resolve_after(uv_work_t *w, int status)
 		s->stats.cpu_ns += j->t_cpu;
 		if (j->fast)
 			s->stats.fast_hits++;
+		s->stats.pinned_holders += j->pinned;
 	} else {
 		s->stats.denied++;
 	}

@@ -75,5 +75,6 @@ struct identity_local_stats {
 	uint64_t attribute_ns, walk_ns, hash_ns; /* sums over resolved requests (wall clock) */
 	uint64_t cpu_ns;                          /* worker-thread CPU time, same requests */
 	uint64_t fast_hits;                       /* resolved by re-proving a cached flow */
+	uint64_t pinned_holders;                  /* holders verified from a pinned process */
 };
 void identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);

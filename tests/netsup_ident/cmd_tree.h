@@ -5,6 +5,7 @@
  * own process). Commands, written to cmd_m or cmd_l:
  *   'c'  one more connection, held      'n'  the same, closing the previous extra one
  *   'x'  exec /bin/sleep, keeping the socket (L's has no CLOEXEC)
+ *   'w'  exec ident_workload (built beside the test), which connects anew
  *   'f'  fork a child that execs /bin/sleep (inheriting the socket)
  *   'k'  fork a child that opens a connection of its own and holds it
  *   'q'  exit

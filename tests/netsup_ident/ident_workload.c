@@ -4,7 +4,8 @@
  * the child, so the chain is anchor -> workload -> workload. "hold:N": the
  * child opens N connections and holds them all (benchmarks).
  * "connect:HOST:PORT": the child asks the proxy at ADDR:PORT for
- * CONNECT HOST:PORT and prints the status line it gets. */
+ * CONNECT HOST:PORT and prints the status line it gets. "self": no child,
+ * this process connects and holds (a process that exec'd it connects anew). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -22,6 +23,18 @@ int main(int argc, char **argv)
 		return 2;
 	const char *addr = argc == 4 ? argv[3] : "127.0.0.1";
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (strcmp(argv[2], "self") == 0) { /* this process connects and holds (no child) */
+		alarm(20);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
+		inet_pton(AF_INET, addr, &sa.sin_addr);
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			return 1;
+		char b;
+		while (read(fd, &b, 1) > 0)
+			;
+		return 0;
+	}
 	pid_t c = fork();
 	if (c < 0)
 		return 1;

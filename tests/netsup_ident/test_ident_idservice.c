@@ -55,6 +55,7 @@ static void stop_done(void *u)
 /* --bench: n identities of one flow, latency and CPU (both sides run in
  * this process: its CPU time per answer is the cost of one identity,
  * whatever else loads the machine). */
+static bool g_no_chain;
 static void bench_phase(uv_loop_t *loop, struct identity_strategy *st, const struct proxy_flow *t, int n,
 			const char *path)
 {
@@ -71,9 +72,9 @@ static void bench_phase(uv_loop_t *loop, struct identity_strategy *st, const str
 	getrusage(RUSAGE_SELF, &r1);
 	double cpu_us = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
 			(double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
-	printf("BENCH delegated vs real idservice (unix socket, same host, %s, fallback=%s): identity p50 %.1f us "
+	printf("BENCH delegated vs real idservice (unix socket, same host, %s%s, fallback=%s): identity p50 %.1f us "
 	       "p99 %.1f us (n=%zu); CPU per identity (both sides) %.1f us\n",
-	       path, getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
+	       path, g_no_chain ? ", chains walked" : ", pinned chains", getenv("TETHER_FORCE_FALLBACK") ? getenv("TETHER_FORCE_FALLBACK") : "none",
 	       (double)pct(lat, k, 0.5) / 1e3, (double)pct(lat, k, 0.99) / 1e3, k, k ? cpu_us / (double)k : 0.0);
 	free(lat);
 }
@@ -81,6 +82,9 @@ static void bench_phase(uv_loop_t *loop, struct identity_strategy *st, const str
 int main(int argc, char **argv)
 {
 	int bench = argc >= 3 && strcmp(argv[1], "--bench") == 0 ? atoi(argv[2]) : 0;
+	/* --bench N --no-chain-cache: every answer walked (for the ratio) */
+	bool no_chain = argc >= 4 && strcmp(argv[3], "--no-chain-cache") == 0;
+	g_no_chain = no_chain;
 	if (geteuid() != 0) {
 		printf("SKIP: needs root\n");
 		return 77;
@@ -127,7 +131,8 @@ int main(int argc, char **argv)
 	 * as the proc-supervisor's notifier would. */
 	struct cookie_registry *reg = cookie_registry_new(64);
 	struct idservice_opts io = { .endpoint = ep, .caps = &caps, .members = mem, .cookies = reg,
-				     .provisioning = prov, .topology = PROTO_TOPOLOGY_SPLIT };
+				     .provisioning = prov, .topology = PROTO_TOPOLOGY_SPLIT,
+				     .no_chain_cache = no_chain };
 	int r = idservice_start(&loop, &io, &ids);
 	CHECK(r == 0, "idservice_start: %s", strerror(-r));
 	if (r < 0)

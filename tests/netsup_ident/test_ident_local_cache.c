@@ -5,6 +5,8 @@
  * twice (the second answer must come from the cache: stats.fast_hits),
  * changes one fact, and checks that the next answer reflects it:
  *   - L execs another binary keeping the socket      -> that binary named;
+ *   - L execs another binary that connects anew      -> that binary named (the
+ *     holder search does not take L for its pinned self);
  *   - L forks a child that execs another binary      -> ambiguous_socket_owner;
  *   - M (the ancestor) execs another binary          -> the ancestor renamed;
  *   - L exits                                        -> identity_unavailable;
@@ -69,6 +71,7 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 	identity_local_stats(s, &b);
 	CHECK(r == REASON_OK, "new flows: second socket: %s", answer_word(r));
 	CHECK(b.fast_hits == a.fast_hits + 1, "new flows: second socket's chain not reused");
+	CHECK(b.pinned_holders == a.pinned_holders + 1, "new flows: second socket's holder not the pinned process");
 	CHECK(r != REASON_OK || (bx.id->n_ancestors == 1 && bx.id->ancestors[0].pid == t->m),
 	      "new flows: second socket's chain");
 	flow_identity_free(bx.id);
@@ -92,12 +95,12 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 	return c3 >= 0;
 }
 
-enum change { CH_LEAF_EXEC, CH_LEAF_FORK, CH_MID_EXEC, CH_LEAF_EXIT, CH_MID_EXIT, CH_HOST_FORK,
+enum change { CH_LEAF_EXEC, CH_LEAF_EXEC_CONNECT, CH_LEAF_FORK, CH_MID_EXEC, CH_LEAF_EXIT, CH_MID_EXIT, CH_HOST_FORK,
 	      CH_NEW_FLOWS };
 
 static const char *change_name(enum change c)
 {
-	static const char *const n[] = { "leaf exec", "leaf fork", "mid exec", "leaf exit", "mid exit",
+	static const char *const n[] = { "leaf exec", "leaf exec+connect", "leaf fork", "mid exec", "leaf exit", "mid exit",
 					 "host fork", "new flows" };
 	return n[c];
 }
@@ -141,7 +144,13 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	flow_identity_free(b.id);
 
 	bool changed = false;
+	struct proxy_flow nf;
+	int nc = -1;
 	switch (ch) {
+	case CH_LEAF_EXEC_CONNECT:
+		changed = write(t.cmd_l, "w", 1) == 1 && (nc = accept_within(lfd, 5000, &nf)) >= 0 &&
+			  wait_exe(t.l, "/ident_workload");
+		break;
 	case CH_LEAF_EXEC:
 		changed = write(t.cmd_l, "x", 1) == 1 && wait_exe(t.l, "/sleep");
 		break;
@@ -173,9 +182,20 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		break;
 	}
 	CHECK(changed, "%s: the change did not happen", change_name(ch));
-	rr = resolve(loop, s, &t.flow, &b);
+	rr = resolve(loop, s, ch == CH_LEAF_EXEC_CONNECT ? &nf : &t.flow, &b);
 	identity_local_stats(s, &st2);
+	if (nc >= 0)
+		close(nc);
 	switch (ch) {
+	case CH_LEAF_EXEC_CONNECT:
+		CHECK(rr == REASON_OK, "leaf exec+connect: %s", answer_word(rr));
+		if (rr == REASON_OK) {
+			CHECK(b.id->pid == t.l && ends_with(b.id->binary_path, "/ident_workload"),
+			      "leaf exec+connect: binary %s", b.id->binary_path);
+			CHECK(strcmp(b.id->sha256, g_self_sha) != 0, "leaf exec+connect: stale sha");
+		}
+		CHECK(st2.pinned_holders == st1.pinned_holders, "leaf exec+connect: the exec'd holder taken as pinned");
+		break;
 	case CH_LEAF_EXEC:
 		CHECK(rr == REASON_OK, "leaf exec: %s", answer_word(rr));
 		if (rr == REASON_OK) {
@@ -183,6 +203,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 			CHECK(strcmp(b.id->sha256, g_self_sha) != 0, "leaf exec: stale sha");
 		}
 		CHECK(st2.fast_hits == st1.fast_hits, "leaf exec: answered from the cache");
+		CHECK(st2.pinned_holders == st1.pinned_holders, "leaf exec: the exec'd holder taken as pinned");
 		break;
 	case CH_LEAF_FORK:
 		CHECK(rr == REASON_AMBIGUOUS_SOCKET_OWNER, "leaf fork: %s", answer_word(rr));
