@@ -7,7 +7,9 @@
 # short row is the real thing: the client runs as the workload of a
 # proc-supervisor (seccomp connect attribution included) and the proxy
 # resolves every connection with local identity against that anchor
-# (sock_diag, holder search, ancestry walk, hash). Rounds are interleaved;
+# (sock_diag, holder search, ancestry walk, hash); "net-supervisor-delegated-identity"
+# the same with --identity delegated against that supervisor's identity
+# service (connect-time registry, signed context, verification). Rounds are interleaved;
 # every line is printed.
 #   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
 set -eu
@@ -48,13 +50,45 @@ network:
 P
 $NS --listen 127.0.0.1:$NSL --policy $TMP/policy-local.yaml --audit $TMP/audit3.jsonl \
 	--identity local --anchor-socket unix:$TMP/anchor.sock --admin 127.0.0.1:19405 2> $TMP/ns3.err & PIDS+=($!)
-# short_local LABEL: the short-request client as a proc-supervisor workload
-# (once the proxy is ready: it anchors on the supervisor's status socket)
+NSD=19406   # delegated identity: the proc-supervisor's identity service at $TMP/dctl.sock
+$BUILD/bin/tether keygen --out $TMP/keys >/dev/null
+$NS --listen 127.0.0.1:$NSD --policy $TMP/policy-local.yaml --audit $TMP/audit4.jsonl \
+	--identity delegated --control unix:$TMP/dctl.sock --provisioning-pubkey $TMP/keys/provisioning.pub \
+	--admin 127.0.0.1:19407 2> $TMP/ns4.err & PIDS+=($!)
+# short_supervised LABEL PROXY_PORT ADMIN_PORT [proc-supervisor options]: the
+# short-request client as a proc-supervisor workload, started once that
+# proxy is ready (it anchors on the supervisor's status socket, or
+# connects to its identity service)
+short_supervised() {
+	local label=$1 pp=$2 ap=$3
+	shift 3
+	$PS "$@" -- /bin/sh -c \
+		"for i in \$(seq 100); do curl -sf --noproxy '*' -o /dev/null http://127.0.0.1:$ap/readyz && break; sleep 0.05; done; exec $BREAL short --port $UP --requests $REQS --proxy 127.0.0.1:$pp --label $label" \
+		2>>$TMP/ps.err
+}
 short_local() {
 	rm -f $TMP/anchor.sock
-	$PS --status-socket $TMP/anchor.sock -- /bin/sh -c \
-		"for i in \$(seq 100); do curl -sf --noproxy '*' -o /dev/null http://127.0.0.1:19405/readyz && break; sleep 0.05; done; exec $BREAL short --port $UP --requests $REQS --proxy 127.0.0.1:$NSL --label $1" \
-		2>>$TMP/ps.err
+	short_supervised $1 $NSL 19405 --status-socket $TMP/anchor.sock
+}
+short_delegated() {
+	rm -f $TMP/dctl.sock
+	short_supervised $1 $NSD 19407 --control unix:$TMP/dctl.sock --provisioning-key $TMP/keys/provisioning.key
+}
+# The proxy's own identity-resolution histogram (/metrics): mean, the share
+# of resolutions within 100, 200 and 300 us, and the median's bucket.
+idlat() {
+	curl -s --noproxy '*' http://127.0.0.1:$1/metrics | awk '
+		/identity_resolution_seconds_bucket\{le="[0-9.e+-]*"\}/ {
+			le = $1; sub(/.*le="/, "", le); sub(/".*/, "", le); nb++; L[nb] = le + 0; C[nb] = $2 }
+		/identity_resolution_seconds_sum/ {s = $2}
+		/identity_resolution_seconds_count/ {n = $2}
+		END {
+			if (n == 0) exit
+			for (i = 1; i <= nb; i++) {
+				if (L[i] == 0.0001) a = C[i]; if (L[i] == 0.0002) b = C[i]; if (L[i] == 0.0003) c = C[i]
+				if (med == "" && C[i] * 2 >= n) med = (i > 1 ? L[i - 1] * 1e6 : 0) "-" L[i] * 1e6
+			}
+			printf "mean %.0f us, p50 in %s us, <= 100 us %.0f%%, <= 200 us %.0f%%, <= 300 us %.0f%% (n=%d)", s / n * 1e6, med, a * 100 / n, b * 100 / n, c * 100 / n, n }'
 }
 HAVE_TP=0
 if command -v tinyproxy >/dev/null; then
@@ -87,7 +121,9 @@ for r in $(seq $ROUNDS); do
 	$B short --port $UP --requests $REQS --label direct
 	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
 	short_local net-supervisor-local-identity
+	short_delegated net-supervisor-delegated-identity
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
 done
 echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit3.jsonl 2>/dev/null || true) denied"
+echo "# identity resolution as the proxies measured it: local $(idlat 19405); delegated $(idlat 19407)"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit3.jsonl 2>/dev/null || true) denied; delegated: $(grep -c '"allow"' $TMP/audit4.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit4.jsonl 2>/dev/null || true) denied"

@@ -10,7 +10,7 @@
 #include "common/reason.h"
 #include "net-supervisor/identity_strategy.h"
 
-#define METRICS_LATENCY_BUCKETS 16
+#define METRICS_LATENCY_BUCKETS 19
 
 struct auditq;
 
