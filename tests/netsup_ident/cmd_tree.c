@@ -178,6 +178,21 @@ void tree_stop(struct tree *t)
 	memset(t, 0, sizeof(*t));
 }
 
+bool tree_exec_sleep(struct tree *t, bool mid)
+{
+	return write(mid ? t->cmd_m : t->cmd_l, "x", 1) == 1 && wait_exe(mid ? t->m : t->l, "/sleep");
+}
+
+bool tree_exit(struct tree *t, bool mid)
+{
+	if (write(mid ? t->cmd_m : t->cmd_l, "q", 1) != 1 || !wait_gone(mid ? t->m : t->l))
+		return false;
+	if (mid)
+		return true;
+	struct pollfd p = { .fd = t->conn, .events = POLLIN };
+	return poll(&p, 1, 3000) == 1; /* its FIN */
+}
+
 bool wait_exe(pid_t pid, const char *suffix)
 {
 	char path[64], link[4096];

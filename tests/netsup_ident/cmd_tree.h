@@ -29,6 +29,12 @@ struct tree {
 int tree_start(struct tree *t, int lfd, int port, bool anchor_self);
 void tree_stop(struct tree *t);
 
+/* The changes the cache tests make, each waited for (bounded): M or L
+ * execs /bin/sleep (it runs); M or L exits (gone; for L also its FIN on
+ * our end of its connection). False when it did not happen. */
+bool tree_exec_sleep(struct tree *t, bool mid);
+bool tree_exit(struct tree *t, bool mid);
+
 /* Bounded waits (3 s): /proc/<pid>/exe ends with suffix; pid has exited;
  * a child of parent runs an exe ending with suffix. */
 bool wait_exe(pid_t pid, const char *suffix);

@@ -202,23 +202,18 @@ static void one_case(struct svc *v, int lfd, int port, enum change ch)
 	switch (ch) {
 	case CH_LEAF_EXEC:
 	case CH_REGISTRY_EXEC:
-		changed = write(t.cmd_l, "x", 1) == 1 && wait_exe(t.l, "/sleep");
+		changed = tree_exec_sleep(&t, false);
 		break;
 	case CH_MID_EXEC:
-		changed = write(t.cmd_m, "x", 1) == 1 && wait_exe(t.m, "/sleep");
+		changed = tree_exec_sleep(&t, true);
 		break;
 	case CH_MID_EXIT:
-		changed = write(t.cmd_m, "q", 1) == 1 && wait_gone(t.m);
+		changed = tree_exit(&t, true);
 		/* reap it: L is then our child (we are its subreaper) */
 		changed = changed && waitpid(t.m, NULL, 0) == t.m;
-		t.pgid = -t.pgid; /* M is gone: tree_stop kills the group by L */
 		break;
 	case CH_LEAF_EXIT:
-		changed = write(t.cmd_l, "q", 1) == 1 && wait_gone(t.l);
-		if (changed) {
-			struct pollfd p = { .fd = t.conn, .events = POLLIN };
-			changed = poll(&p, 1, 3000) == 1; /* its FIN */
-		}
+		changed = tree_exit(&t, false);
 		break;
 	case CH_NEW_CHILD:
 		changed = write(t.cmd_m, "k", 1) == 1 && (kc = accept_within(lfd, 5000, &kf)) >= 0 &&
@@ -230,8 +225,6 @@ static void one_case(struct svc *v, int lfd, int port, enum change ch)
 		break;
 	}
 	CHECK(changed, "%s: the change did not happen", nm);
-	if (ch == CH_MID_EXIT)
-		t.pgid = -t.pgid;
 	s0 = stats(v);
 	rr = ask(v, ch == CH_NEW_CHILD ? &kf : &t.flow, &b);
 	s1 = stats(v);
@@ -282,9 +275,10 @@ static void one_case(struct svc *v, int lfd, int port, enum change ch)
 	flow_identity_free(b.id);
 	if (kc >= 0)
 		close(kc);
-	tree_stop(&t);
-	if (ch == CH_MID_EXIT && t.l > 0)
-		waitpid(t.l, NULL, WNOHANG);
+	pid_t l = t.l;
+	tree_stop(&t); /* kills M's process group, L still in it */
+	if (ch == CH_MID_EXIT)
+		waitpid(l, NULL, 0); /* our child since M exited */
 }
 
 /* no_chain_cache: three answers of one flow, none re-proved. */

@@ -152,23 +152,19 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 			  wait_exe(t.l, "/ident_workload");
 		break;
 	case CH_LEAF_EXEC:
-		changed = write(t.cmd_l, "x", 1) == 1 && wait_exe(t.l, "/sleep");
+		changed = tree_exec_sleep(&t, false);
 		break;
 	case CH_LEAF_FORK:
 		changed = write(t.cmd_l, "f", 1) == 1 && wait_child_exe(t.l, "/sleep");
 		break;
 	case CH_MID_EXEC:
-		changed = write(t.cmd_m, "x", 1) == 1 && wait_exe(t.m, "/sleep");
+		changed = tree_exec_sleep(&t, true);
 		break;
 	case CH_LEAF_EXIT:
-		changed = write(t.cmd_l, "q", 1) == 1 && wait_gone(t.l);
-		if (changed) {
-			struct pollfd p = { .fd = t.conn, .events = POLLIN };
-			changed = poll(&p, 1, 3000) == 1; /* its FIN */
-		}
+		changed = tree_exit(&t, false);
 		break;
 	case CH_MID_EXIT:
-		changed = write(t.cmd_m, "q", 1) == 1 && wait_gone(t.m);
+		changed = tree_exit(&t, true);
 		break;
 	case CH_HOST_FORK: {
 		pid_t f = fork();
