@@ -212,8 +212,15 @@ struct sockdiag *sockdiag_open(void)
 	/* Replies are matched by our own sequence check; no ACKs are
 	 * requested, so an exact query costs one request and one reply. */
 	nl_socket_disable_auto_ack(sd->sk);
-	/* Peek first so a large dump batch is never truncated. */
-	nl_socket_enable_msg_peek(sd->sk);
+	/* One receive per reply, without peeking at its size first: the
+	 * kernel never builds a netlink skb above 32 KiB (netlink_recvmsg
+	 * caps max_recvmsg_len at SKB_WITH_OVERHEAD(32768)), so a 64 KiB
+	 * buffer holds any dump batch whole. (A truncated read would be an
+	 * error, i.e. a denial, never a wrong answer.) */
+	if (nl_socket_set_msg_buf_size(sd->sk, 65536) < 0) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	nl_cb_set(sd->cb, NL_CB_SEQ_CHECK, NL_CB_CUSTOM, on_seq_check, sd);
 	nl_cb_set(sd->cb, NL_CB_VALID, NL_CB_CUSTOM, on_valid, sd);
 	nl_cb_set(sd->cb, NL_CB_FINISH, NL_CB_CUSTOM, on_finish, sd);

@@ -224,6 +224,42 @@ static void test_udp_reuseport_ambiguous(void **state)
 	sockdiag_close(sd);
 }
 
+/* A dump larger than any one netlink message (the kernel caps a dump skb
+ * at 32 KiB): 900 sockets on one port, about 90 KiB of answers over
+ * several receives, each whole in the handle's buffer. */
+static void test_udp_large_dump(void **state)
+{
+	(void)state;
+	enum { N = 900 };
+	static int fds[N];
+	struct sockdiag *sd = sockdiag_open();
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int one = 1;
+	assert_non_null(sd);
+	for (int i = 0; i < N; i++) {
+		fds[i] = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		assert_true(fds[i] >= 0);
+		assert_int_equal(setsockopt(fds[i], SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+		assert_int_equal(bind(fds[i], (void *)&a, l), 0);
+		if (i == 0)
+			assert_int_equal(getsockname(fds[0], (void *)&a, &l), 0);
+	}
+	struct flow_tuple t = { .proto = IPPROTO_UDP, .family = AF_INET };
+	t.src.v4 = a.sin_addr;
+	t.sport = ntohs(a.sin_port);
+	t.dst.v4.s_addr = htonl(INADDR_LOOPBACK);
+	t.dport = 9;
+	struct sockdiag_result res;
+	assert_int_equal(sockdiag_lookup(sd, &t, &res), -ENOTUNIQ);
+	/* and the handle still answers an exact query afterwards */
+	for (int i = 1; i < N; i++)
+		close(fds[i]);
+	assert_int_equal(sockdiag_lookup(sd, &t, &res), 0);
+	close(fds[0]);
+	sockdiag_close(sd);
+}
+
 /* A dual-stack AF_INET6 socket talking to an IPv4 peer: the peer sees a
  * plain IPv4 flow, the kernel reports v4-mapped addresses. */
 static void dual_stack_case(int type, int proto)
@@ -313,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_udp4),
 		cmocka_unit_test(test_udp6),
 		cmocka_unit_test(test_udp_reuseport_ambiguous),
+		cmocka_unit_test(test_udp_large_dump),
 		cmocka_unit_test(test_dual_stack_tcp),
 		cmocka_unit_test(test_dual_stack_udp),
 		cmocka_unit_test(test_bad_tuples),
