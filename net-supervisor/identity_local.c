@@ -43,6 +43,7 @@ struct local_strategy {
 	char *sandbox_cgroup;
 	uint64_t retry_ms;
 	size_t max_candidates;
+	bool measure_cpu;
 	void (*on_refused)(enum reason, const char *, void *);
 	void *data;
 
@@ -858,7 +859,8 @@ static void resolve_work(uv_work_t *w)
 {
 	struct resolve_job *j = w->data;
 	struct local_strategy *s = j->s;
-	uint64_t t0 = now_mono_ns(), c0 = thread_cpu_ns(), t2 = t0;
+	bool cpu = s->measure_cpu;
+	uint64_t t0 = now_mono_ns(), c0 = cpu ? thread_cpu_ns() : 0, t2 = t0;
 	j->why = REASON_IDENTITY_UNAVAILABLE;
 
 	struct flow_tuple ft;
@@ -881,7 +883,7 @@ static void resolve_work(uv_work_t *w)
 				j->why = REASON_OK;
 				j->fast = true;
 				j->t_attr = now_mono_ns() - t0;
-				j->t_cpu = thread_cpu_ns() - c0;
+				j->t_cpu = cpu ? thread_cpu_ns() - c0 : 0;
 				return;
 			}
 			fc_drop(e);
@@ -1014,7 +1016,7 @@ static void resolve_work(uv_work_t *w)
 out:
 	worker_put(s, wc);
 	j->t_hash = now_mono_ns() - t2;
-	j->t_cpu = thread_cpu_ns() - c0;
+	j->t_cpu = cpu ? thread_cpu_ns() - c0 : 0;
 	ancestry_result_free(&res);
 	attribution_release(&at);
 }
@@ -1179,6 +1181,7 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	strscpy(s->expected, cfg->expected_sha256, sizeof(s->expected));
 	s->retry_ms = cfg->retry_ms ? cfg->retry_ms : 500;
 	s->max_candidates = cfg->max_candidates ? cfg->max_candidates : 65536;
+	s->measure_cpu = cfg->measure_cpu;
 	s->on_refused = cfg->on_anchor_refused;
 	s->data = cfg->data;
 	if ((cfg->anchor_socket && !(s->anchor_socket = strdup(cfg->anchor_socket))) ||

@@ -51,6 +51,8 @@ struct identity_local_config {
 	const char *sandbox_cgroup;     /* as /proc/<pid>/cgroup prints it ("/tether/sbx1"); NULL: no check */
 	uint64_t retry_ms;              /* socket mode: retry after a failure or anchor exit; 0: 500 */
 	size_t max_candidates;          /* descendant scan bound; 0: 65536 */
+	bool measure_cpu;               /* fill identity_local_stats.cpu_ns (two
+					   clock_gettime syscalls per resolution) */
 	/* The anchor was refused (or lost): reason word and a one-line detail.
 	 * May be NULL. Called on the loop. */
 	void (*on_anchor_refused)(enum reason why, const char *detail, void *data);
@@ -73,7 +75,8 @@ const char *identity_local_anchor_error(const struct identity_strategy *s);
 struct identity_local_stats {
 	uint64_t resolved, denied;
 	uint64_t attribute_ns, walk_ns, hash_ns; /* sums over resolved requests (wall clock) */
-	uint64_t cpu_ns;                          /* worker-thread CPU time, same requests */
+	uint64_t cpu_ns;                          /* worker-thread CPU time, same requests
+						     (only with config.measure_cpu) */
 	uint64_t fast_hits;                       /* resolved by re-proving a cached flow */
 	uint64_t pinned_holders;                  /* holders verified from a pinned process */
 };

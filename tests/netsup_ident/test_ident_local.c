@@ -85,6 +85,7 @@ static struct identity_strategy *make(uv_loop_t *loop, pid_t anchor, const char 
 		.anchor_socket = sock,
 		.expected_sha256 = expected,
 		.retry_ms = 100,
+		.measure_cpu = true, /* the benches print worker CPU */
 		.on_anchor_refused = on_refused,
 		.data = w,
 	};

@@ -114,7 +114,8 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		return;
 	}
 	bool anchored = false;
-	struct identity_local_config cfg = { .anchor_pid = t.a, .expected_sha256 = g_self_sha, .retry_ms = 100 };
+	struct identity_local_config cfg = { .anchor_pid = t.a, .expected_sha256 = g_self_sha, .retry_ms = 100,
+					     .measure_cpu = true };
 	struct identity_strategy *s = NULL;
 	int r = identity_local_new(loop, &cfg, &s);
 	CHECK(r == 0, "identity_local_new: %s", strerror(-r));
@@ -255,7 +256,8 @@ static void bench(uv_loop_t *loop, int lfd, int port, int n)
 		return;
 	}
 	bool anchored = false;
-	struct identity_local_config cfg = { .anchor_pid = t.a, .expected_sha256 = g_self_sha, .retry_ms = 100 };
+	struct identity_local_config cfg = { .anchor_pid = t.a, .expected_sha256 = g_self_sha, .retry_ms = 100,
+					     .measure_cpu = true };
 	struct identity_strategy *s = NULL;
 	if (identity_local_new(loop, &cfg, &s) < 0 || !s) {
 		CHECK(0, "bench: identity_local_new");
