@@ -108,6 +108,10 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "tether_bytes_relayed_total{direction=\"upstream\"} %llu\n"
 		    "tether_bytes_relayed_total{direction=\"downstream\"} %llu\n",
 		(unsigned long long)m->bytes_up, (unsigned long long)m->bytes_down);
+	bprintf(&b, "# HELP tether_upstream_resolutions_total Upstream name lookups started (only for flows\n"
+		    "# the verified identity could be allowed to).\n"
+		    "# TYPE tether_upstream_resolutions_total counter\ntether_upstream_resolutions_total %llu\n",
+		(unsigned long long)m->resolutions);
 	bprintf(&b, "# HELP tether_audit_write_failures_total Audit lines that could not be written.\n"
 		    "# TYPE tether_audit_write_failures_total counter\ntether_audit_write_failures_total %llu\n"
 		    "# HELP tether_audit_dropped_total Audit events dropped because the queue was full.\n"

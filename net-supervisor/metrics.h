@@ -24,6 +24,7 @@ struct metrics {
 	uint64_t conns_total;
 	uint64_t bytes_up;   /* client → upstream */
 	uint64_t bytes_down; /* upstream → client */
+	uint64_t resolutions; /* upstream name lookups started */
 	uint64_t policy_reloads_ok;
 	uint64_t policy_reloads_failed;
 	uint64_t policy_generation;

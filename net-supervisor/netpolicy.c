@@ -202,3 +202,29 @@ out:
 	}
 	return d;
 }
+
+bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct flow_identity *id,
+				    const char *host, uint16_t port)
+{
+	if (!p)
+		return false;
+	if (p->mode == NETPOL_AUDIT)
+		return true;
+	if (!id || !id->binary_path || !host)
+		return false;
+	for (size_t r = 0; r < p->n_rules; r++) {
+		const struct netpol_rule *rule = &p->rules[r];
+		bool bin_ok = false, hash_bad = false;
+		for (size_t b = 0; b < rule->n_binaries && !bin_ok; b++)
+			bin_ok = binary_match(&rule->binaries[b], id->binary_path,
+					      id->sha256[0] ? id->sha256 : NULL, &hash_bad);
+		if (!bin_ok || !ancestors_match(rule, id))
+			continue;
+		for (size_t e = 0; e < rule->n_endpoints; e++) {
+			const struct netpol_endpoint *ep = &rule->endpoints[e];
+			if (port_match(ep, port) && (ep->is_cidr || host_match(ep, host)))
+				return true;
+		}
+	}
+	return false;
+}

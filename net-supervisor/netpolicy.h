@@ -35,5 +35,16 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 					   const struct flow_identity *id, const char *host,
 					   uint16_t port, const struct netaddr *ip);
 
+/* Could resolving `host` change the decision to an allow? True when the
+ * policy is in audit mode (the flow goes ahead either way) or some rule
+ * whose binaries and ancestors match id has an endpoint for `port` that is
+ * a cidr (only an address can tell) or names `host`. When false, the
+ * decision is netpolicy_decide(p, id, host, port, NULL), a denial: the
+ * proxy then never asks the resolver about a name a denied process chose
+ * (no lookup for DNS exfiltration to ride on). p or id NULL: false unless
+ * audit mode. */
+bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct flow_identity *id,
+				    const char *host, uint16_t port);
+
 /* Is ip in a blocked range? On true, *range (optional) is that range. */
 bool netpolicy_ip_blocked(const struct netaddr *ip, struct netcidr *range);

@@ -928,13 +928,49 @@ static void try_connect(struct conn *c)
 
 /* ---------- deciding ---------- */
 
+static void start_resolve(struct conn *c);
+
+/* Decided before any name lookup: a failed identity (enforce mode), or one
+ * for which no rule could allow this host:port whatever it resolves to. */
+static void deny_unresolved(struct conn *c, const struct network_policy *np)
+{
+	c->decided = true;
+	if (c->id_reason != REASON_OK)
+		c->d = (struct netpolicy_decision){ .allow = false, .reason = c->id_reason };
+	else
+		c->d = netpolicy_decide(np, c->id, c->req.host, c->req.port, NULL);
+	if (c->d.allow) {
+		/* cannot happen (netpolicy_resolution_may_allow said no): fail closed */
+		c->d.allow = false;
+		c->d.audit_mode = false;
+		c->d.reason = REASON_INTERNAL_ERROR;
+	}
+	if (c->d.policy)
+		strscpy(c->policy_name, c->d.policy, sizeof(c->policy_name));
+	reject(c, 403, c->d.reason);
+}
+
 static void decide(struct conn *c)
 {
 	struct netsup *ns = c->ns;
-	if (!c->id_done || !c->gai_done || c->state != C_WAIT)
+	if (!c->id_done || c->state != C_WAIT || c->gai_pending)
 		return;
 	const struct network_policy *np = policystore_network(ns->policy);
 	c->generation = policystore_generation(ns->policy);
+	if (!c->gai_done) {
+		/* A name is looked up only once the verified identity could be
+		 * allowed to it (or the mode is audit): never for a process
+		 * the policy denies anyway. */
+		bool need = c->id_reason == REASON_OK
+				    ? netpolicy_resolution_may_allow(np, c->id, c->req.host, c->req.port)
+				    : np && np->mode == NETPOL_AUDIT;
+		if (!need) {
+			deny_unresolved(c, np);
+			return;
+		}
+		start_resolve(c);
+		return;
+	}
 	if (c->gai_status < 0 || c->n_resolved == 0) {
 		reject(c, 502, REASON_RESOLVE_FAILED);
 		return;
@@ -1039,25 +1075,32 @@ static void head_complete(struct conn *c)
 		return;
 	}
 	c->state = C_WAIT;
-	int r = identity_resolve(ns->identity, &c->tuple, ns->cfg.identity_timeout_ms, identity_done, c,
-				 &c->idreq);
-	if (r < 0) {
-		c->id_done = true;
-		c->id_reason = REASON_IDENTITY_UNAVAILABLE;
-	}
 	struct netaddr lit;
 	if (netaddr_parse(c->req.host, &lit) == 0) {
 		c->resolved[0] = lit;
 		c->n_resolved = 1;
 		c->gai_done = true;
-		decide(c);
-		return;
 	}
+	/* A name waits for the identity: decide() looks it up only if that
+	 * identity could be allowed to it. */
+	int r = identity_resolve(ns->identity, &c->tuple, ns->cfg.identity_timeout_ms, identity_done, c,
+				 &c->idreq);
+	if (r < 0) {
+		c->id_done = true;
+		c->id_reason = REASON_IDENTITY_UNAVAILABLE;
+		decide(c);
+	}
+}
+
+static void start_resolve(struct conn *c)
+{
+	struct netsup *ns = c->ns;
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_ADDRCONFIG };
 	c->gai.data = c;
 	c->gai_pending = true;
-	r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->req.host, NULL, &hints);
+	ns->metrics.resolutions++;
+	int r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->req.host, NULL, &hints);
 	if (r < 0) {
 		c->gai_pending = false;
 		c->gai_done = true;

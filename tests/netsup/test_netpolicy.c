@@ -153,8 +153,39 @@ static void test_decision_table(void **state)
 				 dec.policy ? dec.policy : "-", r->allow ? "allow" : "deny", r->reason,
 				 r->policy ? r->policy : "-");
 		assert_false(dec.audit_mode);
+		/* The proxy skips the lookup when this says no: it must never
+		 * say no where an address could allow. */
+		if (r->allow && !netpolicy_resolution_may_allow(np, id, host, r->port))
+			fail_msg("row %zu: an allowed flow judged not worth a lookup", i);
 		flow_identity_free(id);
 	}
+	/* Which names are worth a lookup for which identity. */
+	static const struct {
+		const char *binary, *ancestor, *host;
+		uint16_t port;
+		bool want;
+	} look[] = {
+		{ "/usr/bin/git", NULL, "github.com", 443, true },       /* host rule */
+		{ "/usr/bin/git", NULL, "github.com", 80, false },       /* '*.' needs a label */
+		{ "/usr/bin/git", NULL, "data.evil.example", 443, false },
+		{ "/usr/bin/curl", NULL, "github.com", 443, false },     /* another binary's rule */
+		{ "/opt/x/bin/tool", NULL, "anything.example", 9000, true }, /* cidr: only the address tells */
+		{ "/opt/x/bin/tool", NULL, "anything.example", 9001, false },
+		{ "/usr/bin/python3.11", NULL, "pypi.org", 443, false },  /* ancestor unmet */
+		{ "/usr/bin/python3.11", "/usr/local/bin/agent", "pypi.org", 443, true },
+	};
+	for (size_t i = 0; i < sizeof(look) / sizeof(look[0]); i++) {
+		struct flow_identity *id = flow_identity_new();
+		id->binary_path = strdup(look[i].binary);
+		if (look[i].ancestor)
+			flow_identity_add_ancestor(id, look[i].ancestor, 10, NULL);
+		if (netpolicy_resolution_may_allow(np, id, look[i].host, look[i].port) != look[i].want)
+			fail_msg("lookup %zu (%s → %s:%u): want %d", i, look[i].binary, look[i].host, look[i].port,
+				 look[i].want);
+		flow_identity_free(id);
+	}
+	assert_false(netpolicy_resolution_may_allow(np, NULL, "github.com", 443));
+	assert_false(netpolicy_resolution_may_allow(NULL, NULL, "github.com", 443));
 	/* No identity, no policy. */
 	struct netaddr ip;
 	netaddr_parse("1.1.1.1", &ip);
@@ -190,6 +221,8 @@ static void test_audit_mode(void **state)
 	assert_true(dec.allow);
 	assert_false(dec.audit_mode);
 	assert_string_equal(dec.policy, "a");
+	/* audit mode lets every flow through: every name is looked up */
+	assert_true(netpolicy_resolution_may_allow(np, NULL, "anything.example", 1));
 	flow_identity_free(id);
 	policy_free(p);
 }

@@ -180,8 +180,9 @@ static void default_policy(char *out, size_t size, const char *mode)
 		 "version: 1\nnetwork:\n  mode: %s\n  policies:\n    - name: loop\n"
 		 "      binaries:\n        - path: /usr/bin/curl\n"
 		 "      endpoints:\n        - cidr: 127.0.0.1/32\n          ports: [%d, %d]\n"
-		 "        - host: allowed.test\n          ports: [443]\n",
-		 mode, up_http.port, up_echo.port);
+		 "        - host: allowed.test\n          ports: [443]\n"
+		 "        - host: localhost\n          ports: [%d]\n",
+		 mode, up_http.port, up_echo.port, trap.port);
 }
 
 static int http_get(int port, const char *path, char *out, size_t size);
@@ -619,6 +620,66 @@ static void test_not_ready(void **state)
 	proxy_stop(&p);
 }
 
+/* The proxy's count of upstream name lookups (/metrics), -1 unknown. */
+static long resolutions(const struct proxy *p)
+{
+	char m[16384];
+	if (http_get(p->admin, "/metrics", m, sizeof(m)) != 200)
+		return -1;
+	const char *k = strstr(m, "\ntether_upstream_resolutions_total ");
+	return k ? atol(k + 35) : -1;
+}
+
+/* A name is looked up only once the verified identity could be allowed to
+ * it: a denied process gets its 403 without the resolver ever seeing the
+ * name it chose (no DNS lookup to carry data out). Only "localhost" is
+ * used, answered from /etc/hosts. */
+static void test_no_lookup_before_allow(void **state)
+{
+	(void)state;
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char buf[4096], dest[64];
+	long n0 = resolutions(&p);
+	assert_true(n0 >= 0);
+	/* No rule of curl names localhost for port 9 or has a cidr for it. */
+	connect_req(p.port, "localhost:9", buf, sizeof(buf));
+	expect_reason(buf, 403, "no_matching_policy");
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET http://localhost:9/ HTTP/1.1\r\nHost: localhost:9\r\n\r\n");
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "no_matching_policy");
+	assert_int_equal(resolutions(&p), n0);
+	/* A host rule for it: looked up, then refused for the address. */
+	snprintf(dest, sizeof(dest), "localhost:%d", trap.port);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	assert_int_equal(resolutions(&p), n0 + 1);
+	/* A cidr rule for the port: only the address can tell, so looked up. */
+	snprintf(dest, sizeof(dest), "localhost:%d", up_http.port);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	assert_int_equal(resolutions(&p), n0 + 2);
+	proxy_stop(&p);
+
+	/* Another binary than the rules name: no lookup at all. */
+	const char *other[] = { "--identity-static", "/usr/bin/wget", NULL };
+	proxy_start(&p, NULL, other);
+	snprintf(dest, sizeof(dest), "localhost:%d", trap.port);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 403, "no_matching_policy");
+	assert_int_equal(resolutions(&p), 0);
+	proxy_stop(&p);
+
+	/* No verified identity: no lookup either. */
+	const char *slow[] = { "--identity-static", "/usr/bin/curl", "--identity-static-delay-ms", "3000",
+			       "--identity-timeout-ms", "150", NULL };
+	proxy_start(&p, NULL, slow);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 403, "identity_timeout");
+	assert_int_equal(resolutions(&p), 0);
+	proxy_stop(&p);
+}
+
 static void test_identity_timeout(void **state)
 {
 	const char *slow[] = { "--identity-static", "/usr/bin/curl", "--identity-static-delay-ms", "3000",
@@ -849,6 +910,7 @@ int main(void)
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_not_ready),
 		cmocka_unit_test(test_identity_timeout),
+		cmocka_unit_test(test_no_lookup_before_allow),
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_half_close_and_bulk),
 		cmocka_unit_test(test_audit_mode),
