@@ -154,18 +154,6 @@ static int explain(int argc, char **argv)
 		}
 	if (n == 0 && netaddr_parse(host, &addrs[0]) == 0)
 		n = 1;
-	if (n == 0) {
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
-		int r = getaddrinfo(host, NULL, &hints, &res);
-		if (r != 0) {
-			log_error("cannot resolve %s: %s (give --ip)", host, gai_strerror(r));
-			return 1;
-		}
-		for (struct addrinfo *ai = res; ai && n < 16; ai = ai->ai_next)
-			if (netaddr_from_sockaddr(ai->ai_addr, &addrs[n]) == 0)
-				n++;
-		freeaddrinfo(res);
-	}
 	struct policy *p;
 	if (load(files, nf, &p) < 0)
 		return 1;
@@ -180,6 +168,31 @@ static int explain(int argc, char **argv)
 			id->sha256[i] = (char)(sha[i] | 0x20);
 	for (size_t i = 0; i < na; i++)
 		flow_identity_add_ancestor(id, anc[i], 0, NULL);
+	if (n == 0 && !netpolicy_resolution_may_allow(np, id, host, (uint16_t)port)) {
+		/* As the proxy does: no rule could allow this name for this
+		 * identity, so it is never looked up. */
+		struct netpolicy_decision d = netpolicy_decide(np, id, host, (uint16_t)port, NULL);
+		printf("  (not looked up: no rule of this binary could allow %s:%lu)\n", host, port);
+		printf("%s%s → %s:%lu: %s, reason %s, policy %s\n", binary, sha ? " (with that hash)" : "", host,
+		       port, d.allow ? "allow" : "deny", reason_word(d.reason), d.policy ? d.policy : "-");
+		flow_identity_free(id);
+		policy_free(p);
+		return d.allow ? 0 : 1;
+	}
+	if (n == 0) {
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+		int r = getaddrinfo(host, NULL, &hints, &res);
+		if (r != 0) {
+			log_error("cannot resolve %s: %s (give --ip)", host, gai_strerror(r));
+			flow_identity_free(id);
+			policy_free(p);
+			return 1;
+		}
+		for (struct addrinfo *ai = res; ai && n < 16; ai = ai->ai_next)
+			if (netaddr_from_sockaddr(ai->ai_addr, &addrs[n]) == 0)
+				n++;
+		freeaddrinfo(res);
+	}
 	/* As the proxy does: the first allowed address is the one used. */
 	struct netpolicy_decision final = { 0 };
 	bool have = false;

@@ -165,6 +165,19 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 		for (size_t b = 0; b < rule->n_binaries && !bin_ok; b++)
 			bin_ok = binary_match(&rule->binaries[b], id->binary_path,
 					      id->sha256[0] ? id->sha256 : NULL, &hash_bad);
+		if (!dest_ok && !ip) {
+			/* No address (the name was not looked up): a cidr endpoint
+			 * for the port might have matched, so the deny reason is
+			 * the one an address would have given for this rule. */
+			for (size_t e = 0; e < rule->n_endpoints && !dest_ok; e++)
+				if (rule->endpoints[e].is_cidr && port_match(&rule->endpoints[e], port)) {
+					if (!bin_ok && hash_bad && !hash_rule)
+						hash_rule = rule->name;
+					else if (bin_ok && !ancestors_match(rule, id) && !anc_rule)
+						anc_rule = rule->name;
+					break;
+				}
+		}
 		if (!dest_ok) {
 			if (blocked_hit && bin_ok && !blocked_rule)
 				blocked_rule = rule->name;

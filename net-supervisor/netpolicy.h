@@ -29,7 +29,9 @@ struct netpolicy_decision {
 
 /* host: the destination as the client named it, normalised with
  * netpol_host_normalize(); ip: the resolved address the proxy would connect
- * to. p NULL (no policy) denies with policy_not_loaded; id NULL denies with
+ * to, or NULL when the name was not looked up (no cidr endpoint matches
+ * then, but a rule whose cidr endpoint has the port still gives its
+ * binary_hash_mismatch / ancestor_requirement_unmet reason). p NULL (no policy) denies with policy_not_loaded; id NULL denies with
  * identity_unavailable. */
 struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 					   const struct flow_identity *id, const char *host,

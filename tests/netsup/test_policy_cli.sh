@@ -43,6 +43,14 @@ out=$(ex --binary /usr/bin/git --ancestor /usr/local/bin/agent --dest api.github
 ex --binary /usr/bin/curl --sha256 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA --dest 198.51.100.9:8080 >/dev/null || fail "pinned curl should be allowed"
 out=$(ex --binary /usr/bin/curl --sha256 bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb --dest 198.51.100.9:8080); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q binary_hash_mismatch || fail "wrong hash: $rc $out"
+# As the proxy: a name no rule of the binary could allow is not looked up
+# (localhost would resolve to a blocked address: the reason tells which path ran)
+out=$(ex --binary /usr/bin/wget --dest localhost:443); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "not looked up" && echo "$out" | grep -q no_matching_policy || fail "unlookedup name: $rc $out"
+out=$(ex --binary /usr/bin/curl --sha256 bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb --dest localhost:8080); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "not looked up" && echo "$out" | grep -q binary_hash_mismatch || fail "impostor, no lookup, precise reason: $rc $out"
+out=$(ex --binary /usr/bin/curl --sha256 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa --dest localhost:8080); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q blocked_destination && ! echo "$out" | grep -q "not looked up" || fail "cidr rule: looked up: $rc $out"
 ex --binary /usr/bin/curl --dest nope >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --dest should exit 2"
 ex --binary relative --dest 198.51.100.9:8080 >/dev/null 2>&1; [ $? -eq 2 ] || fail "relative --binary should exit 2"
 $T policy --help | grep -q explain || fail "help"
