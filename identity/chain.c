@@ -59,13 +59,8 @@ int chain_live_ppid(const struct kernel_caps *caps, int proc_fd, const struct pr
 	}
 	char rel[32];
 	snprintf(rel, sizeof(rel), "%d/stat", (int)ref->procfs_pid);
-	_cleanup_free_ char *buf = NULL;
-	size_t len;
-	int r = procfs_read_at(proc_fd, rel, PROCFS_STAT_MAX, &buf, &len);
-	if (r < 0)
-		return r == -ENOENT ? -ESRCH : r;
 	struct procfs_stat st;
-	r = procfs_parse_stat(buf, len, &st);
+	int r = procfs_read_stat_at(proc_fd, rel, &st);
 	if (r < 0)
 		return r;
 	if (st.pid != ref->procfs_pid || st.start_time != ref->start_time)
@@ -155,9 +150,11 @@ void chain_release(struct pinned_chain *c)
 }
 
 int chain_verify(const struct kernel_caps *caps, int proc_fd, struct members *table,
-		 const struct pinned_chain *c, const struct procref *anchor, int anchor_pidfd,
-		 pid_t ppid, bool pns)
+		 const struct pinned_chain *c, const struct procref *child, pid_t ppid, bool pns,
+		 const struct procref *anchor, int anchor_pidfd)
 {
+	if (table && members_check_cgroup(table, child) < 0)
+		return -ESTALE;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct procref *h = &c->hops[i];
 		if (!chain_ppid_is(ppid, pns, h))

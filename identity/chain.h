@@ -70,10 +70,11 @@ int chain_dup(const struct pinned_chain *src, struct pinned_chain *dst);
 
 void chain_release(struct pinned_chain *c);
 
-/* Re-prove c from a child whose live ppid was just read (ppid, pns as
- * chain_live_ppid returns them): every hop nearest first, then the anchor.
- * anchor_pidfd < 0 means the caller IS the anchor (alive while it asks).
- * table may be NULL (no cgroup check). 0 proved, -ESTALE otherwise. */
+/* Re-prove c below `child` (live, with a pidfd), whose live ppid was just
+ * read (ppid, pns as chain_live_ppid returns them): the child's cgroup,
+ * then every hop nearest first, then the anchor. anchor_pidfd < 0 means
+ * the caller IS the anchor (alive while it asks). table may be NULL (no
+ * cgroup checks). 0 proved, -ESTALE otherwise. */
 int chain_verify(const struct kernel_caps *caps, int proc_fd, struct members *table,
-		 const struct pinned_chain *c, const struct procref *anchor, int anchor_pidfd,
-		 pid_t ppid, bool pns);
+		 const struct pinned_chain *c, const struct procref *child, pid_t ppid, bool pns,
+		 const struct procref *anchor, int anchor_pidfd);

@@ -518,3 +518,15 @@ int procfs_read_at(int dirfd, const char *name, size_t max, char **buf, size_t *
 	*len = off;
 	return 0;
 }
+
+int procfs_read_stat_at(int dirfd, const char *name, struct procfs_stat *out)
+{
+	char *buf = NULL;
+	size_t len;
+	int r = procfs_read_at(dirfd, name, PROCFS_STAT_MAX, &buf, &len);
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	r = procfs_parse_stat(buf, len, out);
+	free(buf);
+	return r;
+}

@@ -86,3 +86,7 @@ int procfs_parse_fdinfo_pid(const char *buf, size_t len, pid_t *out);
  * NUL), growing as needed: a file of max bytes or more is -EFBIG. Free *buf
  * with free(). */
 int procfs_read_at(int dirfd, const char *name, size_t max, char **buf, size_t *len);
+
+/* procfs_read_at + procfs_parse_stat of dirfd/name (a process's "stat"):
+ * 0, -ESRCH when the file is gone (the process exited), other -errno. */
+int procfs_read_stat_at(int dirfd, const char *name, struct procfs_stat *out);

@@ -244,13 +244,8 @@ static int ref_fill(const struct kernel_caps *caps, int pidfd, pid_t caller_pid,
 	if (dfd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
 
-	_cleanup_free_ char *buf = NULL;
-	size_t len;
-	r = procfs_read_at(dfd, "stat", PROCFS_STAT_MAX, &buf, &len);
-	if (r < 0)
-		return r == -ENOENT ? -ESRCH : r;
 	struct procfs_stat st;
-	r = procfs_parse_stat(buf, len, &st);
+	r = procfs_read_stat_at(dfd, "stat", &st);
 	if (r < 0)
 		return r;
 	if (st.pid != out->procfs_pid)

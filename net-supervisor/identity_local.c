@@ -310,7 +310,7 @@ static struct fc_entry *fc_find(struct worker_ctx *w, uint64_t cookie)
 }
 
 static int fc_verify_chain(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
-			   pid_t ppid, bool pns);
+			   const struct procref *sub, pid_t ppid, bool pns);
 static int fc_identity(const struct fc_entry *e, const struct procref *sub, struct flow_identity **idp);
 
 /* Re-prove a cached flow (see the block comment). 0: *idp is the identity. */
@@ -345,22 +345,20 @@ static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_e
 	bool pns;
 	if (chain_live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0)
 		return -ESTALE;
-	if (members_check_cgroup(s->table, sub) < 0)
-		return -ESTALE;
-	int r = fc_verify_chain(s, w, e, ppid, pns);
+	int r = fc_verify_chain(s, w, e, sub, ppid, pns);
 	if (r < 0)
 		return r;
 	return fc_identity(e, sub, idp);
 }
 
-/* The chain of e from a subject whose live ppid was just read (chain.h). */
+/* The chain of e below subject sub, whose live ppid was just read (chain.h). */
 static int fc_verify_chain(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
-			   pid_t ppid, bool pns)
+			   const struct procref *sub, pid_t ppid, bool pns)
 {
 	if (s->anchor_pidfd < 0)
 		return -ESTALE;
-	return chain_verify(s->caps, w->proc_fd, s->table, &e->chain, &s->anchor, s->anchor_pidfd, ppid,
-			    pns);
+	return chain_verify(s->caps, w->proc_fd, s->table, &e->chain, sub, ppid, pns, &s->anchor,
+			    s->anchor_pidfd);
 }
 
 /* The identity a verified entry stands for, subject `sub`. */
@@ -463,10 +461,9 @@ static int fc_reuse_chain(struct local_strategy *s, struct worker_ctx *w, struct
 		return -ESTALE;
 	pid_t ppid;
 	bool pns;
-	if (chain_live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0 ||
-	    members_check_cgroup(s->table, sub) < 0)
+	if (chain_live_ppid(s->caps, w->proc_fd, sub, &ppid, &pns) < 0)
 		return -ESTALE;
-	int r = fc_verify_chain(s, w, pe, ppid, pns);
+	int r = fc_verify_chain(s, w, pe, sub, ppid, pns);
 	if (r < 0)
 		return r;
 	if (procref_revalidate(s->caps, sub) < 0)

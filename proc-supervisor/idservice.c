@@ -185,8 +185,9 @@ static bool plain_exe(const struct exe_tuple *x)
 	return x->path[0] && !x->deleted && !x->memfd && !x->maps_mismatch;
 }
 
+/* c below subj (live), whose live ppid was just read (ppid, pns). */
 static int chain_prove(struct idservice *s, struct id_worker *w, const struct procref *subj,
-		       const struct pinned_chain *c)
+		       const struct pinned_chain *c, pid_t ppid, bool pns)
 {
 	struct member_entry me;
 	if (members_lookup_key(s->o.members, subj->key, &me) == 0) {
@@ -196,13 +197,7 @@ static int chain_prove(struct idservice *s, struct id_worker *w, const struct pr
 	} else if (c->n == 0) {
 		return -ESTALE; /* an unrecorded child of the anchor: the walk decides */
 	}
-	if (members_check_cgroup(s->o.members, subj) < 0)
-		return -ESTALE;
-	pid_t ppid;
-	bool pns;
-	if (chain_live_ppid(s->o.caps, w->proc_fd, subj, &ppid, &pns) < 0)
-		return -ESTALE;
-	if (chain_verify(s->o.caps, w->proc_fd, s->o.members, c, &s->anchor, -1, ppid, pns) < 0)
+	if (chain_verify(s->o.caps, w->proc_fd, s->o.members, c, subj, ppid, pns, &s->anchor, -1) < 0)
 		return -ESTALE;
 	return pidfd_is_alive(subj->pidfd) == 0 ? 0 : -ESTALE;
 }
@@ -216,9 +211,12 @@ static struct chain_entry *chain_subject_hit(struct idservice *s, struct id_work
 		if (!e->used || strcmp(e->subj.key, a->subject.key) != 0)
 			continue;
 		const struct exe_tuple *x = &a->subject.exe;
+		pid_t ppid;
+		bool pns;
 		if (plain_exe(x) && exe_tuple_same_file(x, &e->subj.exe) && !strcmp(x->path, e->subj.exe.path) &&
 		    chain_exe_unchanged(w->proc_fd, e->subj.procfs_pid, &e->subj.exe) == 0 &&
-		    chain_prove(s, w, &e->subj, &e->chain) == 0) {
+		    chain_live_ppid(s->o.caps, w->proc_fd, &e->subj, &ppid, &pns) == 0 &&
+		    chain_prove(s, w, &e->subj, &e->chain, ppid, pns) == 0) {
 			e->stamp = ++w->clock;
 			return e;
 		}
@@ -240,7 +238,7 @@ static struct chain_entry *chain_parent_hit(struct idservice *s, struct id_worke
 		struct chain_entry *e = &w->chains[i];
 		if (!e->used || e->chain.n == 0 || !chain_ppid_is(ppid, pns, &e->chain.hops[0]))
 			continue;
-		if (chain_prove(s, w, subj, &e->chain) < 0)
+		if (chain_prove(s, w, subj, &e->chain, ppid, pns) < 0)
 			return NULL; /* the subject's or the chain's: the walk decides */
 		e->stamp = ++w->clock;
 		return e;
@@ -326,7 +324,7 @@ static void job_work(uv_work_t *uw)
 	j->source = a.source;
 	struct ancestry_result anc;
 	memset(&anc, 0, sizeof(anc));
-	struct procref *ancestors = NULL;
+	struct procref *walked = NULL; /* the walk's ancestors, copied (owned) */
 	if (r < 0) {
 		j->reason = a.reason != REASON_OK ? a.reason : REASON_IDENTITY_UNAVAILABLE;
 		snprintf(j->message, sizeof(j->message), "%s",
@@ -361,9 +359,10 @@ static void job_work(uv_work_t *uw)
 	j->have_subject = true;
 
 	size_t na;
+	const struct procref *ancestors;
 	if (chain) {
 		na = chain->n;
-		ancestors = (struct procref *)chain->hops; /* read only */
+		ancestors = chain->hops;
 	} else {
 		/* we are the anchor: alive while we answer, no need to re-open */
 		struct ancestry_opts ao = { .anchor_is_self = true };
@@ -375,13 +374,14 @@ static void job_work(uv_work_t *uw)
 		}
 		/* hops [0..n-2] are the ancestors below the anchor (parent first). */
 		na = anc.n - 1;
-		ancestors = na ? calloc(na, sizeof(*ancestors)) : NULL;
-		if (na && !ancestors) {
+		walked = na ? calloc(na, sizeof(*walked)) : NULL;
+		if (na && !walked) {
 			snprintf(j->message, sizeof(j->message), "out of memory");
 			goto out;
 		}
 		for (size_t i = 0; i < na; i++)
-			ancestors[i] = anc.hops[i].ref;
+			walked[i] = anc.hops[i].ref;
+		ancestors = walked;
 		if (!s->o.no_chain_cache && live_exe.hashed) {
 			struct pinned_chain pc;
 			if (chain_pin_walk(s->o.caps, &anc, &pc) == 0)
@@ -403,8 +403,6 @@ static void job_work(uv_work_t *uw)
 		.lifetime_ns = s->o.context_lifetime_ns,
 	};
 	r = context_sign(s->instance, &in, &j->sc);
-	if (chain)
-		ancestors = NULL; /* the entry's */
 	if (r < 0) {
 		j->reason = REASON_INTERNAL_ERROR;
 		snprintf(j->message, sizeof(j->message), "signing: %s", strerror(-r));
@@ -413,7 +411,7 @@ static void job_work(uv_work_t *uw)
 	j->ok = true;
 	j->reason = REASON_OK;
 out:
-	free(ancestors);
+	free(walked);
 	ancestry_result_free(&anc);
 	attribution_release(&a);
 	pool_put(s, w);
