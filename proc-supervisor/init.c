@@ -14,6 +14,7 @@
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "identity/procfs.h"
 
 int init_become_anchor(void)
 {
@@ -78,28 +79,17 @@ int init_exit_code(int wstatus)
 	return 255;
 }
 
-/* pid, ppid and start time from /proc/<pid>/stat; comm ends at the last ')'. */
+/* ppid and start time of /proc/<pid>/stat (the project's one stat parser). */
 static int read_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
 {
-	char path[64], buf[1024];
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	ssize_t n = read_file_at(AT_FDCWD, path, buf, sizeof(buf));
-	if (n < 0)
-		return (int)n;
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -EINVAL;
-	/* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt
-	 * majflt cmajflt utime stime cutime cstime priority nice threads
-	 * itrealvalue starttime (field 22) */
-	char state;
-	int pp;
-	unsigned long long st;
-	if (sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-		   &state, &pp, &st) != 3)
-		return -EINVAL;
-	*ppid = pp;
-	*start = st;
+	struct procfs_stat st;
+	int r = procfs_read_stat_at(AT_FDCWD, path, &st);
+	if (r < 0)
+		return r;
+	*ppid = st.ppid;
+	*start = st.start_time;
 	return 0;
 }
 
