@@ -42,6 +42,45 @@ static const struct tc cases[] = {
 	{ "GARBAGE\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	{ "POST http://example.com/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	{ "GET http://example.com/ HTTP/2.0\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	/* Authority spellings that must never name another host than the one
+	 * decided on (all refused, or normalised to exactly one name). */
+	{ "GET http://example.com\\@evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example%2ecom/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com#@evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com?@evil.example/ HTTP/1.1\r\nHost: example.com\r\n\r\n", 1, "ok", 0, "example.com", 80 },
+	{ "GET http://[fe80::1%25eth0]/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT [fe80::1%eth0]:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT ::1:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT []:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT :443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT user@example.com:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT example.com:443/x HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT http://example.com:443/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT example.com:+443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT example.com:00443 HTTP/1.1\r\n\r\n", 1, "ok", 0, "example.com", 443 },
+	{ "CONNECT EXAMPLE.com.:443 HTTP/1.1\r\n\r\n", 1, "ok", 0, "example.com", 443 },
+	{ "CONNECT [::FFFF:127.0.0.1]:443 HTTP/1.1\r\n\r\n", 1, "ok", 0, "::ffff:127.0.0.1", 443 },
+	{ "GET http:/// HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://:80/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com:/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com:+80/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com:0/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com:65536/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com:0080/ HTTP/1.1\r\nHost: example.com:80\r\n\r\n", 1, "ok", 0, "example.com", 80 },
+	{ "GET http://EXAMPLE.com./ HTTP/1.1\r\nHost: example.COM\r\n\r\n", 1, "ok", 0, "example.com", 80 },
+	/* Numeric spellings getaddrinfo would read as an address. */
+	{ "GET http://0x7f.0.0.1/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://0177.0.0.1/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://0x7F000001/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://127.0.1/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://127.0.0.1./ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT 0x7f.0.0.1:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT 127.0.0.01:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	/* Whitespace in a Host value is not the URI's host. */
+	{ "GET http://example.com/ HTTP/1.1\r\nHost: example.com \r\n\r\n", -1, "host_mismatch", 400, NULL, 0 },
+	{ "GET http://example.com/ HTTP/1.1\r\nHost: ex\r\n ample.com\r\n\r\n", -1, "host_mismatch", 400, NULL, 0 },
+	{ "GET http://example.com/ HTTP/1.1\r\nHost:\r\n\r\n", -1, "host_mismatch", 400, NULL, 0 },
 	/* incomplete: needs more */
 	{ "CONNECT example.com:443 HTTP/1.1\r\nHost: exa", 0, "ok", 0, NULL, 0 },
 };
@@ -63,6 +102,7 @@ static int feed_all(struct httpreq *r, const char *in, size_t len, size_t step, 
 
 static void test_cases(void **state)
 {
+	int bad = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct tc *t = &cases[i];
 		/* Whole, and byte by byte: the split must not matter. */
@@ -71,15 +111,39 @@ static void test_cases(void **state)
 			httpreq_init(&r, NULL);
 			size_t used;
 			int rc = feed_all(&r, t->in, strlen(t->in), step, &used);
-			if (rc != t->rc || strcmp(reason_word(r.error), t->reason) != 0 || r.status != t->status)
-				fail_msg("case %zu step %zu: rc %d reason %s status %d", i, step, rc,
-					 reason_word(r.error), r.status);
-			if (t->host) {
+			if (rc != t->rc || strcmp(reason_word(r.error), t->reason) != 0 || r.status != t->status) {
+				/* Every wrong case is listed, not just the first. */
+				print_error("case %zu step %zu: rc %d reason %s status %d: %.60s\n", i, step, rc,
+					    reason_word(r.error), r.status, t->in);
+				bad++;
+			} else if (t->host) {
 				assert_string_equal(r.host, t->host);
 				assert_int_equal(r.port, t->port);
 			}
 			httpreq_done(&r);
 		}
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* NUL bytes anywhere in the head: refused, never cut at the NUL. */
+static void test_nul_bytes(void **state)
+{
+	static const char c1[] = "CONNECT example.com\0.evil:443 HTTP/1.1\r\n\r\n";
+	static const char c2[] = "GET http://example.com\0.evil/ HTTP/1.1\r\n\r\n";
+	static const char c3[] = "GET http://example.com/ HTTP/1.1\r\nHost: example.com\0.evil\r\n\r\n";
+	static const char c4[] = "GET http://example.com/ HTTP/1.1\r\nX\0: 1\r\n\r\n";
+	const struct { const char *in; size_t len; } in[] = {
+		{ c1, sizeof(c1) - 1 }, { c2, sizeof(c2) - 1 }, { c3, sizeof(c3) - 1 }, { c4, sizeof(c4) - 1 },
+	};
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		struct httpreq r;
+		httpreq_init(&r, NULL);
+		size_t used;
+		int rc = feed_all(&r, in[i].in, in[i].len, 4096, &used);
+		if (rc != -1 || r.error != REASON_BAD_REQUEST || r.status != 400)
+			fail_msg("NUL case %zu: rc %d reason %s", i, rc, reason_word(r.error));
+		httpreq_done(&r);
 	}
 }
 
@@ -141,12 +205,40 @@ static void test_limits(void **state)
 	httpreq_done(&r);
 }
 
+/* A second request pipelined behind the first is not part of the head:
+ * the proxy relays it raw to the upstream it decided on (after the
+ * rewritten head, which says "Connection: close"), never parses it as a
+ * new destination. */
+static void test_pipelined_not_head(void **state)
+{
+	const char *in = "GET http://example.com/a HTTP/1.1\r\nHost: example.com\r\n\r\n"
+			 "GET http://evil.example/ HTTP/1.1\r\nHost: evil.example\r\n\r\n";
+	size_t first = strlen("GET http://example.com/a HTTP/1.1\r\nHost: example.com\r\n\r\n");
+	for (size_t step = 1; step <= 4096; step = step == 1 ? 4096 : 8192) {
+		struct httpreq r;
+		httpreq_init(&r, NULL);
+		size_t used;
+		assert_int_equal(feed_all(&r, in, strlen(in), step, &used), 1);
+		assert_int_equal(used, first);
+		assert_string_equal(r.host, "example.com");
+		size_t hl;
+		char *head = httpreq_upstream_head(&r, &hl);
+		assert_non_null(head);
+		assert_null(strstr(head, "evil"));
+		assert_non_null(strstr(head, "Connection: close\r\n\r\n"));
+		free(head);
+		httpreq_done(&r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_nul_bytes),
 		cmocka_unit_test(test_body_left_over),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_pipelined_not_head),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
