@@ -23,6 +23,10 @@ struct node {
 	struct member_entry e;
 	struct node *hnext;       /* bucket chain */
 	struct node *prev, *next; /* insertion order, anchor first */
+	/* prune_locked's scratch: how many entries name this one as parent,
+	 * and whether it goes */
+	size_t children;
+	bool doomed;
 };
 
 struct members {
@@ -39,6 +43,10 @@ struct members {
 	size_t nbuckets; /* power of two */
 	size_t n;
 	struct node *head, *tail;
+	/* entries marked exited since the last prune: a full table is pruned
+	 * only when this is non-zero (a prune that frees nothing would just
+	 * repeat at every insert) */
+	size_t exited_since_prune;
 };
 
 static uint64_t key_hash(const char *s)
@@ -105,7 +113,8 @@ static int insert_locked(struct members *t, const struct procref *ref, enum memb
 	if (find_locked(t, ref->key))
 		return -EEXIST;
 	if (t->n >= t->max_entries) {
-		prune_locked(t);
+		if (t->exited_since_prune > 0)
+			prune_locked(t);
 		if (t->n >= t->max_entries)
 			return -ENOSPC;
 	}
@@ -543,6 +552,7 @@ int members_mark_exited(struct members *t, const char *key)
 	if (nd && !nd->e.exited) {
 		nd->e.exited = true;
 		nd->e.exit_ns = now_real_ns();
+		t->exited_since_prune++;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return nd ? 0 : -ENOENT;
@@ -580,27 +590,47 @@ int members_reap(struct members *t)
 	return marked;
 }
 
+static bool prunable(const struct node *nd)
+{
+	return nd->e.exited && nd->e.join != MEMBER_ANCHOR && nd->children == 0 && !nd->doomed;
+}
+
+/* Linear in the table: count each entry's children once (a hash lookup of
+ * every parent key), doom the exited entries nobody names, and let each
+ * doomed entry's parent follow when it was its last child — so a dead
+ * chain above a live daemon stays, and goes at once when the daemon dies.
+ * Marking first and unlinking after keeps the list walk safe. */
 static int prune_locked(struct members *t)
 {
-	int removed = 0;
-	bool again = true;
-	while (again) {
-		again = false;
-		for (struct node *nd = t->head; nd;) {
-			struct node *next = nd->next;
-			bool referenced = false;
-			if (nd->e.exited && nd->e.join != MEMBER_ANCHOR) {
-				for (struct node *c = t->head; c && !referenced; c = c->next)
-					referenced = strcmp(c->e.parent_key, nd->e.ref.key) == 0;
-				if (!referenced) {
-					unlink_locked(t, nd);
-					removed++;
-					again = true;
-				}
-			}
-			nd = next;
+	for (struct node *nd = t->head; nd; nd = nd->next) {
+		nd->children = 0;
+		nd->doomed = false;
+	}
+	for (struct node *nd = t->head; nd; nd = nd->next) {
+		struct node *p = nd->e.parent_key[0] ? find_locked(t, nd->e.parent_key) : NULL;
+		if (p && p != nd)
+			p->children++;
+	}
+	for (struct node *nd = t->head; nd; nd = nd->next) {
+		for (struct node *x = nd; x && prunable(x);) {
+			x->doomed = true;
+			struct node *p = x->e.parent_key[0] ? find_locked(t, x->e.parent_key) : NULL;
+			if (!p || p == x)
+				break;
+			p->children--;
+			x = p;
 		}
 	}
+	int removed = 0;
+	for (struct node *nd = t->head; nd;) {
+		struct node *next = nd->next;
+		if (nd->doomed) {
+			unlink_locked(t, nd);
+			removed++;
+		}
+		nd = next;
+	}
+	t->exited_since_prune = 0;
 	return removed;
 }
 

@@ -145,7 +145,7 @@ static size_t token_at(const char *p)
 	/* JWT: eyJ<b64url>.<b64url>[.<b64url>] */
 	if (strncmp(p, "eyJ", 3) == 0) {
 		size_t n = 0, dots = 0;
-		while (p[n] && n < 16384 && (in_cs(CS_B64URL, p[n]) || p[n] == '.')) {
+		while (n < 16384 && p[n] && (in_cs(CS_B64URL, p[n]) || p[n] == '.')) {
 			dots += p[n] == '.';
 			n++;
 		}

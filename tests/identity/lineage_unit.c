@@ -367,6 +367,60 @@ static void test_table_full(void **state)
 	members_free(t);
 }
 
+/* A full table of the default size (65536): short-lived processes that
+ * exited (flat leaves), a daemon's chain of dead ancestors under a live
+ * tip, and an exited process with a live child. A build or an agent's
+ * shell loop fills a table like this; pruning it must keep exactly the
+ * lineage of the live processes, and must not take the table's lock for
+ * long (a prune that compared every entry with every other ran for
+ * seconds here, stalling the supervisor's loop). */
+static void test_prune_full_table(void **state)
+{
+	struct fx *f = *state;
+	struct members *t;
+	struct members_config cfg = { .mode = MEMBERSHIP_LINEAGE };
+	assert_int_equal(members_create(&f->caps, &f->anchor, &cfg, &t), 0);
+	enum { CHAIN = 2000, TOTAL = 65536 - 1 /* the anchor */ };
+	struct procref prev = f->anchor, first_hop = { 0 };
+	for (int i = 0; i < CHAIN; i++) { /* anchor -> c0 -> c1 -> ... -> tip (live) */
+		struct procref r = fake(f, 100 + (uint64_t)i);
+		assert_int_equal(members_add_recorded(t, &r, i == 0 ? MEMBER_ENTRYPOINT : MEMBER_BORN_IN_TREE,
+						      prev.key), 0);
+		if (i == 0)
+			first_hop = r;
+		if (i + 1 < CHAIN)
+			assert_int_equal(members_mark_exited(t, r.key), 0);
+		prev = r;
+	}
+	struct procref tip = prev;
+	struct procref parent = fake(f, 50), child = fake(f, 51); /* exited parent, live child */
+	assert_int_equal(members_add_recorded(t, &parent, MEMBER_ENTRYPOINT, f->anchor.key), 0);
+	assert_int_equal(members_add_recorded(t, &child, MEMBER_BORN_IN_TREE, parent.key), 0);
+	assert_int_equal(members_mark_exited(t, parent.key), 0);
+	struct procref last = { 0 };
+	for (int i = CHAIN + 2; i < TOTAL; i++) {
+		last = fake(f, 10000 + (uint64_t)i);
+		assert_int_equal(members_add_recorded(t, &last, MEMBER_BORN_IN_TREE, first_hop.key), 0);
+		assert_int_equal(members_mark_exited(t, last.key), 0);
+	}
+	/* Full: the next insert prunes the dead leaves and fits. */
+	struct procref one = fake(f, 99999999);
+	assert_int_equal(members_add_recorded(t, &one, MEMBER_ENTRYPOINT, f->anchor.key), 0);
+	assert_int_equal(members_lookup_key(t, last.key, NULL), -ENOENT);
+	assert_int_equal(members_lookup_key(t, first_hop.key, NULL), 0);
+	assert_int_equal(members_lookup_key(t, tip.key, NULL), 0);
+	assert_int_equal(members_lookup_key(t, parent.key, NULL), 0);
+	assert_int_equal(members_lookup_key(t, child.key, NULL), 0);
+	assert_int_equal(members_prune(t), 0); /* nothing else is prunable */
+	/* The tip exits: its whole dead chain goes in one prune. */
+	assert_int_equal(members_mark_exited(t, tip.key), 0);
+	assert_int_equal(members_prune(t), CHAIN);
+	assert_int_equal(members_lookup_key(t, first_hop.key, NULL), -ENOENT);
+	assert_int_equal(members_lookup_key(t, parent.key, NULL), 0);
+	assert_int_equal(members_lookup_key(t, f->anchor.key, NULL), 0);
+	members_free(t);
+}
+
 static void test_json_export(void **state)
 {
 	struct fx *f = *state;
@@ -499,6 +553,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_validation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_keeps_lineage_of_live, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_table_full, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_full_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_json_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unanchored_walk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_use, setup, teardown),
