@@ -174,6 +174,21 @@ static int split_hostport(const char *s, size_t len, char *host, size_t hsize, u
 	return netpol_host_normalize(h, host, hsize) < 0 ? -1 : 0;
 }
 
+/* RFC 7230 token (a header name). http-parser, built without
+ * HTTP_PARSER_STRICT, also lets a space through: " Host: x" (a first line
+ * that starts with whitespace) or "Host : x" would then escape the Host and
+ * framing checks below under a name of their own, and a lenient upstream
+ * would read them as Host. */
+static bool is_token(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+			return false;
+	return true;
+}
+
 static int finish(struct httpreq *r)
 {
 	http_parser *p = &r->parser;
@@ -185,7 +200,7 @@ static int finish(struct httpreq *r)
 	if (!r->url || r->url_len == 0 || memchr(r->url, '\0', r->url_len))
 		return fail(r, REASON_BAD_REQUEST, 400);
 	for (size_t i = 0; i < r->n_headers; i++)
-		if (!r->headers[i].name || !r->headers[i].name[0])
+		if (!r->headers[i].name || !is_token(r->headers[i].name))
 			return fail(r, REASON_BAD_REQUEST, 400);
 	size_t n_host;
 	const char *host_hdr = header_get(r, "Host", &n_host);
