@@ -285,11 +285,12 @@ int httpreq_feed(struct httpreq *r, const char *data, size_t len, size_t *used)
 	size_t room = r->limits.max_header_bytes - r->consumed;
 	size_t n = len < room ? len : room;
 	size_t np = http_parser_execute(&r->parser, &settings, data, n);
-	/* Strict line endings: every LF must follow a CR. http-parser tolerates
-	 * bare LF; a proxy that reads a head differently from the upstream is a
-	 * smuggling vector, so refuse. */
+	/* Strict line endings: every LF must follow a CR and every CR be
+	 * followed by LF. http-parser tolerates bare LF, and takes any byte
+	 * after the head's last CR as its end; a proxy that reads a head
+	 * differently from the upstream is a smuggling vector, so refuse. */
 	for (size_t i = 0; i < np; i++) {
-		if (data[i] == '\n' && !r->prev_cr)
+		if ((data[i] == '\n') != r->prev_cr)
 			return fail(r, REASON_BAD_REQUEST, 400);
 		r->prev_cr = data[i] == '\r';
 	}

@@ -50,6 +50,10 @@ static const struct tc cases[] = {
 	{ "GET http://example.com/ HTTP/1.1\r\nHost : evil.example\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	{ "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nHost : evil.example\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	{ "POST http://example.com/ HTTP/1.1\r\nTransfer-Encoding : chunked\r\nContent-Length: 3\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	/* A CR must be followed by LF, the head's last one too (the library
+	 * takes any byte after it as the end of the head and drops it). */
+	{ "GET http://example.com/ HTTP/1.1\r\nX: 1\r\n\rXGET http://evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT example.com:443 HTTP/1.1\r\n\r\x16\x03\x01", -1, "bad_request", 400, NULL, 0 },
 	/* Authority spellings that must never name another host than the one
 	 * decided on (all refused, or normalised to exactly one name). */
 	{ "GET http://example.com\\@evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
