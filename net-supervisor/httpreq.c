@@ -231,6 +231,11 @@ static int finish(struct httpreq *r)
 		hoff--;
 		hlen += 2;
 	}
+	/* The host must open the authority, right after "http://": anything
+	 * before it is userinfo, which http-parser does not report when it is
+	 * empty ("http://@evil.example/"). */
+	if (hoff != (size_t)u.field_data[UF_SCHEMA].off + 4 + 3)
+		return fail(r, REASON_BAD_REQUEST, 400);
 	r->port = 80;
 	if (u.field_set & (1 << UF_PORT)) {
 		if (u.port == 0)

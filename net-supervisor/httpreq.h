@@ -5,10 +5,11 @@
  * Limits are enforced while bytes arrive, so a hostile client never makes
  * the proxy buffer more than max_header_bytes: too large → 431
  * header_too_large; too many header lines → 431 too_many_headers; bare LF
- * or bare CR line endings, garbage, origin-form targets, https:// absolute-form,
- * userinfo, bad hosts or ports, duplicate Host, header names that are not
- * RFC 7230 tokens (" Host", "Host ") → 400 bad_request; a Host header that
- * differs from the absolute URI → 400 host_mismatch. */
+ * or bare CR line endings, garbage, origin-form targets, https://
+ * absolute-form, userinfo (even empty), bad hosts or ports, duplicate Host,
+ * header names that are not RFC 7230 tokens (" Host", "Host ") → 400
+ * bad_request; a Host header that differs from the absolute URI → 400
+ * host_mismatch. */
 #pragma once
 
 #include <http_parser.h>

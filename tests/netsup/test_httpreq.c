@@ -54,6 +54,10 @@ static const struct tc cases[] = {
 	 * takes any byte after it as the end of the head and drops it). */
 	{ "GET http://example.com/ HTTP/1.1\r\nX: 1\r\n\rXGET http://evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	{ "CONNECT example.com:443 HTTP/1.1\r\n\r\x16\x03\x01", -1, "bad_request", 400, NULL, 0 },
+	/* Userinfo, even empty, is refused. */
+	{ "GET http://@evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://:@evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://example.com@evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	/* Authority spellings that must never name another host than the one
 	 * decided on (all refused, or normalised to exactly one name). */
 	{ "GET http://example.com\\@evil.example/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
