@@ -199,6 +199,10 @@ static int finish(struct httpreq *r)
 		return fail(r, REASON_BAD_REQUEST, 400);
 	if (!r->url || r->url_len == 0 || memchr(r->url, '\0', r->url_len))
 		return fail(r, REASON_BAD_REQUEST, 400);
+	/* http-parser describes URL fields with 16-bit offsets and lengths: a
+	 * longer target would be cut at the wrong places. */
+	if (r->url_len > UINT16_MAX)
+		return fail(r, REASON_HEADER_TOO_LARGE, 431);
 	for (size_t i = 0; i < r->n_headers; i++)
 		if (!r->headers[i].name || !is_token(r->headers[i].name))
 			return fail(r, REASON_BAD_REQUEST, 400);

@@ -3,7 +3,8 @@
  * struct httpreq. Pure (no sockets): the proxy and the fuzzer feed bytes.
  *
  * Limits are enforced while bytes arrive, so a hostile client never makes
- * the proxy buffer more than max_header_bytes: too large → 431
+ * the proxy buffer more than max_header_bytes: too large (or a request
+ * target above 64 KiB, which http-parser cannot describe) → 431
  * header_too_large; too many header lines → 431 too_many_headers; bare LF
  * or bare CR line endings, garbage, origin-form targets, https://
  * absolute-form, userinfo (even empty), bad hosts or ports, duplicate Host,

@@ -247,6 +247,41 @@ static void test_pipelined_not_head(void **state)
 	}
 }
 
+/* http-parser describes URL fields with 16-bit offsets: a longer target
+ * (possible with --max-header-bytes above 64 KiB) would be cut at the
+ * wrong places, e.g. a 65542-byte host read as its first 6 bytes. */
+static void test_url_longer_than_parser_offsets(void **state)
+{
+	struct httpreq_limits lim = { .max_header_bytes = 75000 };
+	size_t hl = 65536 + 6, cap = 70000;
+	char *in = malloc(cap);
+	assert_non_null(in);
+	strcpy(in, "GET http://a.test");
+	size_t o = strlen(in);
+	for (size_t i = 6; i < hl; i++)
+		in[o++] = i % 60 == 59 ? '.' : 'x';
+	in[o] = '\0';
+	strcat(in, "/ HTTP/1.1\r\n\r\n");
+	struct httpreq r;
+	httpreq_init(&r, &lim);
+	size_t used;
+	assert_int_equal(httpreq_feed(&r, in, strlen(in), &used), -1);
+	assert_string_equal(reason_word(r.error), "header_too_large");
+	assert_int_equal(r.status, 431);
+	httpreq_done(&r);
+	/* A long path alone: same answer, not a path cut short. */
+	strcpy(in, "GET http://a.test/");
+	o = strlen(in);
+	memset(in + o, 'p', 65600);
+	in[o + 65600] = '\0';
+	strcat(in, " HTTP/1.1\r\n\r\n");
+	httpreq_init(&r, &lim);
+	assert_int_equal(httpreq_feed(&r, in, strlen(in), &used), -1);
+	assert_string_equal(reason_word(r.error), "header_too_large");
+	httpreq_done(&r);
+	free(in);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +290,7 @@ int main(void)
 		cmocka_unit_test(test_body_left_over),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_pipelined_not_head),
+		cmocka_unit_test(test_url_longer_than_parser_offsets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
