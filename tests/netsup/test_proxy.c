@@ -585,7 +585,198 @@ static void test_bad_input(void **state)
 	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
 	assert_int_equal(tunnel_status(p.port, dest, buf, sizeof(buf)), 200);
 	assert_true(audit_wait(&p, "\"reason\":\"header_too_large\"", "\"status\":431", 2000));
+	/* Each limit is audited with its reason and status, not just answered. */
+	assert_true(audit_wait(&p, "\"reason\":\"too_many_headers\"", "\"status\":431", 2000));
+	assert_true(audit_wait(&p, "\"reason\":\"idle_timeout\"", "\"status\":408", 2000));
 	proxy_stop(&p);
+}
+
+/* Read from fd until the head's blank line, one byte at a time (so nothing
+ * after it is consumed); returns the status, -1 on EOF first. */
+static int read_head_only(int fd, char *buf, size_t size)
+{
+	size_t got = 0;
+	while (got < size - 1 && (got < 4 || memcmp(buf + got - 4, "\r\n\r\n", 4) != 0)) {
+		ssize_t r = read(fd, buf + got, 1);
+		if (r != 1)
+			break;
+		got++;
+	}
+	buf[got] = '\0';
+	return status_of(buf);
+}
+
+/* Bytes sent behind a CONNECT head before the 200 are held until the
+ * decision: never forwarded to a denied destination (nor to an allowed
+ * one for an unidentified client), delivered in order after the 200 to an
+ * allowed one. */
+static void test_early_data(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char req[512], buf[8192];
+	int before = atomic_load(&trap.accepts);
+	/* Blocked destination (loopback, no cidr names the trap's port). */
+	int n = snprintf(req, sizeof(req),
+			 "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+			 "GET /early HTTP/1.1\r\nHost: x\r\n\r\n", trap.port, trap.port);
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	/* Same as absolute-form with a body. */
+	n = snprintf(req, sizeof(req),
+		     "POST http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 5\r\n\r\nhello",
+		     trap.port, trap.port);
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	usleep(100000);
+	assert_int_equal(atomic_load(&trap.accepts), before);
+
+	/* Allowed: the early bytes reach the upstream after the 200, first. */
+	int fd = tcp_connect(p.port);
+	n = snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\nEARLY-", up_echo.port);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	assert_int_equal(read_head_only(fd, buf, sizeof(buf)), 200);
+	assert_int_equal(write(fd, "LATE", 4), 4);
+	shutdown(fd, SHUT_WR);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_string_equal(buf, "EARLY-LATE");
+	proxy_stop(&p);
+
+	/* No verified identity: an allowed destination gets nothing either. */
+	const char *slow[] = { "--identity-static", "/usr/bin/curl", "--identity-static-delay-ms", "3000",
+			       "--identity-timeout-ms", "150", NULL };
+	proxy_start(&p, NULL, slow);
+	int up_before = atomic_load(&up_http.accepts);
+	n = snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\nGET /early HTTP/1.1\r\n\r\n",
+		     up_http.port);
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "identity_timeout");
+	assert_int_equal(atomic_load(&up_http.accepts), up_before);
+	proxy_stop(&p);
+}
+
+/* Absolute-form is one request per client connection: a second request
+ * pipelined behind the first is not parsed or re-decided, it travels raw
+ * to the upstream decided for the first (which was told "Connection:
+ * close"), never to the host it names. The echo upstream sends back
+ * exactly what it received. */
+static void test_pipelined_forward(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char req[1024], buf[8192];
+	int before = atomic_load(&trap.accepts), echo_before = atomic_load(&up_echo.accepts);
+	int n = snprintf(req, sizeof(req),
+			 "GET http://127.0.0.1:%d/first HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+			 "GET http://127.0.0.1:%d/second HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+			 up_echo.port, up_echo.port, trap.port, trap.port);
+	int fd = tcp_connect(p.port);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	shutdown(fd, SHUT_WR);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	char want[1024];
+	snprintf(want, sizeof(want),
+		 "GET /first HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n"
+		 "GET http://127.0.0.1:%d/second HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+		 up_echo.port, trap.port, trap.port);
+	assert_string_equal(buf, want);
+	usleep(100000);
+	assert_int_equal(atomic_load(&trap.accepts), before);
+	assert_int_equal(atomic_load(&up_echo.accepts), echo_before + 1);
+	proxy_stop(&p);
+}
+
+/* A header line the proxy would not parse as the upstream might: a name
+ * with a space (" Host", "Host ") is refused before any connection, so a
+ * lenient upstream never reads a second Host the host_mismatch check did
+ * not see. */
+static void test_header_name_space(void **state)
+{
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char req[512], buf[4096];
+	int before = atomic_load(&up_http.accepts);
+	static const char *const shapes[] = {
+		"GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nHost : evil.example\r\n\r\n",
+		"GET http://127.0.0.1:%d/ HTTP/1.1\r\n Host: evil.example\r\nHost: 127.0.0.1:%d\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		int n = snprintf(req, sizeof(req), shapes[i], up_http.port, up_http.port);
+		exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+		expect_reason(buf, 400, "bad_request");
+	}
+	usleep(100000);
+	assert_int_equal(atomic_load(&up_http.accepts), before);
+	proxy_stop(&p);
+}
+
+/* A relay with no traffic either way is closed after --idle-timeout-ms and
+ * audited as egress_error idle_timeout. */
+static void test_idle_timeout(void **state)
+{
+	const char *extra[] = { "--idle-timeout-ms", "300", NULL };
+	struct proxy p;
+	proxy_start(&p, NULL, extra);
+	char req[256], buf[4096];
+	int fd = tcp_connect(p.port);
+	int n = snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", up_echo.port);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	assert_int_equal(read_head_only(fd, buf, sizeof(buf)), 200);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ssize_t r = read(fd, buf, sizeof(buf)); /* the echo upstream waits for our FIN */
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(fd);
+	assert_true(r <= 0);
+	double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (dt < 0.25 || dt > 3.0)
+		fail_msg("idle tunnel closed after %.2f s, want about 0.3 s", dt);
+	assert_true(audit_wait(&p, "\"event\":\"egress_error\"", "\"reason\":\"idle_timeout\"", 2000));
+	proxy_stop(&p);
+}
+
+/* An allowed upstream that never answers the SYN: a listener whose accept
+ * queue is full (backlog 0, one connection queued and never accepted)
+ * drops it. The proxy answers 504 upstream_timeout after
+ * --connect-timeout-ms and audits egress_error. */
+static void test_connect_timeout(void **state)
+{
+	int bh = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	socklen_t sl = sizeof(sa);
+	assert_int_equal(bind(bh, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(bh, 0), 0);
+	getsockname(bh, (struct sockaddr *)&sa, &sl);
+	int port = ntohs(sa.sin_port);
+	int fill = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	(void)!connect(fill, (struct sockaddr *)&sa, sizeof(sa));
+	usleep(100000); /* its handshake completes: the queue is full now */
+	char pol[1024];
+	snprintf(pol, sizeof(pol),
+		 "version: 1\nnetwork:\n  policies:\n    - name: hole\n"
+		 "      binaries: [{path: /usr/bin/curl}]\n"
+		 "      endpoints: [{cidr: 127.0.0.1/32, ports: [%d]}]\n", port);
+	const char *extra[] = { "--connect-timeout-ms", "300", NULL };
+	struct proxy p;
+	proxy_start(&p, pol, extra);
+	char dest[64], buf[4096];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", port);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	expect_reason(buf, 504, "upstream_timeout");
+	double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (dt < 0.25 || dt > 3.0)
+		fail_msg("504 after %.2f s, want about 0.3 s", dt);
+	assert_true(audit_wait(&p, "\"decision\":\"allow\"", "\"policy\":\"hole\"", 2000));
+	assert_true(audit_wait(&p, "\"event\":\"egress_error\"", "\"reason\":\"upstream_timeout\"", 2000));
+	proxy_stop(&p);
+	close(fill);
+	close(bh);
 }
 
 static void test_not_ready(void **state)
@@ -710,6 +901,7 @@ static void test_connection_limit(void **state)
 	char buf[4096];
 	exchange(p.port, "", 0, buf, sizeof(buf));
 	expect_reason(buf, 503, "too_many_connections");
+	assert_true(audit_wait(&p, "\"reason\":\"too_many_connections\"", "\"status\":503", 2000));
 	close(a);
 	close(b);
 	/* Capacity comes back. */
@@ -908,6 +1100,11 @@ int main(void)
 		cmocka_unit_test(test_denied),
 		cmocka_unit_test(test_blocked_ranges),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_early_data),
+		cmocka_unit_test(test_pipelined_forward),
+		cmocka_unit_test(test_header_name_space),
+		cmocka_unit_test(test_idle_timeout),
+		cmocka_unit_test(test_connect_timeout),
 		cmocka_unit_test(test_not_ready),
 		cmocka_unit_test(test_identity_timeout),
 		cmocka_unit_test(test_no_lookup_before_allow),
