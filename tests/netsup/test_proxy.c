@@ -512,7 +512,10 @@ static void test_blocked_ranges(void **state)
 	const char *fmts[] = { "127.0.0.1:%d", "127.0.0.2:%d", "[::1]:%d", "[::ffff:127.0.0.1]:%d",
 			       "localhost:%d", "0.0.0.0:%d", "169.254.169.254:80", "10.0.0.1:80",
 			       "192.168.1.1:80", "172.16.0.1:80", "100.64.0.1:80", "[fe80::1]:80",
-			       "[fd00::1]:80", "224.0.0.1:80" };
+			       "[fd00::1]:80", "224.0.0.1:80",
+			       /* other IPv6 spellings that embed 127.0.0.1 */
+			       "[::127.0.0.1]:%d", "[64:ff9b::7f00:1]:%d", "[::ffff:7f00:1]:%d",
+			       "[0:0:0:0:0:FFFF:127.0.0.1]:%d", "localhost.:%d", "LOCALHOST:%d" };
 	int before = atomic_load(&trap.accepts);
 	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
 		snprintf(dest, sizeof(dest), fmts[i], trap.port);
@@ -532,6 +535,16 @@ static void test_blocked_ranges(void **state)
 	snprintf(dest, sizeof(dest), "127.1:%d", trap.port);
 	connect_req(p.port, dest, buf, sizeof(buf));
 	expect_reason(buf, 400, "bad_request");
+	static const char *const numeric[] = { "0x7f.0.0.1", "0177.0.0.1", "0x7f000001", "127.0.0.1.",
+					       "127.000.000.001" };
+	for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
+		snprintf(dest, sizeof(dest), "%s:%d", numeric[i], trap.port);
+		connect_req(p.port, dest, buf, sizeof(buf));
+		expect_reason(buf, 400, "bad_request");
+		n = snprintf(req, sizeof(req), "GET http://%s:%d/ HTTP/1.1\r\n\r\n", numeric[i], trap.port);
+		exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+		expect_reason(buf, 400, "bad_request");
+	}
 	usleep(100000);
 	assert_int_equal(atomic_load(&trap.accepts), before); /* nothing ever reached it */
 	proxy_stop(&p);
@@ -580,6 +593,27 @@ static void test_bad_input(void **state)
 	expect_reason(buf, 408, "idle_timeout");
 	double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	assert_true(dt >= 0.3 && dt < 3.0);
+	/* slowloris, trickling: a byte every 100 ms does not extend the head's
+	 * deadline (it runs from accept, not from the last byte). */
+	int fd = tcp_connect(p.port);
+	static const char start[] = "CONNECT allowed.test:443 HTTP/1.1\r\nX-Slow: ";
+	assert_int_equal(write(fd, start, sizeof(start) - 1), (ssize_t)sizeof(start) - 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	bool answered = false;
+	for (int i = 0; i < 30 && !answered; i++) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		answered = poll(&pfd, 1, 100) == 1;
+		if (!answered)
+			(void)!write(fd, "a", 1);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(answered);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	expect_reason(buf, 408, "idle_timeout");
+	dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (dt > 1.5)
+		fail_msg("trickled head answered after %.2f s, want about 0.4 s", dt);
 	/* the proxy survived all of it */
 	char dest[64];
 	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
