@@ -85,6 +85,13 @@ static const struct tc cases[] = {
 	{ "GET http://example.com:65536/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	{ "GET http://example.com:0080/ HTTP/1.1\r\nHost: example.com:80\r\n\r\n", 1, "ok", 0, "example.com", 80 },
 	{ "GET http://EXAMPLE.com./ HTTP/1.1\r\nHost: example.COM\r\n\r\n", 1, "ok", 0, "example.com", 80 },
+	/* Name lengths: labels up to 63, names up to 253 (+ a trailing dot). */
+	{ "CONNECT aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.test:443 HTTP/1.1\r\n\r\n", 1, "ok", 0, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.test", 443 },
+	{ "CONNECT aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.test:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "CONNECT bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.:443 HTTP/1.1\r\n\r\n", 1, "ok", 0, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", 443 },
+	{ "CONNECT bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb:443 HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
+	{ "GET http://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.test/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	/* Numeric spellings getaddrinfo would read as an address. */
 	{ "GET http://0x7f.0.0.1/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
 	{ "GET http://0177.0.0.1/ HTTP/1.1\r\n\r\n", -1, "bad_request", 400, NULL, 0 },
