@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <linux/reboot.h>
 #include <linux/seccomp.h>
+#include <linux/userfaultfd.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -15,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -42,6 +45,89 @@ static long do_clone(unsigned long flags)
 	if (r > 0)
 		waitpid((pid_t)r, NULL, 0);
 	return r;
+}
+
+/* Run fn in a child and report how it ended: the filter's bad-arch action
+ * kills the whole process (SIGSYS), so the probe itself must survive it.
+ * "SIGSYS" / "SIGSEGV" (no IA-32 emulation: int $0x80 faults before any
+ * syscall) / the errno name the child got. */
+static void report_child(const char *name, long (*fn)(void))
+{
+	fflush(stdout);
+	pid_t p = fork();
+	if (p == 0) {
+		errno = 0;
+		long r = fn();
+		_exit(r >= 0 ? 0 : errno > 0 && errno < 255 ? errno : 255);
+	}
+	int st = 0;
+	if (p < 0 || waitpid(p, &st, 0) != p) {
+		printf("%s=E?\n", name);
+	} else if (WIFSIGNALED(st)) {
+		printf("%s=SIG%s\n", name, sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
+	} else {
+		int e = WEXITSTATUS(st);
+		printf("%s=%s\n", name, e == 0 ? "OK" : strerrorname_np(e) ? strerrorname_np(e) : "E?");
+	}
+	fflush(stdout);
+}
+
+#define X32_BIT 0x40000000L
+static long x32_connect(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	return syscall(X32_BIT | SYS_connect, s, &a, sizeof(a));
+}
+
+static long x32_getpid(void)
+{
+	return syscall(X32_BIT | SYS_getpid);
+}
+
+static long int80_getpid(void)
+{
+	long r;
+	/* i386 getpid = 20; int $0x80 clobbers r8-r11 in a 64-bit process. */
+	__asm__ volatile("int $0x80" : "=a"(r) : "a"(20L) : "memory", "r8", "r9", "r10", "r11");
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* A signal to the parent through rt_sigqueueinfo (si_code SI_QUEUE, which
+ * the kernel lets any sender use). */
+static long sigqueue_parent(int sig)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = sig;
+	si.si_code = SI_QUEUE;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	return syscall(SYS_rt_sigqueueinfo, getppid(), sig, &si);
+}
+
+static long tgsigqueue_parent(int sig)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = sig;
+	si.si_code = SI_QUEUE;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	return syscall(SYS_rt_tgsigqueueinfo, getppid(), getppid(), sig, &si);
+}
+
+/* Set pid's RLIMIT_NOFILE to what it is already (harmless if allowed). */
+static long prlimit_same(pid_t pid)
+{
+	struct rlimit cur;
+	if (syscall(SYS_prlimit64, pid, RLIMIT_NOFILE, NULL, &cur) < 0)
+		return -1;
+	return syscall(SYS_prlimit64, pid, RLIMIT_NOFILE, &cur, NULL);
 }
 
 static void *thread_fn(void *a)
@@ -150,6 +236,51 @@ static void check(const char *c)
 	else if (!strcmp(c, "pidfd_kill_parent")) {
 		int fd = (int)syscall(434, getppid(), 0);
 		report(c, fd < 0 ? -1 : syscall(424, fd, SIGKILL, NULL, 0));
+	} else if (!strcmp(c, "x32_connect"))
+		report_child(c, x32_connect);
+	else if (!strcmp(c, "x32_getpid"))
+		report_child(c, x32_getpid);
+	else if (!strcmp(c, "int80_getpid"))
+		report_child(c, int80_getpid);
+	else if (!strcmp(c, "sigqueue_parent0"))
+		report(c, sigqueue_parent(0));
+	else if (!strcmp(c, "sigqueue_parent"))
+		report(c, sigqueue_parent(SIGKILL));
+	else if (!strcmp(c, "tgsigqueue_parent0"))
+		report(c, tgsigqueue_parent(0));
+	else if (!strcmp(c, "tgsigqueue_parent"))
+		report(c, tgsigqueue_parent(SIGKILL));
+	else if (!strcmp(c, "prlimit_parent"))
+		report(c, prlimit_same(getppid()));
+	else if (!strcmp(c, "prlimit_parent_read")) {
+		struct rlimit cur;
+		report(c, syscall(SYS_prlimit64, getppid(), RLIMIT_CPU, NULL, &cur));
+	} else if (!strcmp(c, "prlimit_self"))
+		report(c, prlimit_same(0));
+	else if (!strcmp(c, "setrlimit_self")) {
+		struct rlimit cur;
+		report(c, getrlimit(RLIMIT_NOFILE, &cur) < 0 ? -1 : setrlimit(RLIMIT_NOFILE, &cur));
+	} else if (!strcmp(c, "prlimit_parent_cpu")) {
+		/* The attack itself: with a hard RLIMIT_CPU of 1 s the kernel
+		 * SIGKILLs the parent once it has used a second of CPU. */
+		struct rlimit one = { 1, 1 };
+		report(c, syscall(SYS_prlimit64, getppid(), RLIMIT_CPU, &one, NULL));
+	} else if (!strcmp(c, "userfaultfd_dev")) {
+		int fd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		r = fd < 0 ? -1 : ioctl(fd, USERFAULTFD_IOC_NEW, O_CLOEXEC);
+		if (r >= 0)
+			close((int)r);
+		if (fd >= 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+		}
+		report(c, r);
+	} else if (!strcmp(c, "vsock_socket")) {
+		r = socket(40 /* AF_VSOCK */, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (r >= 0)
+			close((int)r);
+		report(c, r);
 	} else if (!strcmp(c, "own_listener")) {
 		/* A second listener in the same filter chain: the kernel says EBUSY. */
 		struct sock_filter f[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
@@ -168,7 +299,8 @@ int main(int argc, char **argv)
 		"clone_newuser", "unshare_user", "clone3", "prctl_mm", "prctl_mm_highbits", "io_uring", "raw_socket",
 		"raw6_socket", "packet_socket", "ping_socket", "setns", "mount", "bpf", "perf_event_open", "keyctl",
 		"userfaultfd", "pidfd_getfd", "open_by_handle_at", "process_vm_readv", "reboot", "tiocsti",
-		"tiocsti_highbits", "ptrace_self_child", "own_listener", NULL,
+		"tiocsti_highbits", "ptrace_self_child", "own_listener", "x32_connect", "x32_getpid", "prlimit_parent",
+		"prlimit_parent_read", "prlimit_self", "setrlimit_self", "vsock_socket", NULL,
 	};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "all"))
