@@ -57,6 +57,9 @@ struct rule {
 
 #define M32(arg, v) { arg, SCMP_CMP_MASKED_EQ, LOW32, (scmp_datum_t)(uint32_t)(v) }
 #define BIT(arg, bit) { arg, SCMP_CMP_MASKED_EQ, (bit), (bit) }
+/* Any non-zero register. For an int argument that is fail-closed: a value
+ * whose low half is non-zero is non-zero as a whole. */
+#define NZ(arg) { arg, SCMP_CMP_NE, 0, 0 }
 #define DOC(sc, when, act, why) { sc, when, act, why }
 
 /* The profile. Keep docs/threat-model.md in step with this table. */
@@ -127,6 +130,11 @@ static const struct rule rules[] = {
 	  DOC("delete_module", "always", "EPERM", "unloads e.g. the netfilter modules the fence relies on") },
 	{ "userfaultfd", ACT_EPERM, 0, { { 0 } },
 	  DOC("userfaultfd", "always", "EPERM", "stalls the kernel mid-copy: the classic race-widening exploit aid") },
+	{ "prlimit64", ACT_EPERM, 2, { NZ(0), NZ(2) },
+	  DOC("prlimit64", "pid != 0 and new limits given", "EPERM",
+	      "a workload of the supervisor's uid could set its limits: RLIMIT_CPU kills it (SIGKILL from the kernel, "
+	      "which Landlock does not scope), RLIMIT_NOFILE starves it (threat 10). Own limits (pid 0, setrlimit) "
+	      "and reading others' stay allowed") },
 	{ "keyctl", ACT_EPERM, 0, { { 0 } },
 	  DOC("keyctl", "always", "EPERM", "kernel keyrings are not namespaced: credentials of other sandboxes/host") },
 	{ "add_key", ACT_EPERM, 0, { { 0 } }, DOC("add_key", "always", "EPERM", "as keyctl") },

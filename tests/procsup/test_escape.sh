@@ -10,7 +10,8 @@ prctl_mm_highbits=EPERM io_uring=EPERM raw_socket=EPERM raw6_socket=EPERM packet
 ping_socket=EPERM setns=EPERM mount=EPERM bpf=EPERM perf_event_open=EPERM keyctl=EPERM
 userfaultfd=EPERM pidfd_getfd=EPERM open_by_handle_at=EPERM process_vm_readv=EPERM reboot=EPERM
 tiocsti=EPERM tiocsti_highbits=EPERM ptrace_self_child=EPERM own_listener=EBUSY
-x32_connect=SIGSYS x32_getpid=SIGSYS"
+x32_connect=SIGSYS x32_getpid=SIGSYS prlimit_parent=EPERM prlimit_parent_read=OK prlimit_self=OK
+setrlimit_self=OK"
 out=$(timeout 20 "$PS" -- "$T/probe_escape" all </dev/null)
 expect_eq "probe rc" "$?" 0
 for w in $want; do
@@ -41,11 +42,15 @@ else
 	ok "int \$0x80 not available here ($ctl): i386 covered by test_procsup_seccomp_bpf only"
 fi
 
+# Threat 10: signals, ptrace, and limits the kernel enforces with SIGKILL
+# (RLIMIT_CPU), which Landlock does not scope.
 for ll in "" --no-landlock; do
-	out=$(timeout 20 "$PS" $ll -- "$T/probe_escape" kill_parent0 ptrace_parent pidfd_kill_parent kill_parent 2>/dev/null)
+	out=$(timeout 20 "$PS" $ll -- "$T/probe_escape" kill_parent0 ptrace_parent pidfd_kill_parent kill_parent \
+		prlimit_parent_cpu 2>/dev/null)
 	rc=$?
 	expect_eq "[${ll:-landlock}] supervisor survives (rc)" "$rc" 0
-	for w in kill_parent0=EPERM ptrace_parent=EPERM pidfd_kill_parent=EPERM kill_parent=EPERM; do
+	for w in kill_parent0=EPERM ptrace_parent=EPERM pidfd_kill_parent=EPERM kill_parent=EPERM \
+		prlimit_parent_cpu=EPERM; do
 		got=$(printf '%s\n' "$out" | grep "^${w%%=*}=")
 		expect_eq "[${ll:-landlock}] ${w%%=*}" "$got" "$w"
 	done

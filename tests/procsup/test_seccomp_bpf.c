@@ -235,6 +235,31 @@ static void test_sockets(void **state)
 			 ERR(EPERM));
 }
 
+/* Nobody's limits but one's own may be set: a hard RLIMIT_CPU on the
+ * supervisor is a SIGKILL from the kernel, which Landlock does not scope. */
+static void test_prlimit(void **state)
+{
+	(void)state;
+	const struct workload_filter *fs[] = { &F_notify, &F_protect };
+	for (size_t i = 0; i < 2; i++) {
+		const struct workload_filter *f = fs[i];
+		/* setrlimit/getrlimit's own form, and reading another's */
+		assert_int_equal(run(f, NATIVE, SYS_prlimit64, 4, ARG(0), ARG(RLIMIT_NOFILE), ARG(0x1000), ARG(0)),
+				 SECCOMP_RET_ALLOW);
+		assert_int_equal(run(f, NATIVE, SYS_prlimit64, 4, ARG(0), ARG(RLIMIT_NOFILE), ARG(0), ARG(0x1000)),
+				 SECCOMP_RET_ALLOW);
+		assert_int_equal(run(f, NATIVE, SYS_prlimit64, 4, ARG(PROTECT_PID), ARG(RLIMIT_CPU), ARG(0), ARG(0x1000)),
+				 SECCOMP_RET_ALLOW);
+		assert_int_equal(run(f, NATIVE, SYS_prlimit64, 4, ARG(PROTECT_PID), ARG(RLIMIT_CPU), ARG(0x1000), ARG(0)),
+				 ERR(EPERM));
+		assert_int_equal(run(f, NATIVE, SYS_prlimit64, 4, ARG(1), ARG(RLIMIT_NOFILE), ARG(0x1000), ARG(0x2000)),
+				 ERR(EPERM));
+		assert_int_equal(run(f, NATIVE, SYS_prlimit64, 4, ARG((1ULL << 32) | PROTECT_PID), ARG(RLIMIT_CPU),
+				     ARG(0x1000), ARG(0)),
+				 ERR(EPERM));
+	}
+}
+
 /* The Landlock fallback: signals aimed at the supervisor. */
 static void test_protect_pid(void **state)
 {
@@ -261,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_clone_flags),
 		cmocka_unit_test(test_prctl_ioctl_low32),
 		cmocka_unit_test(test_sockets),
+		cmocka_unit_test(test_prlimit),
 		cmocka_unit_test(test_protect_pid),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
