@@ -168,7 +168,8 @@ static const struct workload_rule_doc extra_docs[] = {
 	{ "connect", "always (not with --no-seccomp)", "USER_NOTIF",
 	  "the supervisor records socket cookie -> calling process before the connect proceeds; "
 	  "no listener => ENOSYS (fail closed)" },
-	{ "kill, tkill, tgkill, pidfd_open", "pid == supervisor (or -pgid, or kill(-1)); only without Landlock signal scoping",
+	{ "kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_open",
+	  "pid == supervisor (or -pgid, or kill(-1)); only without Landlock signal scoping",
 	  "EPERM", "a workload must not signal the supervisor (threat 10)" },
 	{ "(any non-native ABI)", "e.g. i386 int 0x80 on x86_64", "KILL_PROCESS",
 	  "the rules are written for the native ABI; another ABI would bypass them" },
@@ -258,8 +259,12 @@ int workload_filter_build(const struct workload_filter_opts *o, struct workload_
 				goto out;
 		}
 		struct rule_cmp c = M32(0, o->protect_pid);
+		/* rt_sigqueueinfo and rt_tgsigqueueinfo send any signal too
+		 * (si_code SI_QUEUE passes the kernel's own check). */
 		if ((r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "tgkill", 1, &c, &count)) < 0 ||
 		    (r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "tkill", 1, &c, &count)) < 0 ||
+		    (r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "rt_sigqueueinfo", 1, &c, &count)) < 0 ||
+		    (r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "rt_tgsigqueueinfo", 1, &c, &count)) < 0 ||
 		    (r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "pidfd_open", 1, &c, &count)) < 0)
 			goto out;
 	}

@@ -42,14 +42,16 @@ else
 	ok "int \$0x80 not available here ($ctl): i386 covered by test_procsup_seccomp_bpf only"
 fi
 
-# Threat 10: signals, ptrace, and limits the kernel enforces with SIGKILL
-# (RLIMIT_CPU), which Landlock does not scope.
+# Threat 10: signals (kill, pidfd, rt_sigqueueinfo with si_code SI_QUEUE),
+# ptrace, and limits the kernel enforces with SIGKILL (RLIMIT_CPU), which
+# Landlock does not scope.
 for ll in "" --no-landlock; do
 	out=$(timeout 20 "$PS" $ll -- "$T/probe_escape" kill_parent0 ptrace_parent pidfd_kill_parent kill_parent \
-		prlimit_parent_cpu 2>/dev/null)
+		sigqueue_parent0 tgsigqueue_parent0 sigqueue_parent tgsigqueue_parent prlimit_parent_cpu 2>/dev/null)
 	rc=$?
 	expect_eq "[${ll:-landlock}] supervisor survives (rc)" "$rc" 0
 	for w in kill_parent0=EPERM ptrace_parent=EPERM pidfd_kill_parent=EPERM kill_parent=EPERM \
+		sigqueue_parent0=EPERM tgsigqueue_parent0=EPERM sigqueue_parent=EPERM tgsigqueue_parent=EPERM \
 		prlimit_parent_cpu=EPERM; do
 		got=$(printf '%s\n' "$out" | grep "^${w%%=*}=")
 		expect_eq "[${ll:-landlock}] ${w%%=*}" "$got" "$w"

@@ -273,6 +273,12 @@ static void test_protect_pid(void **state)
 	assert_int_equal(run(&F_protect, NATIVE, SYS_tkill, 2, ARG(PROTECT_PID), ARG(9)), ERR(EPERM));
 	assert_int_equal(run(&F_protect, NATIVE, SYS_tgkill, 3, ARG(PROTECT_PID), ARG(PROTECT_PID), ARG(9)), ERR(EPERM));
 	assert_int_equal(run(&F_protect, NATIVE, SYS_pidfd_open, 2, ARG(PROTECT_PID), ARG(0)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_rt_sigqueueinfo, 3, ARG(PROTECT_PID), ARG(9), ARG(0x1000)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_rt_tgsigqueueinfo, 4, ARG(PROTECT_PID), ARG(PROTECT_PID), ARG(9),
+			     ARG(0x1000)),
+			 ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_rt_sigqueueinfo, 3, ARG(PROTECT_PID + 1), ARG(9), ARG(0x1000)),
+			 SECCOMP_RET_ALLOW);
 	/* Without the fallback the same calls are Landlock's to refuse. */
 	assert_int_equal(run(&F_notify, NATIVE, SYS_kill, 2, ARG(PROTECT_PID), ARG(9)), SECCOMP_RET_ALLOW);
 }
