@@ -34,6 +34,9 @@
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
 #endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW 0xAA00 /* _IO(0xAA, 0x00): /dev/userfaultfd (>= 6.1) */
+#endif
 
 /* Kernel int arguments are 32 bits wide: compare only the low half, or a
  * caller sets a high bit and slips past an equality test. */
@@ -130,6 +133,9 @@ static const struct rule rules[] = {
 	  DOC("delete_module", "always", "EPERM", "unloads e.g. the netfilter modules the fence relies on") },
 	{ "userfaultfd", ACT_EPERM, 0, { { 0 } },
 	  DOC("userfaultfd", "always", "EPERM", "stalls the kernel mid-copy: the classic race-widening exploit aid") },
+	{ "ioctl", ACT_EPERM, 1, { M32(1, USERFAULTFD_IOC_NEW) },
+	  DOC("ioctl", "request == USERFAULTFD_IOC_NEW", "EPERM",
+	      "the same userfaultfd through /dev/userfaultfd (>= 6.1), which a root workload can open") },
 	{ "prlimit64", ACT_EPERM, 2, { NZ(0), NZ(2) },
 	  DOC("prlimit64", "pid != 0 and new limits given", "EPERM",
 	      "a workload of the supervisor's uid could set its limits: RLIMIT_CPU kills it (SIGKILL from the kernel, "

@@ -42,6 +42,16 @@ else
 	ok "int \$0x80 not available here ($ctl): i386 covered by test_procsup_seccomp_bpf only"
 fi
 
+# /dev/userfaultfd hands out the same userfaultfd the syscall rule denies.
+if [ -c /dev/userfaultfd ]; then
+	got=$(timeout 20 "$PS" -- "$T/probe_escape" userfaultfd_dev </dev/null)
+	expect_eq "userfaultfd_dev" "$got" "userfaultfd_dev=EPERM"
+	got=$(timeout 20 "$PS" --no-seccomp -- "$T/probe_escape" userfaultfd_dev </dev/null 2>/dev/null)
+	[ "$got" != "userfaultfd_dev=EPERM" ] && ok "control: $got" || fail "without seccomp: $got"
+else
+	ok "no /dev/userfaultfd here"
+fi
+
 # Threat 10: signals (kill, pidfd, rt_sigqueueinfo with si_code SI_QUEUE),
 # ptrace, and limits the kernel enforces with SIGKILL (RLIMIT_CPU), which
 # Landlock does not scope.

@@ -217,6 +217,9 @@ static void test_prctl_ioctl_low32(void **state)
 	assert_int_equal(run(&F_notify, NATIVE, SYS_prctl, 2, ARG(15 /* PR_SET_NAME */), ARG(0x1000)), SECCOMP_RET_ALLOW);
 	assert_int_equal(run(&F_notify, NATIVE, SYS_ioctl, 3, ARG(0), ARG(0x5412), ARG(0x1000)), ERR(EPERM));
 	assert_int_equal(run(&F_notify, NATIVE, SYS_ioctl, 3, ARG(0), ARG((1ULL << 32) | 0x5412), ARG(0)), ERR(EPERM));
+	assert_int_equal(run(&F_notify, NATIVE, SYS_ioctl, 3, ARG(3), ARG(0xAA00 /* USERFAULTFD_IOC_NEW */), ARG(0)),
+			 ERR(EPERM));
+	assert_int_equal(run(&F_notify, NATIVE, SYS_ioctl, 3, ARG(3), ARG((1ULL << 32) | 0xAA00), ARG(0)), ERR(EPERM));
 	assert_int_equal(run(&F_notify, NATIVE, SYS_ioctl, 3, ARG(0), ARG(0x541B /* FIONREAD */), ARG(0)),
 			 SECCOMP_RET_ALLOW);
 }
