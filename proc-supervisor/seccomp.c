@@ -37,6 +37,9 @@
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW 0xAA00 /* _IO(0xAA, 0x00): /dev/userfaultfd (>= 6.1) */
 #endif
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
 
 /* Kernel int arguments are 32 bits wide: compare only the low half, or a
  * caller sets a high bit and slips past an equality test. */
@@ -161,6 +164,10 @@ static const struct rule rules[] = {
 	  DOC("socket", "AF_INET6, SOCK_RAW", "EPERM", "as AF_INET raw") },
 	{ "socket", ACT_EPERM, 1, { M32(0, AF_PACKET) },
 	  DOC("socket", "AF_PACKET", "EPERM", "link-layer frames bypass IP routing and the fence (threat 9)") },
+	{ "socket", ACT_EPERM, 1, { M32(0, AF_VSOCK) },
+	  DOC("socket", "AF_VSOCK", "EPERM",
+	      "vsock reaches the VM host (or, with vsock loopback, local listeners) without IP: no route, fence or "
+	      "proxy sees it (threat 9)") },
 	{ "socket", ACT_EPERM, 3,
 	  { M32(0, AF_INET), { 1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM }, M32(2, IPPROTO_ICMP) },
 	  DOC("socket", "AF_INET, SOCK_DGRAM, IPPROTO_ICMP", "EPERM",

@@ -236,6 +236,10 @@ static void test_sockets(void **state)
 			 ERR(EPERM));
 	assert_int_equal(run(&F_notify, NATIVE, SYS_socket, 3, ARG(17 /* AF_PACKET */), ARG(SOCK_DGRAM), ARG(0)),
 			 ERR(EPERM));
+	assert_int_equal(run(&F_notify, NATIVE, SYS_socket, 3, ARG(40 /* AF_VSOCK */), ARG(SOCK_STREAM), ARG(0)),
+			 ERR(EPERM));
+	assert_int_equal(run(&F_notify, NATIVE, SYS_socket, 3, ARG((1ULL << 32) | 40), ARG(SOCK_DGRAM), ARG(0)),
+			 ERR(EPERM));
 }
 
 /* Nobody's limits but one's own may be set: a hard RLIMIT_CPU on the
