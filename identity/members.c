@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -19,15 +21,132 @@
  * reparented) is retried from scratch this many times. */
 #define MEMBERS_LEARN_TRIES 3
 
+/* A node keeps its entry compactly. A struct member_entry is 12.9 KiB, 12
+ * of it the PATH_MAX arrays of its three exe paths, so a table of 65536
+ * entries held ~850 MB in the supervisor. A node holds the entry's bytes
+ * with those three arrays cut out, the paths by length, and beside them,
+ * typed, the fields the table reads or changes itself. */
+enum { PATH_REF, PATH_SPAWN, PATH_CONNECT, N_PATHS };
+#define PATH_LEN sizeof(((struct exe_tuple *)0)->path)
+static const size_t path_hole[N_PATHS] = {
+	offsetof(struct member_entry, ref.exe.path),
+	offsetof(struct member_entry, exe_spawn.path),
+	offsetof(struct member_entry, exe_connect.path),
+};
+_Static_assert(offsetof(struct member_entry, ref.exe.path) < offsetof(struct member_entry, exe_spawn.path) &&
+		       offsetof(struct member_entry, exe_spawn.path) < offsetof(struct member_entry, exe_connect.path),
+	       "the cut-out paths are in declaration order");
+#define PACKED_LEN (sizeof(struct member_entry) - N_PATHS * PATH_LEN)
+
 struct node {
-	struct member_entry e;
 	struct node *hnext;       /* bucket chain */
 	struct node *prev, *next; /* insertion order, anchor first */
 	/* prune_locked's scratch: how many entries name this one as parent,
 	 * and whether it goes */
 	size_t children;
 	bool doomed;
+	/* Authoritative copies (the packed bytes of these are not read). */
+	pid_t pid;
+	enum member_join join;
+	bool exited, has_exe_connect;
+	uint64_t exit_ns;
+	char *path[N_PATHS];              /* the exe paths, NUL-terminated */
+	unsigned char packed[PACKED_LEN]; /* the entry without its paths */
 };
+
+/* Where a byte offset of struct member_entry (outside the paths) is in
+ * node.packed. */
+static size_t packed_off(size_t off)
+{
+	size_t cut = 0;
+	for (size_t i = 0; i < N_PATHS; i++)
+		if (path_hole[i] < off)
+			cut += PATH_LEN;
+	return off - cut;
+}
+
+/* Copy [off, off + len) of an entry (no path inside it) into or out of
+ * the packed bytes. */
+static void packed_put(struct node *nd, size_t off, const void *src, size_t len)
+{
+	memcpy(nd->packed + packed_off(off), src, len);
+}
+
+static const char *node_key(const struct node *nd)
+{
+	return (const char *)nd->packed + packed_off(offsetof(struct member_entry, ref.key));
+}
+
+static const char *node_parent_key(const struct node *nd)
+{
+	return (const char *)nd->packed + packed_off(offsetof(struct member_entry, parent_key));
+}
+
+static void node_free(struct node *nd)
+{
+	for (size_t i = 0; i < N_PATHS; i++)
+		free(nd->path[i]);
+	free(nd);
+}
+
+static int set_path(struct node *nd, size_t i, const char *path)
+{
+	if (nd->path[i] && strcmp(nd->path[i], path) == 0)
+		return 0;
+	char *dup = strndup(path, PATH_LEN - 1);
+	if (!dup)
+		return -ENOMEM;
+	free(nd->path[i]);
+	nd->path[i] = dup;
+	return 0;
+}
+
+/* A node holding e; NULL without memory. */
+static struct node *node_new(const struct member_entry *e)
+{
+	struct node *nd = calloc(1, sizeof(*nd));
+	if (!nd)
+		return NULL;
+	const unsigned char *src = (const unsigned char *)e;
+	size_t from = 0, to = 0;
+	for (size_t i = 0; i < N_PATHS; i++) {
+		memcpy(nd->packed + to, src + from, path_hole[i] - from);
+		to += path_hole[i] - from;
+		from = path_hole[i] + PATH_LEN;
+	}
+	memcpy(nd->packed + to, src + from, sizeof(*e) - from);
+	const char *paths[N_PATHS] = { e->ref.exe.path, e->exe_spawn.path, e->exe_connect.path };
+	for (size_t i = 0; i < N_PATHS; i++)
+		if (set_path(nd, i, paths[i]) < 0) {
+			node_free(nd);
+			return NULL;
+		}
+	nd->pid = e->ref.pid;
+	nd->join = e->join;
+	nd->exited = e->exited;
+	nd->has_exe_connect = e->has_exe_connect;
+	nd->exit_ns = e->exit_ns;
+	return nd;
+}
+
+/* The whole entry of a node. */
+static void node_entry(const struct node *nd, struct member_entry *out)
+{
+	unsigned char *dst = (unsigned char *)out;
+	size_t from = 0, to = 0;
+	for (size_t i = 0; i < N_PATHS; i++) {
+		memcpy(dst + from, nd->packed + to, path_hole[i] - from);
+		to += path_hole[i] - from;
+		from = path_hole[i] + PATH_LEN;
+	}
+	memcpy(dst + from, nd->packed + to, sizeof(*out) - from);
+	strscpy(out->ref.exe.path, nd->path[PATH_REF], PATH_LEN);
+	strscpy(out->exe_spawn.path, nd->path[PATH_SPAWN], PATH_LEN);
+	strscpy(out->exe_connect.path, nd->path[PATH_CONNECT], PATH_LEN);
+	out->exited = nd->exited;
+	out->has_exe_connect = nd->has_exe_connect;
+	out->exit_ns = nd->exit_ns;
+}
 
 struct members {
 	pthread_mutex_t lock;
@@ -64,7 +183,7 @@ static struct node *find_locked(struct members *t, const char *key)
 {
 	struct node *nd = t->buckets[key_hash(key) & (t->nbuckets - 1)];
 	for (; nd; nd = nd->hnext)
-		if (strcmp(nd->e.ref.key, key) == 0)
+		if (strcmp(node_key(nd), key) == 0)
 			return nd;
 	return NULL;
 }
@@ -76,7 +195,7 @@ static int grow_locked(struct members *t)
 	if (!b)
 		return -ENOMEM;
 	for (struct node *nd = t->head; nd; nd = nd->next) {
-		size_t i = key_hash(nd->e.ref.key) & (nb - 1);
+		size_t i = key_hash(node_key(nd)) & (nb - 1);
 		nd->hnext = b[i];
 		b[i] = nd;
 	}
@@ -88,7 +207,7 @@ static int grow_locked(struct members *t)
 
 static void unlink_locked(struct members *t, struct node *nd)
 {
-	struct node **pp = &t->buckets[key_hash(nd->e.ref.key) & (t->nbuckets - 1)];
+	struct node **pp = &t->buckets[key_hash(node_key(nd)) & (t->nbuckets - 1)];
 	while (*pp && *pp != nd)
 		pp = &(*pp)->hnext;
 	if (*pp)
@@ -102,7 +221,7 @@ static void unlink_locked(struct members *t, struct node *nd)
 	else
 		t->tail = nd->prev;
 	t->n--;
-	free(nd);
+	node_free(nd);
 }
 
 static int prune_locked(struct members *t);
@@ -123,18 +242,24 @@ static int insert_locked(struct members *t, const struct procref *ref, enum memb
 		if (r < 0)
 			return r;
 	}
-	struct node *nd = calloc(1, sizeof(*nd));
+	/* Built on the heap: a whole entry is too big for a thread's stack
+	 * to spend on every insert. */
+	struct member_entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	procref_copy_recorded(&e->ref, ref);
+	e->ref.pidfd = -1;
+	e->join = join;
+	if (parent) {
+		strscpy(e->parent_key, node_key(parent), sizeof(e->parent_key));
+		e->parent_pid = parent->pid;
+	}
+	e->exe_spawn = ref->exe;
+	e->spawn_ns = now_real_ns();
+	struct node *nd = node_new(e);
+	free(e);
 	if (!nd)
 		return -ENOMEM;
-	procref_copy_recorded(&nd->e.ref, ref);
-	nd->e.ref.pidfd = -1;
-	nd->e.join = join;
-	if (parent) {
-		memcpy(nd->e.parent_key, parent->e.ref.key, sizeof(nd->e.parent_key));
-		nd->e.parent_pid = parent->e.ref.pid;
-	}
-	nd->e.exe_spawn = ref->exe;
-	nd->e.spawn_ns = now_real_ns();
 	size_t i = key_hash(ref->key) & (t->nbuckets - 1);
 	nd->hnext = t->buckets[i];
 	t->buckets[i] = nd;
@@ -247,7 +372,7 @@ void members_free(struct members *t)
 	struct node *nd = t->head;
 	while (nd) {
 		struct node *next = nd->next;
-		free(nd);
+		node_free(nd);
 		nd = next;
 	}
 	free(t->buckets);
@@ -375,7 +500,7 @@ static int learn_once(struct members *t, pid_t pid, const char *filtered_key, en
 		pthread_mutex_lock(&t->lock);
 		struct node *known = find_locked(t, cur->key);
 		if (known)
-			parent = known->e;
+			node_entry(known, &parent);
 		pthread_mutex_unlock(&t->lock);
 		if (known) {
 			if (n == 1) {
@@ -500,7 +625,7 @@ static int learn_once(struct members *t, pid_t pid, const char *filtered_key, en
 		p = nd;
 	}
 	if (r == 0 && out)
-		*out = p->e;
+		node_entry(p, out);
 	pthread_mutex_unlock(&t->lock);
 	if (r == 0) {
 		r = join == MEMBER_BORN_IN_TREE ? 0 : -EPERM;
@@ -549,9 +674,9 @@ int members_mark_exited(struct members *t, const char *key)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
 	struct node *nd = find_locked(t, key);
-	if (nd && !nd->e.exited) {
-		nd->e.exited = true;
-		nd->e.exit_ns = now_real_ns();
+	if (nd && !nd->exited) {
+		nd->exited = true;
+		nd->exit_ns = now_real_ns();
 		t->exited_since_prune++;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -564,35 +689,53 @@ int members_note_connect(struct members *t, const char *key, const struct exe_tu
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
 	struct node *nd = find_locked(t, key);
-	if (nd) {
-		nd->e.exe_connect = *exe;
-		nd->e.has_exe_connect = true;
+	int r = nd ? set_path(nd, PATH_CONNECT, exe->path) : -ENOENT;
+	if (r == 0) {
+		/* the tuple's bytes before and after its path */
+		size_t base = offsetof(struct member_entry, exe_connect), cut = offsetof(struct exe_tuple, path);
+		packed_put(nd, base, exe, cut);
+		packed_put(nd, base + cut + PATH_LEN, (const unsigned char *)exe + cut + PATH_LEN,
+			   sizeof(*exe) - cut - PATH_LEN);
+		nd->has_exe_connect = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	return nd ? 0 : -ENOENT;
+	return r;
 }
 
 int members_reap(struct members *t)
 {
-	struct member_entry *snap = NULL;
-	ssize_t n = members_snapshot(t, &snap);
-	if (n < 0)
-		return (int)n;
+	/* Only the live entries are copied out (a table is mostly exited
+	 * processes): their refs are checked outside the lock. */
+	pthread_mutex_lock(&t->lock);
+	size_t n = 0;
+	for (struct node *nd = t->head; nd; nd = nd->next)
+		n += !nd->exited && nd->join != MEMBER_ANCHOR;
+	struct procref *live = n ? malloc(n * sizeof(*live)) : NULL;
+	struct member_entry *e = n ? malloc(sizeof(*e)) : NULL;
+	size_t k = 0;
+	if (live && e)
+		for (struct node *nd = t->head; nd && k < n; nd = nd->next)
+			if (!nd->exited && nd->join != MEMBER_ANCHOR) {
+				node_entry(nd, e);
+				live[k++] = e->ref;
+			}
+	pthread_mutex_unlock(&t->lock);
+	free(e);
+	if (n && !live)
+		return -ENOMEM;
 	int marked = 0;
-	for (ssize_t i = 0; i < n; i++) {
-		if (snap[i].exited || snap[i].join == MEMBER_ANCHOR)
-			continue;
-		int r = procref_match_pid(t->caps, &snap[i].ref, snap[i].ref.pid);
-		if ((r == -ESRCH || r == -ESTALE) && members_mark_exited(t, snap[i].ref.key) == 0)
+	for (size_t i = 0; i < k; i++) {
+		int r = procref_match_pid(t->caps, &live[i], live[i].pid);
+		if ((r == -ESRCH || r == -ESTALE) && members_mark_exited(t, live[i].key) == 0)
 			marked++;
 	}
-	free(snap);
+	free(live);
 	return marked;
 }
 
 static bool prunable(const struct node *nd)
 {
-	return nd->e.exited && nd->e.join != MEMBER_ANCHOR && nd->children == 0 && !nd->doomed;
+	return nd->exited && nd->join != MEMBER_ANCHOR && nd->children == 0 && !nd->doomed;
 }
 
 /* Linear in the table: count each entry's children once (a hash lookup of
@@ -607,14 +750,14 @@ static int prune_locked(struct members *t)
 		nd->doomed = false;
 	}
 	for (struct node *nd = t->head; nd; nd = nd->next) {
-		struct node *p = nd->e.parent_key[0] ? find_locked(t, nd->e.parent_key) : NULL;
+		struct node *p = node_parent_key(nd)[0] ? find_locked(t, node_parent_key(nd)) : NULL;
 		if (p && p != nd)
 			p->children++;
 	}
 	for (struct node *nd = t->head; nd; nd = nd->next) {
 		for (struct node *x = nd; x && prunable(x);) {
 			x->doomed = true;
-			struct node *p = x->e.parent_key[0] ? find_locked(t, x->e.parent_key) : NULL;
+			struct node *p = node_parent_key(x)[0] ? find_locked(t, node_parent_key(x)) : NULL;
 			if (!p || p == x)
 				break;
 			p->children--;
@@ -649,7 +792,7 @@ int members_lookup_key(struct members *t, const char *key, struct member_entry *
 	pthread_mutex_lock(&t->lock);
 	struct node *nd = find_locked(t, key);
 	if (nd && out)
-		*out = nd->e;
+		node_entry(nd, out);
 	pthread_mutex_unlock(&t->lock);
 	return nd ? 0 : -ENOENT;
 }
@@ -666,7 +809,7 @@ int members_lookup_pid(struct members *t, pid_t pid, struct member_entry *out)
 		return -ENOMEM;
 	pthread_mutex_lock(&t->lock);
 	for (struct node *nd = t->head; nd; nd = nd->next) {
-		if (nd->e.ref.pid != pid || nd->e.exited)
+		if (nd->pid != pid || nd->exited)
 			continue;
 		if (nc == cap) {
 			struct member_entry *c2 = realloc(cand, 2 * cap * sizeof(*cand));
@@ -675,7 +818,7 @@ int members_lookup_pid(struct members *t, pid_t pid, struct member_entry *out)
 			cand = c2;
 			cap *= 2;
 		}
-		cand[nc++] = nd->e;
+		node_entry(nd, &cand[nc++]);
 	}
 	pthread_mutex_unlock(&t->lock);
 	int r = -ENOENT;
@@ -707,7 +850,7 @@ bool members_is_member(struct members *t, const struct procref *ref)
 		return false;
 	pthread_mutex_lock(&t->lock);
 	struct node *nd = find_locked(t, ref->key);
-	bool m = nd && member_join_is_member(nd->e.join);
+	bool m = nd && member_join_is_member(nd->join);
 	pthread_mutex_unlock(&t->lock);
 	return m;
 }
@@ -738,10 +881,10 @@ size_t members_live_pids(struct members *t, pid_t *out, size_t max)
 	size_t n = 0;
 	pthread_mutex_lock(&t->lock);
 	for (struct node *nd = t->head; nd; nd = nd->next) {
-		if (nd->e.exited || !member_join_is_member(nd->e.join))
+		if (nd->exited || !member_join_is_member(nd->join))
 			continue;
 		if (n < max && out)
-			out[n] = nd->e.ref.pid;
+			out[n] = nd->pid;
 		n++;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -755,7 +898,7 @@ ssize_t members_snapshot(struct members *t, struct member_entry **out)
 	ssize_t n = 0;
 	if (v)
 		for (struct node *nd = t->head; nd; nd = nd->next)
-			v[n++] = nd->e;
+			node_entry(nd, &v[n++]);
 	pthread_mutex_unlock(&t->lock);
 	if (!v)
 		return -ENOMEM;
@@ -799,19 +942,25 @@ static json_t *entry_to_json(const struct member_entry *e)
 
 json_t *members_to_json(struct members *t)
 {
-	struct member_entry *snap = NULL;
-	ssize_t n = members_snapshot(t, &snap);
-	if (n < 0)
-		return NULL;
+	/* Built under the lock one entry at a time: a copy of the whole table
+	 * as entries would be 12.9 KiB per process. */
 	json_t *procs = json_array();
-	for (ssize_t i = 0; procs && i < n; i++) {
-		json_t *e = entry_to_json(&snap[i]);
-		if (!e || json_array_append_new(procs, e) < 0) {
+	struct member_entry *e = malloc(sizeof(*e));
+	pthread_mutex_lock(&t->lock);
+	for (struct node *nd = t->head; procs && e && nd; nd = nd->next) {
+		node_entry(nd, e);
+		json_t *o = entry_to_json(e);
+		if (!o || json_array_append_new(procs, o) < 0) {
 			json_decref(procs);
 			procs = NULL;
 		}
 	}
-	free(snap);
+	pthread_mutex_unlock(&t->lock);
+	if (!e) {
+		json_decref(procs);
+		procs = NULL;
+	}
+	free(e);
 	if (!procs)
 		return NULL;
 	json_t *o = json_pack("{s:s, s:o, s:s, s:b, s:o}", "mode",

@@ -421,6 +421,59 @@ static void test_prune_full_table(void **state)
 	members_free(t);
 }
 
+/* The table stores entries compactly (paths by length): what comes back
+ * is what went in, field by field, including a PATH_MAX-long path and an
+ * exe_connect replaced by a longer and then a shorter one. */
+static void test_entry_roundtrip(void **state)
+{
+	struct fx *f = *state;
+	struct procref r = fake(f, f->anchor.start_time + 7);
+	r.ruid = 1234, r.egid = 99, r.cgroup_id = 77, r.procfs_pid = r.pid + 1, r.state = 'S';
+	r.exe.dev = 8, r.exe.ino = 4242, r.exe.size = 4096, r.exe.hashed = true;
+	memset(r.exe.sha256, 0xab, sizeof(r.exe.sha256));
+	memset(r.exe.path, 'p', sizeof(r.exe.path) - 1);
+	r.exe.path[0] = '/';
+	r.exe.path[sizeof(r.exe.path) - 1] = '\0';
+	assert_int_equal(members_add_recorded(f->t, &r, MEMBER_BORN_IN_TREE, f->anchor.key), 0);
+	struct exe_tuple *c = calloc(1, sizeof(*c));
+	assert_non_null(c);
+	c->dev = 9, c->ino = 5, c->deleted = true;
+	strcpy(c->path, "/usr/lib/git-core/git-remote-https");
+	assert_int_equal(members_note_connect(f->t, r.key, c), 0);
+	strcpy(c->path, "/bin/sh");
+	c->ino = 6;
+	assert_int_equal(members_note_connect(f->t, r.key, c), 0);
+	struct member_entry *e = calloc(1, sizeof(*e));
+	assert_non_null(e);
+	assert_int_equal(members_lookup_key(f->t, r.key, e), 0);
+	assert_string_equal(e->ref.key, r.key);
+	assert_string_equal(e->ref.exe.path, r.exe.path);
+	assert_string_equal(e->exe_spawn.path, r.exe.path);
+	assert_int_equal(e->ref.ruid, 1234);
+	assert_int_equal(e->ref.egid, 99);
+	assert_int_equal(e->ref.cgroup_id, 77);
+	assert_int_equal(e->ref.procfs_pid, r.pid + 1);
+	assert_int_equal(e->ref.state, 'S');
+	assert_int_equal(e->ref.pidfd, -1);
+	assert_int_equal(e->exe_spawn.ino, 4242);
+	assert_true(e->exe_spawn.hashed);
+	assert_memory_equal(e->exe_spawn.sha256, r.exe.sha256, 32);
+	assert_true(e->has_exe_connect);
+	assert_string_equal(e->exe_connect.path, "/bin/sh");
+	assert_int_equal(e->exe_connect.ino, 6);
+	assert_true(e->exe_connect.deleted);
+	assert_string_equal(e->parent_key, f->anchor.key);
+	assert_int_equal(e->parent_pid, f->anchor.pid);
+	assert_int_equal(e->join, MEMBER_BORN_IN_TREE);
+	assert_false(e->exited);
+	assert_int_equal(members_mark_exited(f->t, r.key), 0);
+	assert_int_equal(members_lookup_key(f->t, r.key, e), 0);
+	assert_true(e->exited);
+	assert_true(e->exit_ns >= e->spawn_ns);
+	free(e);
+	free(c);
+}
+
 static void test_json_export(void **state)
 {
 	struct fx *f = *state;
@@ -554,6 +607,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prune_keeps_lineage_of_live, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_table_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_full_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_json_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unanchored_walk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_use, setup, teardown),
