@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 union fd_cmsg {
 	char buf[CMSG_SPACE(sizeof(int))];
@@ -38,9 +39,21 @@ ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fd, int flags)
 	ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return -errno;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(fd, CMSG_DATA(c), sizeof(int));
+	/* CMSG_SPACE(sizeof(int)) is aligned up and holds two descriptors:
+	 * the first one received is the answer, any other is closed (never
+	 * left open in this process unseen). */
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < cnt; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
 	return n;
 }

@@ -12,7 +12,7 @@
 ssize_t fdpass_send(int sock, const void *buf, size_t len, int fd, int flags);
 
 /* Receive up to len bytes; *fd is the descriptor that came with them
- * (received O_CLOEXEC) or -1. Room is made for one descriptor only: the
- * kernel discards any further ones (MSG_CTRUNC). Returns bytes received
+ * (received O_CLOEXEC) or -1. One descriptor is kept: any further one that
+ * arrives is closed, or discarded by the kernel (MSG_CTRUNC). Returns bytes received
  * (0 at EOF) or -errno. */
 ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fd, int flags);

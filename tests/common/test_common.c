@@ -7,6 +7,12 @@
 #include "common/reason.h"
 #include "common/util.h"
 #include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fdpass.h"
 
 static void reason_words_round_trip(void **state)
 {
@@ -66,12 +72,62 @@ static void read_file_limits(void **state)
 	assert_true(read_file_at(AT_FDCWD, "/nonexistent/x", buf, sizeof(buf)) == -ENOENT);
 }
 
+static int count_open_fds(void)
+{
+	int n = 0;
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+/* A peer that sends more descriptors than asked for: one is handed over,
+ * the others are closed, none stays open unseen. */
+static void fdpass_extra_fds_closed(void **state)
+{
+	(void)state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	int a = open("/dev/null", O_RDONLY | O_CLOEXEC), b = open("/", O_RDONLY | O_CLOEXEC),
+	    c = open("/proc/self", O_RDONLY | O_CLOEXEC);
+	assert_true(a >= 0 && b >= 0 && c >= 0);
+	int three[3] = { a, b, c };
+	union {
+		char buf[CMSG_SPACE(sizeof(three))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	char byte = 'x';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(three));
+	memcpy(CMSG_DATA(cm), three, sizeof(three));
+	assert_int_equal(sendmsg(sv[0], &mh, 0), 1);
+	close(a), close(b), close(c);
+	int before = count_open_fds();
+	char got = 0;
+	int fd = -2;
+	assert_int_equal(fdpass_recv(sv[1], &got, 1, &fd, 0), 1);
+	assert_int_equal(got, 'x');
+	assert_true(fd >= 0);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(S_ISCHR(st.st_mode)); /* the first one sent: /dev/null */
+	assert_int_equal(count_open_fds(), before + 1);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(reason_words_round_trip), cmocka_unit_test(hex_round_trip),
 		cmocka_unit_test(strscpy_truncates),       cmocka_unit_test(caps_forced_fallbacks),
-		cmocka_unit_test(read_file_limits),
+		cmocka_unit_test(read_file_limits),        cmocka_unit_test(fdpass_extra_fds_closed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
