@@ -1,6 +1,7 @@
 #include "proc-supervisor/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <linux/sched.h>
 #include <linux/prctl.h>
@@ -39,6 +40,15 @@
 #endif
 #ifndef AF_VSOCK
 #define AF_VSOCK 40
+#endif
+#ifndef F_SETOWN_EX
+#define F_SETOWN_EX 15
+#endif
+#ifndef FIOSETOWN
+#define FIOSETOWN 0x8901
+#endif
+#ifndef SIOCSPGRP
+#define SIOCSPGRP 0x8902
 #endif
 
 /* Kernel int arguments are 32 bits wide: compare only the low half, or a
@@ -184,6 +194,10 @@ static const struct workload_rule_doc extra_docs[] = {
 	{ "kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_open",
 	  "pid == supervisor (or -pgid, or kill(-1)); only without Landlock signal scoping",
 	  "EPERM", "a workload must not signal the supervisor (threat 10)" },
+	{ "fcntl", "F_SETOWN to the supervisor (or -pgid); F_SETOWN_EX; only without Landlock signal scoping",
+	  "EPERM", "SIGIO goes to the owner, and F_SETSIG makes it any signal, SIGKILL included (threat 10)" },
+	{ "ioctl", "FIOSETOWN, SIOCSPGRP; only without Landlock signal scoping", "EPERM",
+	  "set the same owner through a pointer" },
 	{ "(any non-native ABI)", "e.g. i386 int 0x80 on x86_64", "KILL_PROCESS",
 	  "the rules are written for the native ABI; another ABI would bypass them" },
 };
@@ -270,7 +284,19 @@ int workload_filter_build(const struct workload_filter_opts *o, struct workload_
 			struct rule_cmp c = M32(0, targets[i]);
 			if ((r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "kill", 1, &c, &count)) < 0)
 				goto out;
+			/* F_SETOWN names who gets SIGIO, and F_SETSIG makes that
+			 * any signal, SIGKILL included (-1 is group 1 here, not all). */
+			struct rule_cmp own[2] = { M32(1, F_SETOWN), M32(2, targets[i]) };
+			if (targets[i] != -1 && (r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "fcntl", 2, own, &count)) < 0)
+				goto out;
 		}
+		/* The same owner through a pointer the filter cannot read: denied
+		 * outright, in this mode only (rarely used). */
+		struct rule_cmp ownex = M32(1, F_SETOWN_EX), fio = M32(1, FIOSETOWN), spg = M32(1, SIOCSPGRP);
+		if ((r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "fcntl", 1, &ownex, &count)) < 0 ||
+		    (r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &fio, &count)) < 0 ||
+		    (r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &spg, &count)) < 0)
+			goto out;
 		struct rule_cmp c = M32(0, o->protect_pid);
 		/* rt_sigqueueinfo and rt_tgsigqueueinfo send any signal too
 		 * (si_code SI_QUEUE passes the kernel's own check). */

@@ -121,6 +121,66 @@ static long tgsigqueue_parent(int sig)
 	return syscall(SYS_rt_tgsigqueueinfo, getppid(), getppid(), sig, &si);
 }
 
+/* SIGIO with F_SETSIG(SIGKILL) to the parent: F_SETOWN's result (the
+ * signal, if it goes out, is Landlock's to stop). */
+static long sigio_kill_parent(void)
+{
+	int s[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
+		return -1;
+	long r = fcntl(s[0], F_SETOWN, getppid());
+	int e = errno;
+	if (fcntl(s[0], F_SETSIG, SIGKILL) == 0 && fcntl(s[0], F_SETFL, O_ASYNC | O_NONBLOCK) == 0)
+		(void)!write(s[1], "x", 1);
+	usleep(100 * 1000);
+	close(s[0]);
+	close(s[1]);
+	errno = e;
+	return r;
+}
+
+static long setown_ex_parent(void)
+{
+	int s[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
+		return -1;
+	struct f_owner_ex o = { .type = F_OWNER_PID, .pid = getppid() };
+	long r = fcntl(s[0], F_SETOWN_EX, &o);
+	int e = errno;
+	close(s[0]);
+	close(s[1]);
+	errno = e;
+	return r;
+}
+
+static long fiosetown_parent(void)
+{
+	int s[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
+		return -1;
+	int pid = getppid();
+	long r = ioctl(s[0], 0x8901 /* FIOSETOWN */, &pid);
+	int e = errno;
+	close(s[0]);
+	close(s[1]);
+	errno = e;
+	return r;
+}
+
+/* F_SETOWN to ourselves: ordinary SIGIO use, never refused. */
+static long setown_self(void)
+{
+	int s[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
+		return -1;
+	long r = fcntl(s[0], F_SETOWN, getpid());
+	int e = errno;
+	close(s[0]);
+	close(s[1]);
+	errno = e;
+	return r;
+}
+
 /* Set pid's RLIMIT_NOFILE to what it is already (harmless if allowed). */
 static long prlimit_same(pid_t pid)
 {
@@ -265,7 +325,15 @@ static void check(const char *c)
 		 * SIGKILLs the parent once it has used a second of CPU. */
 		struct rlimit one = { 1, 1 };
 		report(c, syscall(SYS_prlimit64, getppid(), RLIMIT_CPU, &one, NULL));
-	} else if (!strcmp(c, "userfaultfd_dev")) {
+	} else if (!strcmp(c, "sigio_kill_parent"))
+		report(c, sigio_kill_parent());
+	else if (!strcmp(c, "setown_ex_parent"))
+		report(c, setown_ex_parent());
+	else if (!strcmp(c, "fiosetown_parent"))
+		report(c, fiosetown_parent());
+	else if (!strcmp(c, "setown_self"))
+		report(c, setown_self());
+	else if (!strcmp(c, "userfaultfd_dev")) {
 		int fd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 		r = fd < 0 ? -1 : ioctl(fd, USERFAULTFD_IOC_NEW, O_CLOEXEC);
 		if (r >= 0)
@@ -300,7 +368,7 @@ int main(int argc, char **argv)
 		"raw6_socket", "packet_socket", "ping_socket", "setns", "mount", "bpf", "perf_event_open", "keyctl",
 		"userfaultfd", "pidfd_getfd", "open_by_handle_at", "process_vm_readv", "reboot", "tiocsti",
 		"tiocsti_highbits", "ptrace_self_child", "own_listener", "x32_connect", "x32_getpid", "prlimit_parent",
-		"prlimit_parent_read", "prlimit_self", "setrlimit_self", "vsock_socket", NULL,
+		"prlimit_parent_read", "prlimit_self", "setrlimit_self", "vsock_socket", "setown_self", NULL,
 	};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "all"))

@@ -11,7 +11,7 @@ ping_socket=EPERM setns=EPERM mount=EPERM bpf=EPERM perf_event_open=EPERM keyctl
 userfaultfd=EPERM pidfd_getfd=EPERM open_by_handle_at=EPERM process_vm_readv=EPERM reboot=EPERM
 tiocsti=EPERM tiocsti_highbits=EPERM ptrace_self_child=EPERM own_listener=EBUSY
 x32_connect=SIGSYS x32_getpid=SIGSYS prlimit_parent=EPERM prlimit_parent_read=OK prlimit_self=OK
-setrlimit_self=OK vsock_socket=EPERM"
+setrlimit_self=OK vsock_socket=EPERM setown_self=OK"
 out=$(timeout 20 "$PS" -- "$T/probe_escape" all </dev/null)
 expect_eq "probe rc" "$?" 0
 for w in $want; do
@@ -66,6 +66,20 @@ for ll in "" --no-landlock; do
 		got=$(printf '%s\n' "$out" | grep "^${w%%=*}=")
 		expect_eq "[${ll:-landlock}] ${w%%=*}" "$got" "$w"
 	done
+done
+
+# SIGIO: F_SETOWN names the receiver, F_SETSIG makes it SIGKILL. Under
+# Landlock setting the owner works and the signal is not delivered; the
+# seccomp fallback refuses the owner (and F_SETOWN_EX / FIOSETOWN, whose
+# pid it cannot read).
+out=$(timeout 20 "$PS" -- "$T/probe_escape" sigio_kill_parent setown_self 2>/dev/null)
+expect_eq "[landlock] SIGIO SIGKILL: supervisor survives (rc)" "$?" 0
+expect_eq "[landlock] setown_self" "$(printf '%s\n' "$out" | grep '^setown_self=')" "setown_self=OK"
+out=$(timeout 20 "$PS" --no-landlock -- "$T/probe_escape" sigio_kill_parent setown_ex_parent fiosetown_parent \
+	setown_self 2>/dev/null)
+expect_eq "[--no-landlock] SIGIO SIGKILL: supervisor survives (rc)" "$?" 0
+for w in sigio_kill_parent=EPERM setown_ex_parent=EPERM fiosetown_parent=EPERM setown_self=OK; do
+	expect_eq "[--no-landlock] ${w%%=*}" "$(printf '%s\n' "$out" | grep "^${w%%=*}=")" "$w"
 done
 
 # The rule table is listed (and documented in docs/threat-model.md).

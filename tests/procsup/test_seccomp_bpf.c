@@ -286,8 +286,23 @@ static void test_protect_pid(void **state)
 			 ERR(EPERM));
 	assert_int_equal(run(&F_protect, NATIVE, SYS_rt_sigqueueinfo, 3, ARG(PROTECT_PID + 1), ARG(9), ARG(0x1000)),
 			 SECCOMP_RET_ALLOW);
+	/* SIGIO owners: F_SETOWN (8) naming it, F_SETOWN_EX (15) and the
+	 * owner ioctls whatever they point at; F_SETOWN of anyone else stays. */
+	assert_int_equal(run(&F_protect, NATIVE, SYS_fcntl, 3, ARG(3), ARG(8), ARG(PROTECT_PID)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_fcntl, 3, ARG(3), ARG(8), ARG((uint32_t)-PROTECT_PGID)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_fcntl, 3, ARG(3), ARG(8), ARG((uint32_t)-PROTECT_PID)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_fcntl, 3, ARG(3), ARG(8), ARG((1ULL << 32) | PROTECT_PID)),
+			 ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_fcntl, 3, ARG(3), ARG(8), ARG(PROTECT_PID + 7)), SECCOMP_RET_ALLOW);
+	assert_int_equal(run(&F_protect, NATIVE, SYS_fcntl, 3, ARG(3), ARG(15), ARG(0x1000)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_ioctl, 3, ARG(3), ARG(0x8901), ARG(0x1000)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_ioctl, 3, ARG(3), ARG(0x8902), ARG(0x1000)), ERR(EPERM));
+	assert_int_equal(run(&F_protect, NATIVE, SYS_fcntl, 3, ARG(3), ARG(4 /* F_SETFL */), ARG(PROTECT_PID)),
+			 SECCOMP_RET_ALLOW);
 	/* Without the fallback the same calls are Landlock's to refuse. */
 	assert_int_equal(run(&F_notify, NATIVE, SYS_kill, 2, ARG(PROTECT_PID), ARG(9)), SECCOMP_RET_ALLOW);
+	assert_int_equal(run(&F_notify, NATIVE, SYS_fcntl, 3, ARG(3), ARG(8), ARG(PROTECT_PID)), SECCOMP_RET_ALLOW);
+	assert_int_equal(run(&F_notify, NATIVE, SYS_fcntl, 3, ARG(3), ARG(15), ARG(0x1000)), SECCOMP_RET_ALLOW);
 }
 
 int main(void)
