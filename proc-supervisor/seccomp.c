@@ -161,6 +161,10 @@ static const struct rule rules[] = {
 	{ "reboot", ACT_EPERM, 0, { { 0 } },
 	  DOC("reboot", "always", "EPERM",
 	      "in a child PID namespace reboot(2) kills its init - the supervisor when it is PID 1 (threat 10)") },
+	{ "vhangup", ACT_EPERM, 0, { { 0 } },
+	  DOC("vhangup", "always", "EPERM",
+	      "hangs up the terminal the workload shares with the shell that started the supervisor: the kernel "
+	      "sends that shell SIGHUP, past Landlock's signal scope (root: CAP_SYS_TTY_CONFIG)") },
 	{ "iopl", ACT_EPERM, 0, { { 0 } }, DOC("iopl", "always", "EPERM", "raw hardware I/O port access") },
 	{ "ioperm", ACT_EPERM, 0, { { 0 } }, DOC("ioperm", "always", "EPERM", "raw hardware I/O port access") },
 	{ "ioctl", ACT_EPERM, 1, { M32(1, TIOCSTI) },

@@ -278,6 +278,8 @@ static void check(const char *c)
 		report(c, syscall(__NR_process_vm_readv, getpid(), NULL, 0, NULL, 0, 0));
 	else if (!strcmp(c, "reboot")) /* bad magic: EINVAL when allowed, harmless */
 		report(c, syscall(SYS_reboot, 0, 0, 0, NULL));
+	else if (!strcmp(c, "vhangup")) /* no controlling tty when allowed: a no-op */
+		report(c, vhangup());
 	else if (!strcmp(c, "tiocsti"))
 		report(c, syscall(SYS_ioctl, 0, 0x5412UL, "x"));
 	else if (!strcmp(c, "tiocsti_highbits"))
@@ -368,7 +370,7 @@ int main(int argc, char **argv)
 		"raw6_socket", "packet_socket", "ping_socket", "setns", "mount", "bpf", "perf_event_open", "keyctl",
 		"userfaultfd", "pidfd_getfd", "open_by_handle_at", "process_vm_readv", "reboot", "tiocsti",
 		"tiocsti_highbits", "ptrace_self_child", "own_listener", "x32_connect", "x32_getpid", "prlimit_parent",
-		"prlimit_parent_read", "prlimit_self", "setrlimit_self", "vsock_socket", "setown_self", NULL,
+		"prlimit_parent_read", "prlimit_self", "setrlimit_self", "vsock_socket", "setown_self", "vhangup", NULL,
 	};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "all"))

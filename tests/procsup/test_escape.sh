@@ -11,7 +11,8 @@ ping_socket=EPERM setns=EPERM mount=EPERM bpf=EPERM perf_event_open=EPERM keyctl
 userfaultfd=EPERM pidfd_getfd=EPERM open_by_handle_at=EPERM process_vm_readv=EPERM reboot=EPERM
 tiocsti=EPERM tiocsti_highbits=EPERM ptrace_self_child=EPERM own_listener=EBUSY
 x32_connect=SIGSYS x32_getpid=SIGSYS prlimit_parent=EPERM prlimit_parent_read=OK prlimit_self=OK
-setrlimit_self=OK vsock_socket=EPERM setown_self=OK"
+setrlimit_self=OK vsock_socket=EPERM setown_self=OK
+vhangup=EPERM"
 out=$(timeout 20 "$PS" -- "$T/probe_escape" all </dev/null)
 expect_eq "probe rc" "$?" 0
 for w in $want; do
