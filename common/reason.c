@@ -47,6 +47,7 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_NAME_INVALID] = "name_invalid",
 	[REASON_TETHER_RESERVED] = "tether_reserved",
 	[REASON_SUPERVISOR_SET] = "supervisor_set",
+	[REASON_RESOLVE_TIMEOUT] = "resolve_timeout",
 };
 
 const char *reason_word(enum reason r)

@@ -38,6 +38,7 @@ static void usage(FILE *out)
 "  --connect-timeout-ms N     upstream connect (default 10000; → 504)\n"
 "  --idle-timeout-ms N        relay idle (default 300000)\n"
 "  --identity-timeout-ms N    identity resolution (default 2000; → 403 identity_timeout)\n"
+"  --resolve-timeout-ms N     upstream name lookup (default 5000; → 504 resolve_timeout)\n"
 "  --relay-buffer BYTES       read size (default 262144)\n"
 "  --audit-queue N            queued audit events before drops (default 8192)\n"
 "  --splice                   relay tunnels with splice(2): less proxy CPU, but\n"
@@ -77,7 +78,7 @@ enum {
 	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
-	O_SBXCG, O_CONTROL, O_PROVPUB,
+	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -118,6 +119,7 @@ int main(int argc, char **argv)
 		{ "connect-timeout-ms", required_argument, NULL, O_CTO },
 		{ "idle-timeout-ms", required_argument, NULL, O_ITO },
 		{ "identity-timeout-ms", required_argument, NULL, O_IDTO },
+		{ "resolve-timeout-ms", required_argument, NULL, O_RTO },
 		{ "relay-buffer", required_argument, NULL, O_RBUF },
 		{ "audit-queue", required_argument, NULL, O_AQ },
 		{ "install-fence", no_argument, NULL, O_FENCE },
@@ -186,6 +188,11 @@ int main(int argc, char **argv)
 			if (parse_u64("--header-timeout-ms", optarg, 3600000, &v) < 0 || v == 0)
 				return 2;
 			cfg.header_timeout_ms = v;
+			break;
+		case O_RTO:
+			if (parse_u64("--resolve-timeout-ms", optarg, 3600000, &v) < 0 || v == 0)
+				return 2;
+			cfg.resolve_timeout_ms = v;
 			break;
 		case O_CTO:
 			if (parse_u64("--connect-timeout-ms", optarg, 3600000, &v) < 0 || v == 0)

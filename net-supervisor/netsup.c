@@ -30,6 +30,7 @@ void netsup_config_defaults(struct netsup_config *cfg)
 	cfg->connect_timeout_ms = 10000;
 	cfg->idle_timeout_ms = 300000;
 	cfg->identity_timeout_ms = IDENTITY_DEFAULT_TIMEOUT_MS;
+	cfg->resolve_timeout_ms = 5000;
 	cfg->relay_buffer = 256 * 1024;
 	cfg->high_water = 1024 * 1024;
 	cfg->audit_queue = 8192;

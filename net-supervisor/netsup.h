@@ -45,6 +45,7 @@ struct netsup_config {
 	uint64_t connect_timeout_ms;           /* 10 s */
 	uint64_t idle_timeout_ms;              /* 300 s */
 	uint64_t identity_timeout_ms;          /* 2 s */
+	uint64_t resolve_timeout_ms;           /* 5 s: an upstream name lookup, waiting included */
 	size_t relay_buffer;                   /* 256 KiB reads */
 	size_t high_water;                     /* 1 MiB queued → stop reading the other side */
 	size_t audit_queue;                    /* 8192 events */

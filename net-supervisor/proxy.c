@@ -1092,6 +1092,20 @@ static void head_complete(struct conn *c)
 	}
 }
 
+/* The lookup took too long (a resolver that drops queries keeps getaddrinfo
+ * for its whole retry schedule, tens of seconds). A running lookup cannot
+ * be stopped: the client is answered now and the connection freed when the
+ * lookup returns (conn_maybe_free waits for gai_pending). It does not hold
+ * the thread pool: libuv runs getaddrinfo as "slow I/O", on at most half
+ * of the pool's threads, so identity jobs and reloads always have the rest
+ * (test_proxy test_resolver_cannot_take_the_pool). */
+static void resolve_timeout(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	if (c->state == C_WAIT && c->gai_pending)
+		reject(c, 504, REASON_RESOLVE_TIMEOUT);
+}
+
 static void start_resolve(struct conn *c)
 {
 	struct netsup *ns = c->ns;
@@ -1100,8 +1114,10 @@ static void start_resolve(struct conn *c)
 	c->gai.data = c;
 	c->gai_pending = true;
 	ns->metrics.resolutions++;
+	uv_timer_start(&c->timer, resolve_timeout, ns->cfg.resolve_timeout_ms, 0);
 	int r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->req.host, NULL, &hints);
 	if (r < 0) {
+		uv_timer_stop(&c->timer);
 		c->gai_pending = false;
 		c->gai_done = true;
 		c->gai_status = r;

@@ -905,6 +905,83 @@ static void test_no_lookup_before_allow(void **state)
 	proxy_stop(&p);
 }
 
+/* A resolver that never answers (tests/netsup/slow_resolver.c, preloaded:
+ * names under slow.test block their lookup thread for 2.5 s) must neither
+ * hold a client past --resolve-timeout-ms nor take the whole libuv thread
+ * pool, which identity resolution and policy reloads share: with four
+ * such lookups in flight (the pool's size), a reload still completes at
+ * once, and a flow to an IP literal is still decided. */
+static void test_resolver_cannot_take_the_pool(void **state)
+{
+	(void)state;
+	char shim[512], asan[1024];
+	const char *tt = getenv("TETHER_TESTS");
+	snprintf(shim, sizeof(shim), "%s/slow_resolver.so", tt ? tt : "build/tests");
+	assert_int_equal(access(shim, R_OK), 0);
+	const char *old_asan = getenv("ASAN_OPTIONS");
+	char *saved_asan = old_asan ? strdup(old_asan) : NULL;
+	snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0", old_asan ? old_asan : "",
+		 old_asan && *old_asan ? ":" : "");
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("ASAN_OPTIONS", asan, 1);
+	setenv("UV_THREADPOOL_SIZE", "4", 1);
+	const char *extra[] = { "--resolve-timeout-ms", "400", NULL };
+	struct proxy p;
+	proxy_start(&p, NULL, extra);
+	unsetenv("LD_PRELOAD");
+	unsetenv("UV_THREADPOOL_SIZE");
+	if (saved_asan)
+		setenv("ASAN_OPTIONS", saved_asan, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+	free(saved_asan);
+
+	/* Four lookups the resolver sits on (the cidr rule for the port makes
+	 * the name worth looking up). */
+	enum { SLOW = 4 };
+	int fds[SLOW];
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < SLOW; i++) {
+		fds[i] = tcp_connect(p.port);
+		assert_true(fds[i] >= 0);
+		char req[256];
+		int n = snprintf(req, sizeof(req), "CONNECT n%d.slow.test:%d HTTP/1.1\r\nHost: n%d.slow.test:%d\r\n\r\n",
+				 i, up_http.port, i, up_http.port);
+		assert_int_equal(write(fds[i], req, (size_t)n), n);
+	}
+	usleep(100000); /* they reach the resolver */
+	/* A reload needs a pool thread: it must not wait for the resolver. */
+	write_file(p.policy, "version: 1\nnetwork:\n  policies: []\n");
+	kill(p.pid, SIGHUP);
+	assert_true(audit_wait(&p, "\"event\":\"policy_loaded\"", "\"policy_generation\":2", 1500));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long reload_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (reload_ms >= 2000)
+		fail_msg("the reload waited %ld ms for the resolver's threads", reload_ms);
+	/* Every slow flow is answered 504 resolve_timeout, long before the
+	 * resolver gives up, and nothing reached an upstream. */
+	int before = atomic_load(&up_http.accepts);
+	for (int i = 0; i < SLOW; i++) {
+		char buf[4096];
+		read_all(fds[i], buf, sizeof(buf));
+		close(fds[i]);
+		expect_reason(buf, 504, "resolve_timeout");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long answered_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (answered_ms >= 2000)
+		fail_msg("the slow flows were answered after %ld ms (resolve timeout 400 ms)", answered_ms);
+	assert_int_equal(atomic_load(&up_http.accepts), before);
+	assert_true(audit_wait(&p, "\"reason\":\"resolve_timeout\"", "\"decision\":\"deny\"", 100));
+	/* Names the resolver answers still resolve (localhost: /etc/hosts). */
+	char buf[4096], dest[64];
+	snprintf(dest, sizeof(dest), "localhost:%d", trap.port);
+	connect_req(p.port, dest, buf, sizeof(buf));
+	expect_reason(buf, 403, "no_matching_policy"); /* the reloaded, empty policy */
+	proxy_stop(&p);
+}
+
 static void test_identity_timeout(void **state)
 {
 	const char *slow[] = { "--identity-static", "/usr/bin/curl", "--identity-static-delay-ms", "3000",
@@ -1142,6 +1219,7 @@ int main(void)
 		cmocka_unit_test(test_not_ready),
 		cmocka_unit_test(test_identity_timeout),
 		cmocka_unit_test(test_no_lookup_before_allow),
+		cmocka_unit_test(test_resolver_cannot_take_the_pool),
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_half_close_and_bulk),
 		cmocka_unit_test(test_audit_mode),
