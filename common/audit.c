@@ -3,13 +3,17 @@
 #include "common/util.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
+#define AUDIT_OPEN_FLAGS (O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY)
+
 struct audit_log {
 	int fd;
 	bool owns_fd;
+	char path[PATH_MAX];
 	char topology[32];
 	pthread_mutex_t lock;
 	atomic_uint_fast64_t written;
@@ -35,7 +39,11 @@ int audit_open(const char *path, const char *topology, struct audit_log **out)
 	if (strcmp(path, "-") == 0) {
 		log->fd = STDOUT_FILENO;
 	} else {
-		log->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
+		if (strscpy(log->path, path, sizeof(log->path)) < 0) {
+			free(log);
+			return -ENAMETOOLONG;
+		}
+		log->fd = open(path, AUDIT_OPEN_FLAGS, 0600);
 		if (log->fd < 0) {
 			int r = -errno;
 			free(log);
@@ -47,6 +55,18 @@ int audit_open(const char *path, const char *topology, struct audit_log **out)
 	pthread_mutex_init(&log->lock, NULL);
 	*out = log;
 	return 0;
+}
+
+int audit_reopen(struct audit_log *log)
+{
+	if (!log || !log->owns_fd)
+		return 0;
+	int fd = open(log->path, AUDIT_OPEN_FLAGS, 0600);
+	if (fd < 0)
+		return -errno;
+	int r = dup3(fd, log->fd, O_CLOEXEC) < 0 ? -errno : 0;
+	close(fd);
+	return r;
 }
 
 void audit_close(struct audit_log *log)

@@ -15,6 +15,11 @@ struct audit_log;
 /* path "-" means stdout. -errno on failure. */
 int audit_open(const char *path, const char *topology, struct audit_log **out);
 void audit_close(struct audit_log *log);
+/* Log rotation: open the path again (the old file was renamed away) and put
+ * it in place of the old one on the same descriptor (dup3), so a writer
+ * racing with it writes whole lines to one file or the other, never loses
+ * one. 0, or -errno with the old file kept; stdout is left as it is. */
+int audit_reopen(struct audit_log *log);
 /* Takes a reference to `fields` (the caller keeps its own). */
 int audit_emit(struct audit_log *log, const char *event, json_t *fields);
 uint64_t audit_events_written(const struct audit_log *log);

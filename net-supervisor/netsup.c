@@ -285,6 +285,19 @@ static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
 	return r;
 }
 
+/* SIGUSR1: the audit file was rotated (renamed away); write a new one. */
+static void on_reopen_signal(uv_signal_t *s, int signum)
+{
+	(void)signum;
+	struct netsup *ns = s->data;
+	int r = audit_reopen(ns->audit_log);
+	if (r < 0)
+		log_error("SIGUSR1: cannot reopen the audit file %s (still writing the old one): %s",
+			  ns->cfg.audit_path, strerror(-r));
+	else
+		log_info("SIGUSR1: audit file %s reopened", ns->cfg.audit_path);
+}
+
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
 	struct netsup *ns = s->data;
@@ -306,6 +319,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	}
 	uv_close((uv_handle_t *)&ns->sigterm, NULL);
 	uv_close((uv_handle_t *)&ns->sigint, NULL);
+	uv_close((uv_handle_t *)&ns->sigusr1, NULL);
 }
 
 /* --topology X given: refuse to run where X does not describe us rather
@@ -453,6 +467,9 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	ns->sigterm.data = ns->sigint.data = ns;
 	uv_signal_start(&ns->sigterm, on_stop_signal, SIGTERM);
 	uv_signal_start(&ns->sigint, on_stop_signal, SIGINT);
+	uv_signal_init(loop, &ns->sigusr1);
+	ns->sigusr1.data = ns;
+	uv_signal_start(&ns->sigusr1, on_reopen_signal, SIGUSR1);
 	signal(SIGPIPE, SIG_IGN);
 	netsup_update_ready(ns);
 	return 0;

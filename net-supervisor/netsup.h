@@ -95,7 +95,7 @@ struct netsup {
 	struct admin *admin;
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
-	uv_signal_t sigterm, sigint;
+	uv_signal_t sigterm, sigint, sigusr1;
 	bool ready;
 	bool stopping;
 };

@@ -1176,6 +1176,65 @@ static void test_reload(void **state)
 	proxy_stop(&p);
 }
 
+static bool file_has(const char *path, const char *needle, int ms)
+{
+	for (int t = 0; t <= ms; t += 20) {
+		FILE *f = fopen(path, "r");
+		if (f) {
+			char line[8192];
+			while (fgets(line, sizeof(line), f))
+				if (strstr(line, needle)) {
+					fclose(f);
+					return true;
+				}
+			fclose(f);
+		}
+		usleep(20000);
+	}
+	return false;
+}
+
+/* logrotate's create mode: the audit file is renamed away, SIGUSR1 makes
+ * the proxy write a new one at the path; every decision is in exactly one
+ * of the two. */
+static void test_audit_rotation(void **state)
+{
+	(void)state;
+	struct proxy p;
+	proxy_start(&p, NULL, NULL);
+	char buf[4096], dest[64], rotated[400], err[400];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET http://%s/a HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest);
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
+	assert_true(audit_wait(&p, "\"event\":\"egress_decision\"", "\"decision\":\"allow\"", 2000));
+	snprintf(rotated, sizeof(rotated), "%s.1", p.audit);
+	snprintf(err, sizeof(err), "%s.stderr", p.audit);
+	assert_int_equal(rename(p.audit, rotated), 0);
+	kill(p.pid, SIGUSR1);
+	assert_true(file_has(err, "reopened", 2000));
+	n = snprintf(req, sizeof(req), "GET http://%s/b HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest);
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
+	assert_true(audit_wait(&p, "\"event\":\"egress_decision\"", "\"decision\":\"allow\"", 2000));
+	/* the new file has the second decision only, the old one the first */
+	FILE *f = fopen(rotated, "r");
+	assert_non_null(f);
+	int old_decisions = 0;
+	char line[8192];
+	while (fgets(line, sizeof(line), f))
+		old_decisions += strstr(line, "\"event\":\"egress_decision\"") != NULL;
+	fclose(f);
+	assert_int_equal(old_decisions, 1);
+	f = fopen(p.audit, "r");
+	assert_non_null(f);
+	int new_decisions = 0;
+	while (fgets(line, sizeof(line), f))
+		new_decisions += strstr(line, "\"event\":\"egress_decision\"") != NULL;
+	fclose(f);
+	assert_int_equal(new_decisions, 1);
+	proxy_stop(&p);
+}
+
 static int setup(void **state)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tether-netsup-test-XXXXXX");
@@ -1224,6 +1283,7 @@ int main(void)
 		cmocka_unit_test(test_half_close_and_bulk),
 		cmocka_unit_test(test_audit_mode),
 		cmocka_unit_test(test_reload),
+		cmocka_unit_test(test_audit_rotation),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
