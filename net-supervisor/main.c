@@ -71,7 +71,7 @@ static void usage(FILE *out)
 "  --identity-static-delay-ms N, --identity-static-anchor-delay-ms N\n"
 "\n"
 "Signals: SIGHUP reloads the policy (so does a change of a policy file);\n"
-"SIGTERM/SIGINT stop.\n");
+"SIGUSR1 reopens the --audit file (log rotation); SIGTERM/SIGINT stop.\n");
 }
 
 enum {
