@@ -362,6 +362,16 @@ static int open_caller(pid_t tid, int *pidfd, int *tpidfd, pid_t *tgid)
 		/* The socket lives in the calling thread's fd table, which can
 		 * differ from the leader's after unshare(CLONE_FILES). */
 		*tpidfd = sys_pidfd_open(tid, PIDFD_THREAD);
+		/* EINVAL: a kernel without PIDFD_THREAD (< 6.9), where only the
+		 * leader's table can be read (same process, same exe). Any other
+		 * failure (no fds left, the thread gone) must not quietly read
+		 * the leader's table instead: that could be another socket. */
+		if (*tpidfd < 0 && *tpidfd != -EINVAL && *pidfd >= 0) {
+			int r = *tpidfd;
+			close(*pidfd);
+			*pidfd = -1;
+			return r;
+		}
 	}
 	return *pidfd < 0 ? *pidfd : 0;
 }
