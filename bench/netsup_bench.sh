@@ -9,7 +9,10 @@
 # resolves every connection with local identity against that anchor
 # (sock_diag, holder search, ancestry walk, hash); "net-supervisor-delegated-identity"
 # the same with --identity delegated against that supervisor's identity
-# service (connect-time registry, signed context, verification). Rounds are interleaved;
+# service (connect-time registry, signed context, verification);
+# "tinyproxy-supervised-client" is tinyproxy with that same supervised
+# client, so the proxies can be compared with the client's own sandbox
+# cost (the connect notification) on both sides. Rounds are interleaved;
 # every line is printed.
 #   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
 set -eu
@@ -60,10 +63,11 @@ $NS --listen 127.0.0.1:$NSD --policy $TMP/policy-local.yaml --audit $TMP/audit4.
 # proxy is ready (it anchors on the supervisor's status socket, or
 # connects to its identity service)
 short_supervised() {
-	local label=$1 pp=$2 ap=$3
+	local label=$1 pp=$2 ap=$3 wait=
 	shift 3
+	[ "$ap" != - ] && wait="for i in \$(seq 100); do curl -sf --noproxy '*' -o /dev/null http://127.0.0.1:$ap/readyz && break; sleep 0.05; done;"
 	$PS "$@" -- /bin/sh -c \
-		"for i in \$(seq 100); do curl -sf --noproxy '*' -o /dev/null http://127.0.0.1:$ap/readyz && break; sleep 0.05; done; exec $BREAL short --port $UP --requests $REQS --proxy 127.0.0.1:$pp --label $label" \
+		"$wait exec $BREAL short --port $UP --requests $REQS --proxy 127.0.0.1:$pp --label $label" \
 		2>>$TMP/ps.err
 }
 short_local() {
@@ -100,6 +104,16 @@ sleep 0.5
 NS_PID=${PIDS[0]} NSQ_PID=${PIDS[1]}
 ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 mibs() { sed -n 's/.*MiB_per_s=\([0-9]*\).*/\1/p'; }
+kv() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+# The most a path can move on this machine: with every CPU busy, NCPU CPU-seconds
+# per second, so a path costing C CPU-seconds per GiB (both bench ends + the
+# proxy) moves at most NCPU/C GiB/s. Printed as a ratio to the direct row of
+# the same round: no relay of this measured cost could beat it here.
+cpu_bound() { # DIRECT_LINE PROXY_LINE
+	awk -v n=$(nproc) -v ds=$(echo "$1" | kv seconds) -v db=$(echo "$1" | kv bytes) \
+		-v bc=$(echo "$2" | kv bench_cpu_s_per_GiB) -v pc=$(echo "$2" | kv proxy_cpu_s_per_GiB) \
+		'BEGIN{ if (bc + pc <= 0 || ds <= 0) { print "-"; exit } printf "%.2f", (n / (bc + pc)) / ((db / 1073741824) / ds) }'
+}
 # One bulk run through a proxy process: its line plus that process's CPU
 # time per GiB relayed (utime+stime from /proc), so a ratio can be read
 # next to the cost that bounds it.
@@ -111,19 +125,24 @@ bulk_via() { # PID PORT LABEL
 	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
 }
 echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy except the local-identity row"
-RATIOS=()
+RATIOS=() BOUNDS=()
 for r in $(seq $ROUNDS); do
 	D=$($B bulk --port $UP --bytes $BYTES --label direct); echo "$D"
 	N=$(bulk_via $NS_PID $NSP net-supervisor); echo "$N"
 	bulk_via $NSQ_PID $NSQ net-supervisor-splice
 	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
 	RATIOS+=("$(awk -v n=$(echo "$N" | mibs) -v d=$(echo "$D" | mibs) 'BEGIN{printf "%.2f", n / d}')")
+	BOUNDS+=("$(cpu_bound "$D" "$N")")
 	$B short --port $UP --requests $REQS --label direct
 	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
 	short_local net-supervisor-local-identity
 	short_delegated net-supervisor-delegated-identity
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
+	# the same client as the identity rows (a proc-supervisor workload, its
+	# connects notified) through tinyproxy: the proxies compared alone
+	[ $HAVE_TP = 1 ] && short_supervised tinyproxy-supervised-client $TPP -
 done
 echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
+echo "# bulk CPU bound per round ($(nproc) CPUs / (bench ends + proxy CPU per GiB), over direct): ${BOUNDS[*]}"
 echo "# identity resolution as the proxies measured it: local $(idlat 19405); delegated $(idlat 19407)"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit3.jsonl 2>/dev/null || true) denied; delegated: $(grep -c '"allow"' $TMP/audit4.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit4.jsonl 2>/dev/null || true) denied"
