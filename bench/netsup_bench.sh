@@ -103,7 +103,6 @@ fi
 sleep 0.5
 NS_PID=${PIDS[0]} NSQ_PID=${PIDS[1]}
 ticks() { awk '{print $14+$15}' /proc/$1/stat; }
-mibs() { sed -n 's/.*MiB_per_s=\([0-9]*\).*/\1/p'; }
 kv() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 # The most a path can move on this machine: with every CPU busy, NCPU CPU-seconds
 # per second, so a path costing C CPU-seconds per GiB (both bench ends + the
@@ -131,7 +130,7 @@ for r in $(seq $ROUNDS); do
 	N=$(bulk_via $NS_PID $NSP net-supervisor); echo "$N"
 	bulk_via $NSQ_PID $NSQ net-supervisor-splice
 	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
-	RATIOS+=("$(awk -v n=$(echo "$N" | mibs) -v d=$(echo "$D" | mibs) 'BEGIN{printf "%.2f", n / d}')")
+	RATIOS+=("$(awk -v n=$(echo "$N" | kv MiB_per_s) -v d=$(echo "$D" | kv MiB_per_s) 'BEGIN{printf "%.2f", n / d}')")
 	BOUNDS+=("$(cpu_bound "$D" "$N")")
 	$B short --port $UP --requests $REQS --label direct
 	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor

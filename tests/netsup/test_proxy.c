@@ -358,23 +358,34 @@ static void expect_reason(const char *resp, int status, const char *reason)
 	json_decref(j);
 }
 
-/* Wait (bounded) until the audit file has a line containing all needles. */
-static bool audit_wait(const struct proxy *p, const char *n1, const char *n2, int ms)
+/* Lines of path containing n1 (and n2, unless NULL); -1 without the file. */
+static int file_count(const char *path, const char *n1, const char *n2)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[8192];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, n1) && (!n2 || strstr(line, n2));
+	fclose(f);
+	return n;
+}
+
+/* Wait (bounded) until path has a line containing all needles. */
+static bool file_wait(const char *path, const char *n1, const char *n2, int ms)
 {
 	for (int t = 0; t < ms; t += 20) {
-		FILE *f = fopen(p->audit, "r");
-		if (f) {
-			char line[8192];
-			while (fgets(line, sizeof(line), f))
-				if (strstr(line, n1) && (!n2 || strstr(line, n2))) {
-					fclose(f);
-					return true;
-				}
-			fclose(f);
-		}
+		if (file_count(path, n1, n2) > 0)
+			return true;
 		usleep(20000);
 	}
 	return false;
+}
+
+static bool audit_wait(const struct proxy *p, const char *n1, const char *n2, int ms)
+{
+	return file_wait(p->audit, n1, n2, ms);
 }
 
 static const char *CONNECT_FMT = "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n";
@@ -1176,24 +1187,6 @@ static void test_reload(void **state)
 	proxy_stop(&p);
 }
 
-static bool file_has(const char *path, const char *needle, int ms)
-{
-	for (int t = 0; t <= ms; t += 20) {
-		FILE *f = fopen(path, "r");
-		if (f) {
-			char line[8192];
-			while (fgets(line, sizeof(line), f))
-				if (strstr(line, needle)) {
-					fclose(f);
-					return true;
-				}
-			fclose(f);
-		}
-		usleep(20000);
-	}
-	return false;
-}
-
 /* logrotate's create mode: the audit file is renamed away, SIGUSR1 makes
  * the proxy write a new one at the path; every decision is in exactly one
  * of the two. */
@@ -1212,26 +1205,13 @@ static void test_audit_rotation(void **state)
 	snprintf(err, sizeof(err), "%s.stderr", p.audit);
 	assert_int_equal(rename(p.audit, rotated), 0);
 	kill(p.pid, SIGUSR1);
-	assert_true(file_has(err, "reopened", 2000));
+	assert_true(file_wait(err, "reopened", NULL, 2000));
 	n = snprintf(req, sizeof(req), "GET http://%s/b HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest);
 	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
 	assert_true(audit_wait(&p, "\"event\":\"egress_decision\"", "\"decision\":\"allow\"", 2000));
 	/* the new file has the second decision only, the old one the first */
-	FILE *f = fopen(rotated, "r");
-	assert_non_null(f);
-	int old_decisions = 0;
-	char line[8192];
-	while (fgets(line, sizeof(line), f))
-		old_decisions += strstr(line, "\"event\":\"egress_decision\"") != NULL;
-	fclose(f);
-	assert_int_equal(old_decisions, 1);
-	f = fopen(p.audit, "r");
-	assert_non_null(f);
-	int new_decisions = 0;
-	while (fgets(line, sizeof(line), f))
-		new_decisions += strstr(line, "\"event\":\"egress_decision\"") != NULL;
-	fclose(f);
-	assert_int_equal(new_decisions, 1);
+	assert_int_equal(file_count(rotated, "\"event\":\"egress_decision\"", NULL), 1);
+	assert_int_equal(file_count(p.audit, "\"event\":\"egress_decision\"", NULL), 1);
 	proxy_stop(&p);
 }
 

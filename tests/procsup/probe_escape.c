@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,9 +98,9 @@ static long int80_getpid(void)
 	return r;
 }
 
-/* A signal to the parent through rt_sigqueueinfo (si_code SI_QUEUE, which
- * the kernel lets any sender use). */
-static long sigqueue_parent(int sig)
+/* A signal to the parent through rt_sigqueueinfo, or rt_tgsigqueueinfo to
+ * its main thread (si_code SI_QUEUE, which the kernel lets any sender use). */
+static long sigqueue_parent(int sig, bool thread)
 {
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
@@ -107,74 +108,38 @@ static long sigqueue_parent(int sig)
 	si.si_code = SI_QUEUE;
 	si.si_pid = getpid();
 	si.si_uid = getuid();
-	return syscall(SYS_rt_sigqueueinfo, getppid(), sig, &si);
+	return thread ? syscall(SYS_rt_tgsigqueueinfo, getppid(), getppid(), sig, &si)
+		      : syscall(SYS_rt_sigqueueinfo, getppid(), sig, &si);
 }
 
-static long tgsigqueue_parent(int sig)
-{
-	siginfo_t si;
-	memset(&si, 0, sizeof(si));
-	si.si_signo = sig;
-	si.si_code = SI_QUEUE;
-	si.si_pid = getpid();
-	si.si_uid = getuid();
-	return syscall(SYS_rt_tgsigqueueinfo, getppid(), getppid(), sig, &si);
-}
+/* Ways of naming a SIGIO owner on a socket. */
+enum owner_op { SETOWN_SELF, SIGIO_KILL_PARENT, SETOWN_EX_PARENT, FIOSETOWN_PARENT };
 
-/* SIGIO with F_SETSIG(SIGKILL) to the parent: F_SETOWN's result (the
- * signal, if it goes out, is Landlock's to stop). */
-static long sigio_kill_parent(void)
+/* Run op on a fresh socket pair; its result with its errno. SETOWN_SELF is
+ * ordinary SIGIO use, never refused; SIGIO_KILL_PARENT also arms SIGIO as
+ * SIGKILL and sends a byte (the signal, if it goes out, is Landlock's to
+ * stop). */
+static long owner(enum owner_op op)
 {
 	int s[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
 		return -1;
-	long r = fcntl(s[0], F_SETOWN, getppid());
+	long r;
+	if (op == SETOWN_EX_PARENT) {
+		struct f_owner_ex o = { .type = F_OWNER_PID, .pid = getppid() };
+		r = fcntl(s[0], F_SETOWN_EX, &o);
+	} else if (op == FIOSETOWN_PARENT) {
+		int pid = getppid();
+		r = ioctl(s[0], 0x8901 /* FIOSETOWN */, &pid);
+	} else {
+		r = fcntl(s[0], F_SETOWN, op == SETOWN_SELF ? getpid() : getppid());
+	}
 	int e = errno;
-	if (fcntl(s[0], F_SETSIG, SIGKILL) == 0 && fcntl(s[0], F_SETFL, O_ASYNC | O_NONBLOCK) == 0)
-		(void)!write(s[1], "x", 1);
-	usleep(100 * 1000);
-	close(s[0]);
-	close(s[1]);
-	errno = e;
-	return r;
-}
-
-static long setown_ex_parent(void)
-{
-	int s[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
-		return -1;
-	struct f_owner_ex o = { .type = F_OWNER_PID, .pid = getppid() };
-	long r = fcntl(s[0], F_SETOWN_EX, &o);
-	int e = errno;
-	close(s[0]);
-	close(s[1]);
-	errno = e;
-	return r;
-}
-
-static long fiosetown_parent(void)
-{
-	int s[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
-		return -1;
-	int pid = getppid();
-	long r = ioctl(s[0], 0x8901 /* FIOSETOWN */, &pid);
-	int e = errno;
-	close(s[0]);
-	close(s[1]);
-	errno = e;
-	return r;
-}
-
-/* F_SETOWN to ourselves: ordinary SIGIO use, never refused. */
-static long setown_self(void)
-{
-	int s[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
-		return -1;
-	long r = fcntl(s[0], F_SETOWN, getpid());
-	int e = errno;
+	if (op == SIGIO_KILL_PARENT) {
+		if (fcntl(s[0], F_SETSIG, SIGKILL) == 0 && fcntl(s[0], F_SETFL, O_ASYNC | O_NONBLOCK) == 0)
+			(void)!write(s[1], "x", 1);
+		usleep(100 * 1000);
+	}
 	close(s[0]);
 	close(s[1]);
 	errno = e;
@@ -305,13 +270,13 @@ static void check(const char *c)
 	else if (!strcmp(c, "int80_getpid"))
 		report_child(c, int80_getpid);
 	else if (!strcmp(c, "sigqueue_parent0"))
-		report(c, sigqueue_parent(0));
+		report(c, sigqueue_parent(0, false));
 	else if (!strcmp(c, "sigqueue_parent"))
-		report(c, sigqueue_parent(SIGKILL));
+		report(c, sigqueue_parent(SIGKILL, false));
 	else if (!strcmp(c, "tgsigqueue_parent0"))
-		report(c, tgsigqueue_parent(0));
+		report(c, sigqueue_parent(0, true));
 	else if (!strcmp(c, "tgsigqueue_parent"))
-		report(c, tgsigqueue_parent(SIGKILL));
+		report(c, sigqueue_parent(SIGKILL, true));
 	else if (!strcmp(c, "prlimit_parent"))
 		report(c, prlimit_same(getppid()));
 	else if (!strcmp(c, "prlimit_parent_read")) {
@@ -328,13 +293,13 @@ static void check(const char *c)
 		struct rlimit one = { 1, 1 };
 		report(c, syscall(SYS_prlimit64, getppid(), RLIMIT_CPU, &one, NULL));
 	} else if (!strcmp(c, "sigio_kill_parent"))
-		report(c, sigio_kill_parent());
+		report(c, owner(SIGIO_KILL_PARENT));
 	else if (!strcmp(c, "setown_ex_parent"))
-		report(c, setown_ex_parent());
+		report(c, owner(SETOWN_EX_PARENT));
 	else if (!strcmp(c, "fiosetown_parent"))
-		report(c, fiosetown_parent());
+		report(c, owner(FIOSETOWN_PARENT));
 	else if (!strcmp(c, "setown_self"))
-		report(c, setown_self());
+		report(c, owner(SETOWN_SELF));
 	else if (!strcmp(c, "userfaultfd_dev")) {
 		int fd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 		r = fd < 0 ? -1 : ioctl(fd, USERFAULTFD_IOC_NEW, O_CLOEXEC);

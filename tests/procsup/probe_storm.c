@@ -43,15 +43,20 @@ static void one(int s)
 	nconn++;
 }
 
+/* One connect on a fresh socket. */
+static void connect_fresh(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	one(s);
+	if (s >= 0)
+		close(s);
+}
+
 static void *worker(void *x)
 {
 	(void)x;
-	while (!stop) {
-		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		one(s);
-		if (s >= 0)
-			close(s);
-	}
+	while (!stop)
+		connect_fresh();
 	return NULL;
 }
 
@@ -78,10 +83,7 @@ static void *closer(void *x)
 static void *oneshot(void *x)
 {
 	(void)x;
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	one(s);
-	if (s >= 0)
-		close(s);
+	connect_fresh();
 	return NULL;
 }
 
