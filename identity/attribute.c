@@ -86,6 +86,12 @@ void attribute_ctx_set_registry_holder_check(struct attribute_ctx *ctx, bool on)
 		ctx->registry_holder_check = on;
 }
 
+void attribute_ctx_set_link_budget(struct attribute_ctx *ctx, size_t links)
+{
+	if (ctx)
+		holders_set_link_budget(ctx->holders, links);
+}
+
 void attribute_ctx_set_pinned(struct attribute_ctx *ctx, holders_pinned_fn fn, void *userdata)
 {
 	if (ctx)

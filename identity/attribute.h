@@ -73,6 +73,9 @@ void attribute_ctx_set_check_alive(struct attribute_ctx *ctx, bool on);
  * denies the hand-off (and also connect-and-exit with no member holder). */
 void attribute_ctx_set_registry_holder_check(struct attribute_ctx *ctx, bool on);
 
+/* The holder search's fd-link budget (holders_set_link_budget): past it
+ * attribution fails with -E2BIG. */
+void attribute_ctx_set_link_budget(struct attribute_ctx *ctx, size_t links);
 /* The holder search's pinned processes (holders_set_pinned). */
 void attribute_ctx_set_pinned(struct attribute_ctx *ctx, holders_pinned_fn fn, void *userdata);
 

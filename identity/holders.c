@@ -41,6 +41,7 @@ struct holders {
 	int proc_fd;
 	size_t cap;
 	struct cache_entry *cache;
+	size_t link_budget; /* fd links one holders_find may read; 0: no limit */
 };
 
 struct holders *holders_new(const struct kernel_caps *caps, size_t cache_capacity)
@@ -84,6 +85,12 @@ void holders_free(struct holders *h)
 		close(h->proc_fd);
 	free(h->cache);
 	free(h);
+}
+
+void holders_set_link_budget(struct holders *h, size_t links)
+{
+	if (h)
+		h->link_budget = links;
 }
 
 void holders_set_pinned(struct holders *h, holders_pinned_fn fn, void *userdata)
@@ -136,7 +143,9 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-int holders_pid_holds(int proc_dirfd, pid_t pid, uint32_t inode, int *fd_out)
+/* holders_pid_holds, reading at most *budget fd links when budget is
+ * given (decremented; -E2BIG once it would be exceeded). */
+static int pid_holds(int proc_dirfd, pid_t pid, uint32_t inode, int *fd_out, size_t *budget)
 {
 	char path[32], want[32];
 	int wlen = socket_link(inode, want, sizeof(want));
@@ -165,6 +174,11 @@ int holders_pid_holds(int proc_dirfd, pid_t pid, uint32_t inode, int *fd_out)
 			off += de->d_reclen;
 			if (de->d_name[0] == '.')
 				continue;
+			if (budget) {
+				if (*budget == 0)
+					return -E2BIG;
+				(*budget)--;
+			}
 			char link[64];
 			ssize_t ln = readlinkat(dfd, de->d_name, link, sizeof(link));
 			if (ln == wlen && memcmp(link, want, (size_t)wlen) == 0) {
@@ -174,6 +188,11 @@ int holders_pid_holds(int proc_dirfd, pid_t pid, uint32_t inode, int *fd_out)
 			}
 		}
 	}
+}
+
+int holders_pid_holds(int proc_dirfd, pid_t pid, uint32_t inode, int *fd_out)
+{
+	return pid_holds(proc_dirfd, pid, inode, fd_out, NULL);
 }
 
 static bool already_listed(const struct holder_list *l, const struct procref *r)
@@ -349,10 +368,11 @@ int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t
 	size_t alloc = 0;
 	int fds[HOLDERS_CACHE_MAX];
 	int r = 0;
+	size_t budget = h->link_budget;
 	for (size_t i = 0; i < n_members; i++) {
 		int fd = -1;
 		out->pids_scanned++;
-		r = holders_pid_holds(h->proc_fd, members[i], inode, &fd);
+		r = pid_holds(h->proc_fd, members[i], inode, &fd, h->link_budget ? &budget : NULL);
 		if (r == -ESRCH || r == 0)
 			continue; /* exited meanwhile, or not a holder */
 		if (r < 0)

@@ -58,10 +58,18 @@ void holders_cache_clear(struct holders *h);
 typedef int (*holders_pinned_fn)(void *userdata, pid_t pid, struct procref *out);
 void holders_set_pinned(struct holders *h, holders_pinned_fn fn, void *userdata);
 
+/* Bound the work of each holders_find: at most `links` fd links read in
+ * the full scan (a cache hit reads none beyond its holders'); past that
+ * it fails with -E2BIG and returns nothing. 0 (the default): no bound.
+ * For a caller that must not spend long, e.g. an event loop answering
+ * the cheap cases itself and handing the rest to a thread. */
+void holders_set_link_budget(struct holders *h, size_t links);
+
 /* Find every verified holder of socket:[inode] among members[0..n_members).
  * cookie identifies the socket for the cache (0: do not use the cache).
  * 0 with out->n >= 0 (0 = nobody among the members holds it); -errno on a
- * system failure (out is then empty). Release with holder_list_release. */
+ * system failure, -E2BIG past the link budget (out is then empty).
+ * Release with holder_list_release. */
 int holders_find(struct holders *h, uint32_t inode, uint64_t cookie, const pid_t *members,
 		 size_t n_members, struct holder_list *out);
 void holder_list_release(struct holder_list *l);

@@ -30,6 +30,11 @@
 
 #define LOCAL_HASH_CACHE 1024
 #define LOCAL_MAX_WORKERS 16
+/* What the loop may spend answering a flow itself (resolve_run): the
+ * processes of the tree and the fd links it reads. Anything bigger goes
+ * to the pool: a workload cannot stall every flow by opening many fds. */
+#define INLINE_MAX_CANDIDATES 16
+#define INLINE_MAX_LINKS 256
 
 struct worker_ctx;
 
@@ -44,6 +49,7 @@ struct local_strategy {
 	uint64_t retry_ms;
 	size_t max_candidates;
 	bool measure_cpu;
+	bool inline_off; /* every flow to the pool (tests force it) */
 	void (*on_refused)(enum reason, const char *, void *);
 	void *data;
 
@@ -252,11 +258,15 @@ static uint64_t host_forks(struct worker_ctx *w)
 /* The anchor's descendants for a holder search: the listing made at fork
  * count `forks` when there is one (see struct worker_ctx), else a fresh
  * one, remembered. *cached says which; the list belongs to w. */
+static bool desc_current(const struct local_strategy *s, const struct worker_ctx *w, uint64_t forks)
+{
+	return forks != 0 && w->desc && forks == w->desc_forks && strcmp(w->desc_anchor, s->anchor.key) == 0;
+}
+
 static int descendants(struct local_strategy *s, struct worker_ctx *w, uint64_t forks, bool fresh,
 		       const pid_t **out, size_t *n_out, bool *cached)
 {
-	if (!fresh && forks != 0 && w->desc && forks == w->desc_forks &&
-	    strcmp(w->desc_anchor, s->anchor.key) == 0) {
+	if (!fresh && desc_current(s, w, forks)) {
 		*out = w->desc;
 		*n_out = w->n_desc;
 		*cached = true;
@@ -313,15 +323,18 @@ static int fc_verify_chain(struct local_strategy *s, struct worker_ctx *w, struc
 			   const struct procref *sub, pid_t ppid, bool pns);
 static int fc_identity(const struct fc_entry *e, const struct procref *sub, struct flow_identity **idp);
 
-/* Re-prove a cached flow (see the block comment). 0: *idp is the identity. */
+/* Re-prove a cached flow (see the block comment). 0: *idp is the identity;
+ * -EAGAIN: it needs the tree listed again and may_list is false. */
 static int fc_verify(struct local_strategy *s, struct worker_ctx *w, struct fc_entry *e,
-		     const struct sockdiag_result *sr, struct flow_identity **idp)
+		     const struct sockdiag_result *sr, bool may_list, struct flow_identity **idp)
 {
 	if (e->inode != sr->inode || strcmp(e->anchor_key, s->anchor.key) != 0 || s->anchor_pidfd < 0)
 		return -ESTALE;
 	/* 1. Nobody new can hold it. */
 	uint64_t forks = host_forks(w);
 	if (forks == 0 || forks != e->forks) {
+		if (!may_list && !desc_current(s, w, forks))
+			return -EAGAIN;
 		const pid_t *cand;
 		size_t n_cand;
 		bool cached;
@@ -522,6 +535,17 @@ static int fc_pinned(void *userdata, pid_t pid, struct procref *out)
 		return out->pidfd >= 0 ? 0 : -ESTALE;
 	}
 	return -ENOENT;
+}
+
+/* A free context now, or NULL (the loop never waits for one). */
+static struct worker_ctx *worker_try_get(struct local_strategy *s)
+{
+	pthread_mutex_lock(&s->workers_lock);
+	struct worker_ctx *w = s->free_workers;
+	if (w)
+		s->free_workers = w->next_free;
+	pthread_mutex_unlock(&s->workers_lock);
+	return w;
 }
 
 static struct worker_ctx *worker_get(struct local_strategy *s)
@@ -852,19 +876,24 @@ static enum reason hash_error_reason(int r)
 	return r == -ESRCH || r == -ESTALE ? REASON_PROCESS_VANISHED : REASON_IDENTITY_UNAVAILABLE;
 }
 
-static void resolve_work(uv_work_t *w)
+/* Resolve j with worker context wc. On the loop (on_loop) only the cases
+ * whose work is small and bounded are answered: a flow of a process this
+ * context already verified, in a tree listed since the last fork, found
+ * within INLINE_MAX_CANDIDATES processes and INLINE_MAX_LINKS fd links.
+ * Anything more (listing the tree, an ancestry walk, hashing an image)
+ * returns -EAGAIN having decided nothing, and the job goes to the pool,
+ * which starts over. 0: j->why (and j->id) hold the answer. */
+static int resolve_run(struct local_strategy *s, struct resolve_job *j, struct worker_ctx *wc, bool on_loop)
 {
-	struct resolve_job *j = w->data;
-	struct local_strategy *s = j->s;
 	bool cpu = s->measure_cpu;
 	uint64_t t0 = now_mono_ns(), c0 = cpu ? thread_cpu_ns() : 0, t2 = t0;
+	int bail = 0;
 	j->why = REASON_IDENTITY_UNAVAILABLE;
 
 	struct flow_tuple ft;
 	if (flow_tuple_from_sockaddr(&ft, IPPROTO_TCP, (const struct sockaddr *)&j->tuple.client,
 				     (const struct sockaddr *)&j->tuple.proxy) < 0)
-		return;
-	struct worker_ctx *wc = worker_get(s);
+		return 0;
 
 	/* Fast path: a flow this context verified before, re-proved. */
 	struct sockdiag_result sr;
@@ -873,16 +902,18 @@ static void resolve_work(uv_work_t *w)
 		struct fc_entry *e = fc_find(wc, sr.cookie);
 		if (e) {
 			struct flow_identity *id = NULL;
-			if (fc_verify(s, wc, e, &sr, &id) == 0) {
+			int r = fc_verify(s, wc, e, &sr, !on_loop, &id);
+			if (r == 0) {
 				e->stamp = ++wc->clock;
-				worker_put(s, wc);
 				j->id = id;
 				j->why = REASON_OK;
 				j->fast = true;
 				j->t_attr = now_mono_ns() - t0;
 				j->t_cpu = cpu ? thread_cpu_ns() - c0 : 0;
-				return;
+				return 0;
 			}
+			if (r == -EAGAIN)
+				return -EAGAIN;
 			fc_drop(e);
 		}
 	}
@@ -891,25 +922,31 @@ static void resolve_work(uv_work_t *w)
 	const pid_t *cand = NULL;
 	size_t n_cand = 0;
 	bool cached = false;
-	if (descendants(s, wc, forks, false, &cand, &n_cand, &cached) < 0) {
-		worker_put(s, wc);
-		return;
-	}
+	if (on_loop && !desc_current(s, wc, forks))
+		return -EAGAIN;
+	if (descendants(s, wc, forks, false, &cand, &n_cand, &cached) < 0)
+		return 0;
+	if (on_loop && n_cand > INLINE_MAX_CANDIDATES)
+		return -EAGAIN;
 	struct attribution at;
 	memset(&at, 0, sizeof(at));
 	at.subject.pidfd = -1;
 	/* The socket as just looked up (a miss there is attribute_flow's to
 	 * report, with its reason). */
+	attribute_ctx_set_link_budget(wc->attr, on_loop ? INLINE_MAX_LINKS : 0);
 	int r = have_sock ? attribute_flow_sock(wc->attr, &sr, cand, n_cand, &at)
 			  : attribute_flow(wc->attr, &ft, cand, n_cand, &at);
+	attribute_ctx_set_link_budget(wc->attr, 0);
+	if (on_loop && (r == -E2BIG || (r == -ESRCH && cached))) {
+		attribution_release(&at);
+		return -EAGAIN;
+	}
 	if (r == -ESRCH && cached) {
 		/* Nobody in the remembered listing holds it: list afresh before
 		 * denying (a process adopted into the tree without a fork). */
 		attribution_release(&at);
-		if (descendants(s, wc, forks, true, &cand, &n_cand, &cached) < 0) {
-			worker_put(s, wc);
-			return;
-		}
+		if (descendants(s, wc, forks, true, &cand, &n_cand, &cached) < 0)
+			return 0;
 		r = have_sock ? attribute_flow_sock(wc->attr, &sr, cand, n_cand, &at)
 			      : attribute_flow(wc->attr, &ft, cand, n_cand, &at);
 	}
@@ -939,6 +976,11 @@ static void resolve_work(uv_work_t *w)
 		}
 		fc_drop(pe); /* that chain no longer holds */
 		break;
+	}
+	if (on_loop) {
+		/* A walk (and maybe hashing) ahead: the pool's. */
+		bail = -EAGAIN;
+		goto out;
 	}
 
 	uint64_t t1 = now_mono_ns();
@@ -1011,19 +1053,24 @@ static void resolve_work(uv_work_t *w)
 	j->why = REASON_OK;
 	fc_store(s, wc, &at, &res, id, forks, cand, n_cand);
 out:
-	worker_put(s, wc);
 	j->t_hash = now_mono_ns() - t2;
 	j->t_cpu = cpu ? thread_cpu_ns() - c0 : 0;
 	ancestry_result_free(&res);
 	attribution_release(&at);
+	return bail;
 }
 
-static void resolve_after(uv_work_t *w, int status)
+static void resolve_work(uv_work_t *w)
 {
 	struct resolve_job *j = w->data;
-	struct local_strategy *s = j->s;
-	s->jobs--;
-	enum reason why = status < 0 ? REASON_IDENTITY_UNAVAILABLE : j->why;
+	struct worker_ctx *wc = worker_get(j->s);
+	resolve_run(j->s, j, wc, false);
+	worker_put(j->s, wc);
+}
+
+/* On the loop: count the answer, hand it over, free the job. */
+static void resolve_finish(struct local_strategy *s, struct resolve_job *j, enum reason why)
+{
 	if (why == REASON_OK) {
 		s->stats.resolved++;
 		s->stats.attribute_ns += j->t_attr;
@@ -1040,6 +1087,14 @@ static void resolve_after(uv_work_t *w, int status)
 	if (why != REASON_OK)
 		flow_identity_free(j->id);
 	free(j);
+}
+
+static void resolve_after(uv_work_t *w, int status)
+{
+	struct resolve_job *j = w->data;
+	struct local_strategy *s = j->s;
+	s->jobs--;
+	resolve_finish(s, j, status < 0 ? REASON_IDENTITY_UNAVAILABLE : j->why);
 	if (!s->poll_active && !s->destroying && s->jobs == 0)
 		drop_anchor_state(s);
 	maybe_free(s);
@@ -1059,6 +1114,23 @@ static int local_resolve(struct identity_strategy *base, struct identity_request
 	j->req = req;
 	j->tuple = *identity_request_tuple(req);
 	j->work.data = j;
+	/* The cheap, bounded case on the loop itself (two thread hand-offs
+	 * saved); when a context is busy or the flow needs more, the pool. */
+	struct worker_ctx *wc = s->inline_off ? NULL : worker_try_get(s);
+	if (wc) {
+		int r = resolve_run(s, j, wc, true);
+		worker_put(s, wc);
+		if (r == 0) {
+			s->stats.inline_answers++;
+			resolve_finish(s, j, j->why);
+			return 0;
+		}
+		flow_identity_free(j->id);
+		j->id = NULL;
+		j->fast = false;
+		j->pinned = 0;
+		j->t_attr = j->t_walk = j->t_hash = j->t_cpu = 0;
+	}
 	int r = uv_queue_work(base->loop, &j->work, resolve_work, resolve_after);
 	if (r < 0) {
 		free(j);
@@ -1179,6 +1251,7 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	s->retry_ms = cfg->retry_ms ? cfg->retry_ms : 500;
 	s->max_candidates = cfg->max_candidates ? cfg->max_candidates : 65536;
 	s->measure_cpu = cfg->measure_cpu;
+	s->inline_off = cfg->pool_only || getenv("TETHER_LOCAL_POOL_ONLY") != NULL;
 	s->on_refused = cfg->on_anchor_refused;
 	s->data = cfg->data;
 	if ((cfg->anchor_socket && !(s->anchor_socket = strdup(cfg->anchor_socket))) ||

@@ -53,6 +53,8 @@ struct identity_local_config {
 	size_t max_candidates;          /* descendant scan bound; 0: 65536 */
 	bool measure_cpu;               /* fill identity_local_stats.cpu_ns (two
 					   clock_gettime syscalls per resolution) */
+	bool pool_only;                 /* never answer on the loop: every flow
+					   through the thread pool (tests) */
 	/* The anchor was refused (or lost): reason word and a one-line detail.
 	 * May be NULL. Called on the loop. */
 	void (*on_anchor_refused)(enum reason why, const char *detail, void *data);
@@ -79,5 +81,6 @@ struct identity_local_stats {
 						     (only with config.measure_cpu) */
 	uint64_t fast_hits;                       /* resolved by re-proving a cached flow */
 	uint64_t pinned_holders;                  /* holders verified from a pinned process */
+	uint64_t inline_answers;                  /* answered on the loop, no pool hop (of resolved+denied) */
 };
 void identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);

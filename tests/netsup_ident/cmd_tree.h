@@ -8,6 +8,7 @@
  *   'w'  exec ident_workload (built beside the test), which connects anew
  *   'f'  fork a child that execs /bin/sleep (inheriting the socket)
  *   'k'  fork a child that opens a connection of its own and holds it
+ *   'd'  open 300 more fds (dups of stdin)
  *   'q'  exit
  * Every process is in M's (or A's) process group, killed by tree_stop. */
 #pragma once

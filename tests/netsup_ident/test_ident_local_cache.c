@@ -14,7 +14,12 @@
  *   - an unrelated fork on the host                  -> still a (re-proved) hit;
  *   - L opens a second connection                    -> its chain re-proved
  *     from the first flow's entry (a hit), and after M execs, a third
- *     connection's ancestor is the new binary (the reused chain is dropped).
+ *     connection's ancestor is the new binary (the reused chain is dropped);
+ *   - L opens 300 more fds, then a connection         -> still named, but by
+ *     the pool: more fd links than the loop may read itself.
+ * The cheap answers (a cached flow, a known process's new socket) come from
+ * the loop itself (stats.inline_answers); --pool-only runs every case with
+ * the strategy's pool_only, where none may.
  * Every process is in A's process group and killed by it at the end.
  * With --bench N it prints latencies of new flows and of repeated flows. */
 #include <arpa/inet.h>
@@ -36,6 +41,7 @@
 #include "net-supervisor/identity_local.h"
 
 static char g_self_sha[65];
+static bool g_pool_only;
 
 static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
 			   struct box *b)
@@ -71,6 +77,8 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 	identity_local_stats(s, &b);
 	CHECK(r == REASON_OK, "new flows: second socket: %s", answer_word(r));
 	CHECK(b.fast_hits == a.fast_hits + 1, "new flows: second socket's chain not reused");
+	CHECK(b.inline_answers == a.inline_answers + !g_pool_only, "new flows: second socket %s on the loop",
+	      g_pool_only ? "answered" : "not answered");
 	CHECK(b.pinned_holders == a.pinned_holders + 1, "new flows: second socket's holder not the pinned process");
 	CHECK(r != REASON_OK || (bx.id->n_ancestors == 1 && bx.id->ancestors[0].pid == t->m),
 	      "new flows: second socket's chain");
@@ -96,12 +104,12 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 }
 
 enum change { CH_LEAF_EXEC, CH_LEAF_EXEC_CONNECT, CH_LEAF_FORK, CH_MID_EXEC, CH_LEAF_EXIT, CH_MID_EXIT, CH_HOST_FORK,
-	      CH_NEW_FLOWS };
+	      CH_NEW_FLOWS, CH_MANY_FDS };
 
 static const char *change_name(enum change c)
 {
 	static const char *const n[] = { "leaf exec", "leaf exec+connect", "leaf fork", "mid exec", "leaf exit", "mid exit",
-					 "host fork", "new flows" };
+					 "host fork", "new flows", "many fds" };
 	return n[c];
 }
 
@@ -115,7 +123,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	}
 	bool anchored = false;
 	struct identity_local_config cfg = { .anchor_pid = t.a, .expected_sha256 = g_self_sha, .retry_ms = 100,
-					     .measure_cpu = true };
+					     .measure_cpu = true, .pool_only = g_pool_only };
 	struct identity_strategy *s = NULL;
 	int r = identity_local_new(loop, &cfg, &s);
 	CHECK(r == 0, "identity_local_new: %s", strerror(-r));
@@ -142,6 +150,8 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	CHECK(rr == REASON_OK, "%s: second resolve: %s", change_name(ch), answer_word(rr));
 	CHECK(st1.fast_hits == st0.fast_hits + 1, "%s: second resolve not from the cache (%llu -> %llu)",
 	      change_name(ch), (unsigned long long)st0.fast_hits, (unsigned long long)st1.fast_hits);
+	CHECK(st1.inline_answers == st0.inline_answers + !g_pool_only, "%s: second resolve %s on the loop",
+	      change_name(ch), g_pool_only ? "answered" : "not answered");
 	flow_identity_free(b.id);
 
 	bool changed = false;
@@ -177,9 +187,13 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	case CH_NEW_FLOWS:
 		changed = new_flows(loop, s, lfd, &t, &st1);
 		break;
+	case CH_MANY_FDS:
+		changed = write(t.cmd_l, "d", 1) == 1 && write(t.cmd_l, "c", 1) == 1 &&
+			  (nc = accept_within(lfd, 5000, &nf)) >= 0;
+		break;
 	}
 	CHECK(changed, "%s: the change did not happen", change_name(ch));
-	rr = resolve(loop, s, ch == CH_LEAF_EXEC_CONNECT ? &nf : &t.flow, &b);
+	rr = resolve(loop, s, ch == CH_LEAF_EXEC_CONNECT || ch == CH_MANY_FDS ? &nf : &t.flow, &b);
 	identity_local_stats(s, &st2);
 	if (nc >= 0)
 		close(nc);
@@ -234,6 +248,13 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		/* (May be a hit: the third socket's full resolution cached the
 		 * new chain, which this one may reuse.) */
 		(void)st2;
+		break;
+	case CH_MANY_FDS:
+		CHECK(rr == REASON_OK, "many fds: %s", answer_word(rr));
+		CHECK(rr != REASON_OK || (b.id->pid == t.l && b.id->n_ancestors == 1 && b.id->ancestors[0].pid == t.m),
+		      "many fds: wrong process named");
+		CHECK(st2.inline_answers == st1.inline_answers, "many fds: answered on the loop past its link budget");
+		CHECK(st2.resolved == st1.resolved + 1, "many fds: not resolved once");
 		break;
 	}
 	flow_identity_free(b.id);
@@ -321,6 +342,7 @@ static void bench(uv_loop_t *loop, int lfd, int port, int n)
 int main(int argc, char **argv)
 {
 	int nbench = argc == 3 && strcmp(argv[1], "--bench") == 0 ? atoi(argv[2]) : 0;
+	g_pool_only = argc == 2 && strcmp(argv[1], "--pool-only") == 0;
 	if (geteuid() != 0) {
 		printf("SKIP: needs root\n");
 		return 77;
@@ -340,7 +362,7 @@ int main(int argc, char **argv)
 	if (nbench > 0)
 		bench(&loop, lfd, port, nbench);
 	else
-		for (enum change c = CH_LEAF_EXEC; c <= CH_NEW_FLOWS; c++)
+		for (enum change c = CH_LEAF_EXEC; c <= CH_MANY_FDS; c++)
 			one_case(&loop, lfd, port, c);
 	uv_run(&loop, UV_RUN_NOWAIT);
 	uv_loop_close(&loop);
