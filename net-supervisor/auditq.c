@@ -21,6 +21,7 @@ struct auditq {
 	struct item *ring;
 	size_t cap, head, count;
 	bool stop;
+	bool waiting;  /* the writer sleeps on cond: a push must wake it */
 	bool dropping; /* inside a burst of drops: reported once */
 	atomic_uint_fast64_t dropped;
 };
@@ -30,8 +31,11 @@ static void *writer(void *arg)
 	struct auditq *q = arg;
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
-		while (q->count == 0 && !q->stop)
+		while (q->count == 0 && !q->stop) {
+			q->waiting = true;
 			pthread_cond_wait(&q->cond, &q->lock);
+			q->waiting = false;
+		}
 		if (q->count == 0 && q->stop)
 			break;
 		struct item it = q->ring[q->head];
@@ -91,8 +95,14 @@ void auditq_push(struct auditq *q, const char *event, json_t *fields)
 	}
 	q->ring[(q->head + q->count) % q->cap] = (struct item){ event, fields };
 	q->count++;
-	pthread_cond_signal(&q->cond);
+	/* Wake the writer only when it sleeps, and after unlocking, so that it
+	 * does not wake straight into the held lock: the loop pays no futex
+	 * call while the writer is busy, one wake when it is idle. (A writer
+	 * not waiting checks count under the lock before it sleeps.) */
+	bool wake = q->waiting;
 	pthread_mutex_unlock(&q->lock);
+	if (wake)
+		pthread_cond_signal(&q->cond);
 }
 
 void auditq_free(struct auditq *q)
