@@ -12,8 +12,10 @@
 # service (connect-time registry, signed context, verification);
 # "tinyproxy-supervised-client" is tinyproxy with that same supervised
 # client, so the proxies can be compared with the client's own sandbox
-# cost (the connect notification) on both sides. Rounds are interleaved;
-# every line is printed.
+# cost (the connect notification) on both sides. The "-c8" rows repeat
+# those three with 8 client threads (connection rate when the machine is
+# the limit, not one request's latency). Rounds are interleaved; every line
+# is printed.
 #   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
 set -eu
 BUILD=${1:-build}
@@ -26,6 +28,10 @@ TMP=$(mktemp -d /tmp/tether-netsup-bench-XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT
+# Audit files apart from the policy files, as deployed: the policy watcher
+# watches the policy's directory, and each audit line written beside it
+# would wake the proxy's loop for nothing.
+mkdir $TMP/log
 UP=19400 NSP=19401 TPP=19402
 cat > $TMP/policy.yaml <<P
 version: 1
@@ -35,10 +41,10 @@ network:
       binaries: [{path: /usr/bin/true}]
       endpoints: [{cidr: 127.0.0.1/32, ports: [$UP]}]
 P
-$NS --listen 127.0.0.1:$NSP --policy $TMP/policy.yaml --audit $TMP/audit.jsonl \
+$NS --listen 127.0.0.1:$NSP --policy $TMP/policy.yaml --audit $TMP/log/audit.jsonl \
 	--identity-static /usr/bin/true 2> $TMP/ns.err & PIDS+=($!)
 NSQ=19403   # the same with the splice(2) relay (--splice)
-$NS --splice --listen 127.0.0.1:$NSQ --policy $TMP/policy.yaml --audit $TMP/audit2.jsonl \
+$NS --splice --listen 127.0.0.1:$NSQ --policy $TMP/policy.yaml --audit $TMP/log/audit2.jsonl \
 	--identity-static /usr/bin/true 2> $TMP/ns2.err & PIDS+=($!)
 NSL=19404   # local identity: the anchor is the proc-supervisor at $TMP/anchor.sock
 PS=$BUILD/bin/proc-supervisor
@@ -51,11 +57,11 @@ network:
       binaries: [{path: $BREAL}]
       endpoints: [{cidr: 127.0.0.1/32, ports: [$UP]}]
 P
-$NS --listen 127.0.0.1:$NSL --policy $TMP/policy-local.yaml --audit $TMP/audit3.jsonl \
+$NS --listen 127.0.0.1:$NSL --policy $TMP/policy-local.yaml --audit $TMP/log/audit3.jsonl \
 	--identity local --anchor-socket unix:$TMP/anchor.sock --admin 127.0.0.1:19405 2> $TMP/ns3.err & PIDS+=($!)
 NSD=19406   # delegated identity: the proc-supervisor's identity service at $TMP/dctl.sock
 $BUILD/bin/tether keygen --out $TMP/keys >/dev/null
-$NS --listen 127.0.0.1:$NSD --policy $TMP/policy-local.yaml --audit $TMP/audit4.jsonl \
+$NS --listen 127.0.0.1:$NSD --policy $TMP/policy-local.yaml --audit $TMP/log/audit4.jsonl \
 	--identity delegated --control unix:$TMP/dctl.sock --provisioning-pubkey $TMP/keys/provisioning.pub \
 	--admin 127.0.0.1:19407 2> $TMP/ns4.err & PIDS+=($!)
 # short_supervised LABEL PROXY_PORT ADMIN_PORT [proc-supervisor options]: the
@@ -67,7 +73,7 @@ short_supervised() {
 	shift 3
 	[ "$ap" != - ] && wait="for i in \$(seq 100); do curl -sf --noproxy '*' -o /dev/null http://127.0.0.1:$ap/readyz && break; sleep 0.05; done;"
 	$PS "$@" -- /bin/sh -c \
-		"$wait exec $BREAL short --port $UP --requests $REQS --proxy 127.0.0.1:$pp --label $label" \
+		"$wait exec $BREAL short --port $UP --requests $REQS --concurrency ${CONC:-1} --proxy 127.0.0.1:$pp --label $label" \
 		2>>$TMP/ps.err
 }
 short_local() {
@@ -124,7 +130,9 @@ bulk_via() { # PID PORT LABEL
 	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
 }
 echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy except the local-identity row"
-RATIOS=() BOUNDS=()
+RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=()
+# ratio LINE_A LINE_B: A's connections/s over B's
+ratio() { awk -v a=$(echo "$1" | kv conn_per_s) -v b=$(echo "$2" | kv conn_per_s) 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 for r in $(seq $ROUNDS); do
 	D=$($B bulk --port $UP --bytes $BYTES --label direct); echo "$D"
 	N=$(bulk_via $NS_PID $NSP net-supervisor); echo "$N"
@@ -134,14 +142,26 @@ for r in $(seq $ROUNDS); do
 	BOUNDS+=("$(cpu_bound "$D" "$N")")
 	$B short --port $UP --requests $REQS --label direct
 	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
-	short_local net-supervisor-local-identity
-	short_delegated net-supervisor-delegated-identity
+	L1=$(short_local net-supervisor-local-identity); echo "$L1"
+	D1=$(short_delegated net-supervisor-delegated-identity); echo "$D1"
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
 	# the same client as the identity rows (a proc-supervisor workload, its
 	# connects notified) through tinyproxy: the proxies compared alone
-	[ $HAVE_TP = 1 ] && short_supervised tinyproxy-supervised-client $TPP -
+	if [ $HAVE_TP = 1 ]; then
+		T1=$(short_supervised tinyproxy-supervised-client $TPP -); echo "$T1"
+		R1L+=("$(ratio "$L1" "$T1")") R1D+=("$(ratio "$D1" "$T1")")
+	fi
+	# The same three with 8 client threads: connection rate when the
+	# machine, not one request's latency, is the limit.
+	L8=$(CONC=8 short_local net-supervisor-local-identity-c8); echo "$L8"
+	D8=$(CONC=8 short_delegated net-supervisor-delegated-identity-c8); echo "$D8"
+	if [ $HAVE_TP = 1 ]; then
+		T8=$(CONC=8 short_supervised tinyproxy-supervised-client-c8 $TPP -); echo "$T8"
+		R8L+=("$(ratio "$L8" "$T8")") R8D+=("$(ratio "$D8" "$T8")")
+	fi
 done
 echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
 echo "# bulk CPU bound per round ($(nproc) CPUs / (bench ends + proxy CPU per GiB), over direct): ${BOUNDS[*]}"
+[ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, delegated ${R1D[*]}; 8 clients: local ${R8L[*]}, delegated ${R8D[*]} (target > 1)"
 echo "# identity resolution as the proxies measured it: local $(idlat 19405); delegated $(idlat 19407)"
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit3.jsonl 2>/dev/null || true) denied; delegated: $(grep -c '"allow"' $TMP/audit4.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/audit4.jsonl 2>/dev/null || true) denied"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/log/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/log/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit3.jsonl 2>/dev/null || true) denied; delegated: $(grep -c '"allow"' $TMP/log/audit4.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit4.jsonl 2>/dev/null || true) denied"
