@@ -33,8 +33,8 @@
 /* What the loop may spend answering a flow itself (resolve_run): the
  * processes of the tree and the fd links it reads. Anything bigger goes
  * to the pool: a workload cannot stall every flow by opening many fds. */
-#define INLINE_MAX_CANDIDATES 16
-#define INLINE_MAX_LINKS 256
+#define INLINE_MAX_CANDIDATES 8
+#define INLINE_MAX_LINKS 128
 
 struct worker_ctx;
 
@@ -233,6 +233,11 @@ struct worker_ctx {
 	size_t n_desc;
 	uint64_t desc_forks;
 	char desc_anchor[PROCREF_KEY_MAX];
+	/* The candidate set (members_pid_set_hash) whose holder search last
+	 * ran past the loop's link budget: the loop does not try it again
+	 * until the set changes (valid when over_budget). */
+	bool over_budget;
+	uint64_t over_budget_set;
 	struct worker_ctx *next_free;
 };
 
@@ -879,7 +884,9 @@ static enum reason hash_error_reason(int r)
 /* Resolve j with worker context wc. On the loop (on_loop) only the cases
  * whose work is small and bounded are answered: a flow of a process this
  * context already verified, in a tree listed since the last fork, found
- * within INLINE_MAX_CANDIDATES processes and INLINE_MAX_LINKS fd links.
+ * within INLINE_MAX_CANDIDATES processes and INLINE_MAX_LINKS fd links
+ * (a set of processes that once needed more is not tried again until it
+ * changes).
  * Anything more (listing the tree, an ancestry walk, hashing an image)
  * returns -EAGAIN having decided nothing, and the job goes to the pool,
  * which starts over. 0: j->why (and j->id) hold the answer. */
@@ -926,7 +933,8 @@ static int resolve_run(struct local_strategy *s, struct resolve_job *j, struct w
 		return -EAGAIN;
 	if (descendants(s, wc, forks, false, &cand, &n_cand, &cached) < 0)
 		return 0;
-	if (on_loop && n_cand > INLINE_MAX_CANDIDATES)
+	uint64_t set_hash = on_loop ? members_pid_set_hash(cand, n_cand) : 0;
+	if (on_loop && (n_cand > INLINE_MAX_CANDIDATES || (wc->over_budget && wc->over_budget_set == set_hash)))
 		return -EAGAIN;
 	struct attribution at;
 	memset(&at, 0, sizeof(at));
@@ -938,6 +946,11 @@ static int resolve_run(struct local_strategy *s, struct resolve_job *j, struct w
 			  : attribute_flow(wc->attr, &ft, cand, n_cand, &at);
 	attribute_ctx_set_link_budget(wc->attr, 0);
 	if (on_loop && (r == -E2BIG || (r == -ESRCH && cached))) {
+		if (r == -E2BIG) {
+			wc->over_budget = true;
+			wc->over_budget_set = set_hash;
+			s->stats.inline_over_budget++; /* on the loop: no lock needed */
+		}
 		attribution_release(&at);
 		return -EAGAIN;
 	}

@@ -82,5 +82,7 @@ struct identity_local_stats {
 	uint64_t fast_hits;                       /* resolved by re-proving a cached flow */
 	uint64_t pinned_holders;                  /* holders verified from a pinned process */
 	uint64_t inline_answers;                  /* answered on the loop, no pool hop (of resolved+denied) */
+	uint64_t inline_over_budget;              /* loop attempts that ran past the link budget
+						     (then handed to the pool) */
 };
 void identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);

@@ -103,6 +103,29 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 	return c3 >= 0;
 }
 
+/* The many-fds tree's next flow: the loop, having run past its budget
+ * for this very set of processes, does not search it again, and the pool
+ * answers. */
+static void many_fds_again(uv_loop_t *loop, struct identity_strategy *s, int lfd, struct tree *t,
+			   const struct identity_local_stats *before)
+{
+	struct proxy_flow f;
+	int c = write(t->cmd_l, "c", 1) == 1 ? accept_within(lfd, 5000, &f) : -1;
+	CHECK(c >= 0, "many fds: second connection");
+	if (c < 0)
+		return;
+	struct box bx;
+	enum reason r = resolve(loop, s, &f, &bx);
+	struct identity_local_stats st;
+	identity_local_stats(s, &st);
+	CHECK(r == REASON_OK && bx.id->pid == t->l, "many fds: second connection: %s", answer_word(r));
+	CHECK(st.inline_over_budget == before->inline_over_budget,
+	      "many fds: the loop searched the same over-budget tree again");
+	CHECK(st.inline_answers == before->inline_answers, "many fds: second connection answered on the loop");
+	flow_identity_free(bx.id);
+	close(c);
+}
+
 enum change { CH_LEAF_EXEC, CH_LEAF_EXEC_CONNECT, CH_LEAF_FORK, CH_MID_EXEC, CH_LEAF_EXIT, CH_MID_EXIT, CH_HOST_FORK,
 	      CH_NEW_FLOWS, CH_MANY_FDS };
 
@@ -255,6 +278,9 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		      "many fds: wrong process named");
 		CHECK(st2.inline_answers == st1.inline_answers, "many fds: answered on the loop past its link budget");
 		CHECK(st2.resolved == st1.resolved + 1, "many fds: not resolved once");
+		CHECK(st2.inline_over_budget == st1.inline_over_budget + !g_pool_only,
+		      "many fds: the loop's attempt did not run into its budget");
+		many_fds_again(loop, s, lfd, &t, &st2);
 		break;
 	}
 	flow_identity_free(b.id);
