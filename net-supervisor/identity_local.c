@@ -260,14 +260,16 @@ static uint64_t host_forks(struct worker_ctx *w)
 	return (uint64_t)v;
 }
 
-/* The anchor's descendants for a holder search: the listing made at fork
- * count `forks` when there is one (see struct worker_ctx), else a fresh
- * one, remembered. *cached says which; the list belongs to w. */
+/* Is w's remembered listing of the anchor's descendants still a superset
+ * of the holders' candidates at fork count `forks`? */
 static bool desc_current(const struct local_strategy *s, const struct worker_ctx *w, uint64_t forks)
 {
 	return forks != 0 && w->desc && forks == w->desc_forks && strcmp(w->desc_anchor, s->anchor.key) == 0;
 }
 
+/* The anchor's descendants for a holder search: the listing made at fork
+ * count `forks` when there is one (see struct worker_ctx), else a fresh
+ * one, remembered. *cached says which; the list belongs to w. */
 static int descendants(struct local_strategy *s, struct worker_ctx *w, uint64_t forks, bool fresh,
 		       const pid_t **out, size_t *n_out, bool *cached)
 {
