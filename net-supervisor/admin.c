@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "net-supervisor/identity_local.h"
 
 #define ADMIN_MAX_REQ 8192
 #define ADMIN_TIMEOUT_MS 5000
@@ -93,7 +94,16 @@ static void handle(struct aconn *a)
 		}
 	} else if (strcmp(path, "/metrics") == 0) {
 		size_t len;
-		char *m = metrics_render(&ns->metrics, ns->audit, &len);
+		struct metrics snap = ns->metrics;
+		if (ns->identity && strcmp(ns->identity->ops->name, "local") == 0) {
+			struct identity_local_stats st;
+			identity_local_stats(ns->identity, &st);
+			snap.have_local = true;
+			snap.local_on_loop = st.inline_answers;
+			snap.local_on_pool = st.resolved + st.denied - st.inline_answers;
+			snap.local_over_budget = st.inline_over_budget;
+		}
+		char *m = metrics_render(&snap, ns->audit, &len);
 		if (!m) {
 			answer(a, 503, "text/plain", "out of memory\n", 14);
 			return;

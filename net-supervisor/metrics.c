@@ -127,6 +127,18 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "# TYPE tether_ready gauge\ntether_ready %d\n",
 		(unsigned long long)m->policy_reloads_ok, (unsigned long long)m->policy_reloads_failed,
 		(unsigned long long)m->policy_generation, m->ready ? 1 : 0);
+	if (m->have_local)
+		bprintf(&b, "# HELP tether_identity_local_answers_total Local identity answers, by where they were made\n"
+			    "# (the event loop answers cheap bounded cases itself, the thread pool the rest).\n"
+			    "# TYPE tether_identity_local_answers_total counter\n"
+			    "tether_identity_local_answers_total{where=\"loop\"} %llu\n"
+			    "tether_identity_local_answers_total{where=\"pool\"} %llu\n"
+			    "# HELP tether_identity_local_loop_over_budget_total Loop attempts whose holder search ran past\n"
+			    "# its fd-link budget and went to the pool.\n"
+			    "# TYPE tether_identity_local_loop_over_budget_total counter\n"
+			    "tether_identity_local_loop_over_budget_total %llu\n",
+			(unsigned long long)m->local_on_loop, (unsigned long long)m->local_on_pool,
+			(unsigned long long)m->local_over_budget);
 	if (b.oom) {
 		free(b.p);
 		return NULL;

@@ -29,6 +29,10 @@ struct metrics {
 	uint64_t policy_reloads_failed;
 	uint64_t policy_generation;
 	bool ready;
+	/* Local identity only (filled at render time): where its answers were
+	 * made, and the loop's attempts that ran past their link budget. */
+	bool have_local;
+	uint64_t local_on_loop, local_on_pool, local_over_budget;
 };
 
 void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum flow_source src);

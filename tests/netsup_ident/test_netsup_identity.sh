@@ -72,6 +72,12 @@ check "local: audit allow" grep -q '"decision":"allow"' <<<"$D"
 check "local: identity_source local_procfs" grep -q '"identity_source":"local_procfs"' <<<"$D"
 check "local: binary is the workload" grep -q "\"path\":\"$TT/ident_workload\"" <<<"$D"
 check "audit: anchor_established" grep -q '"event":"anchor_established"' "$TMP/local.audit"
+# The first flow of a new process needs a walk: the pool's, not the loop's.
+M=$(curl -s --max-time 2 "http://127.0.0.1:$AP/metrics")
+POOL=$(sed -n 's/^tether_identity_local_answers_total{where="pool"} //p' <<<"$M")
+check "local: /metrics counts where answers were made (pool: ${POOL:-none})" [ "${POOL:-0}" -ge 1 ]
+check "local: /metrics has the loop's count" grep -q '^tether_identity_local_answers_total{where="loop"} [0-9]' <<<"$M"
+check "local: /metrics has the over-budget count" grep -q '^tether_identity_local_loop_over_budget_total [0-9]' <<<"$M"
 kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
 
 "$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
