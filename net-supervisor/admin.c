@@ -95,9 +95,8 @@ static void handle(struct aconn *a)
 	} else if (strcmp(path, "/metrics") == 0) {
 		size_t len;
 		struct metrics snap = ns->metrics;
-		if (ns->identity && strcmp(ns->identity->ops->name, "local") == 0) {
-			struct identity_local_stats st;
-			identity_local_stats(ns->identity, &st);
+		struct identity_local_stats st;
+		if (identity_local_stats(ns->identity, &st)) {
 			snap.have_local = true;
 			snap.local_on_loop = st.inline_answers;
 			snap.local_on_pool = st.resolved + st.denied - st.inline_answers;

@@ -544,24 +544,16 @@ static int fc_pinned(void *userdata, pid_t pid, struct procref *out)
 	return -ENOENT;
 }
 
-/* A free context now, or NULL (the loop never waits for one). */
-static struct worker_ctx *worker_try_get(struct local_strategy *s)
+/* A free context; with wait, the caller (a pool thread) sleeps until one
+ * is put back, else NULL when none is free (the loop never waits). */
+static struct worker_ctx *worker_take(struct local_strategy *s, bool wait)
 {
 	pthread_mutex_lock(&s->workers_lock);
+	while (wait && !s->free_workers)
+		pthread_cond_wait(&s->workers_cond, &s->workers_lock);
 	struct worker_ctx *w = s->free_workers;
 	if (w)
 		s->free_workers = w->next_free;
-	pthread_mutex_unlock(&s->workers_lock);
-	return w;
-}
-
-static struct worker_ctx *worker_get(struct local_strategy *s)
-{
-	pthread_mutex_lock(&s->workers_lock);
-	while (!s->free_workers)
-		pthread_cond_wait(&s->workers_cond, &s->workers_lock);
-	struct worker_ctx *w = s->free_workers;
-	s->free_workers = w->next_free;
 	pthread_mutex_unlock(&s->workers_lock);
 	return w;
 }
@@ -897,6 +889,12 @@ static int resolve_run(struct local_strategy *s, struct resolve_job *j, struct w
 	bool cpu = s->measure_cpu;
 	uint64_t t0 = now_mono_ns(), c0 = cpu ? thread_cpu_ns() : 0, t2 = t0;
 	int bail = 0;
+	/* From a clean result: the pool's run may follow the loop's. */
+	flow_identity_free(j->id);
+	j->id = NULL;
+	j->fast = false;
+	j->pinned = 0;
+	j->t_attr = j->t_walk = j->t_hash = j->t_cpu = 0;
 	j->why = REASON_IDENTITY_UNAVAILABLE;
 
 	struct flow_tuple ft;
@@ -947,7 +945,7 @@ static int resolve_run(struct local_strategy *s, struct resolve_job *j, struct w
 	int r = have_sock ? attribute_flow_sock(wc->attr, &sr, cand, n_cand, &at)
 			  : attribute_flow(wc->attr, &ft, cand, n_cand, &at);
 	attribute_ctx_set_link_budget(wc->attr, 0);
-	if (on_loop && (r == -E2BIG || (r == -ESRCH && cached))) {
+	if (on_loop && (r == -E2BIG || r == -ESRCH)) { /* (the loop's listing is always the cached one) */
 		if (r == -E2BIG) {
 			wc->over_budget = true;
 			wc->over_budget_set = set_hash;
@@ -1078,7 +1076,7 @@ out:
 static void resolve_work(uv_work_t *w)
 {
 	struct resolve_job *j = w->data;
-	struct worker_ctx *wc = worker_get(j->s);
+	struct worker_ctx *wc = worker_take(j->s, true);
 	resolve_run(j->s, j, wc, false);
 	worker_put(j->s, wc);
 }
@@ -1131,7 +1129,7 @@ static int local_resolve(struct identity_strategy *base, struct identity_request
 	j->work.data = j;
 	/* The cheap, bounded case on the loop itself (two thread hand-offs
 	 * saved); when a context is busy or the flow needs more, the pool. */
-	struct worker_ctx *wc = s->inline_off ? NULL : worker_try_get(s);
+	struct worker_ctx *wc = s->inline_off ? NULL : worker_take(s, false);
 	if (wc) {
 		int r = resolve_run(s, j, wc, true);
 		worker_put(s, wc);
@@ -1140,11 +1138,6 @@ static int local_resolve(struct identity_strategy *base, struct identity_request
 			resolve_finish(s, j, j->why);
 			return 0;
 		}
-		flow_identity_free(j->id);
-		j->id = NULL;
-		j->fast = false;
-		j->pinned = 0;
-		j->t_attr = j->t_walk = j->t_hash = j->t_cpu = 0;
 	}
 	int r = uv_queue_work(base->loop, &j->work, resolve_work, resolve_after);
 	if (r < 0) {
@@ -1345,9 +1338,11 @@ const char *identity_local_anchor_error(const struct identity_strategy *base)
 	return ((const struct local_strategy *)base)->anchor_error;
 }
 
-void identity_local_stats(const struct identity_strategy *base, struct identity_local_stats *out)
+bool identity_local_stats(const struct identity_strategy *base, struct identity_local_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (base && base->ops == &local_ops)
-		*out = ((const struct local_strategy *)base)->stats;
+	if (!base || base->ops != &local_ops)
+		return false;
+	*out = ((const struct local_strategy *)base)->stats;
+	return true;
 }

@@ -85,4 +85,5 @@ struct identity_local_stats {
 	uint64_t inline_over_budget;              /* loop attempts that ran past the link budget
 						     (then handed to the pool) */
 };
-void identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);
+/* false (and *out zeroed) when s is not the local strategy. */
+bool identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);
