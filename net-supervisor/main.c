@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "common/fdlimit.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/fence.h"
@@ -332,6 +333,9 @@ int main(int argc, char **argv)
 		log_info("egress fence installed (table inet %s, proxy uid %u)", FENCE_TABLE,
 			 (unsigned)fc.proxy_uid);
 	}
+	/* Two descriptors a connection: the inherited soft limit (often 1024)
+	 * would cap us near 500 (netsup_start lowers --max-connections to fit). */
+	(void)fdlimit_raise(NULL);
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	struct netsup ns;

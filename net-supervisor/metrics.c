@@ -101,8 +101,22 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 	bprintf(&b, "# HELP tether_connections_active Client connections open now.\n"
 		    "# TYPE tether_connections_active gauge\ntether_connections_active %llu\n"
 		    "# HELP tether_connections_total Client connections accepted.\n"
-		    "# TYPE tether_connections_total counter\ntether_connections_total %llu\n",
-		(unsigned long long)m->conns_active, (unsigned long long)m->conns_total);
+		    "# TYPE tether_connections_total counter\ntether_connections_total %llu\n"
+		    "# HELP tether_connections_limit Concurrent client connections served before 503\n"
+		    "# (--max-connections, lowered when RLIMIT_NOFILE cannot hold it).\n"
+		    "# TYPE tether_connections_limit gauge\ntether_connections_limit %llu\n"
+		    "# HELP tether_accept_errors_total Failed accepts (out of descriptors: the pending\n"
+		    "# connections are closed unanswered).\n"
+		    "# TYPE tether_accept_errors_total counter\ntether_accept_errors_total %llu\n"
+		    "# HELP tether_connections_dropped_total Over-limit connections closed unanswered because\n"
+		    "# 64 others were already being answered 503.\n"
+		    "# TYPE tether_connections_dropped_total counter\ntether_connections_dropped_total %llu\n"
+		    "# HELP tether_fd_exhausted_total Allowed flows answered 503 because no descriptor was\n"
+		    "# left for the upstream socket.\n"
+		    "# TYPE tether_fd_exhausted_total counter\ntether_fd_exhausted_total %llu\n",
+		(unsigned long long)m->conns_active, (unsigned long long)m->conns_total,
+		(unsigned long long)m->conns_limit, (unsigned long long)m->accept_errors,
+		(unsigned long long)m->conns_dropped, (unsigned long long)m->fd_exhausted);
 	bprintf(&b, "# HELP tether_bytes_relayed_total Bytes relayed, by direction.\n"
 		    "# TYPE tether_bytes_relayed_total counter\n"
 		    "tether_bytes_relayed_total{direction=\"upstream\"} %llu\n"

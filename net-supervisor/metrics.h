@@ -22,6 +22,10 @@ struct metrics {
 	double id_latency_sum_s;
 	uint64_t conns_active;
 	uint64_t conns_total;
+	uint64_t conns_limit;   /* --max-connections as the fd limit allows it */
+	uint64_t accept_errors; /* accept() failures (EMFILE: the backlog is dropped) */
+	uint64_t conns_dropped; /* over the limit with NETSUP_MAX_REJECTING 503s pending */
+	uint64_t fd_exhausted;  /* upstream sockets refused for lack of descriptors */
 	uint64_t bytes_up;   /* client → upstream */
 	uint64_t bytes_down; /* upstream → client */
 	uint64_t resolutions; /* upstream name lookups started */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fdlimit.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/admin.h"
@@ -375,17 +376,52 @@ static int check_topology(const struct netsup_config *cfg)
 	return 0;
 }
 
+/* Descriptors kept for everything but relayed connections: the 503s being
+ * answered (NETSUP_MAX_REJECTING), listeners, the admin server, the audit
+ * file, the policy watch, the control channel, libuv's own, and the procfs
+ * reads and pinned pidfds of identity resolution. */
+#define NETSUP_FD_RESERVE 256
+
+/* A relayed connection holds two descriptors (client and upstream). Past
+ * the descriptor limit the kernel, not the proxy, would refuse clients: an
+ * accept that fails drops the backlog unanswered, an upstream socket that
+ * cannot be created fails an allowed flow. So the connection limit is
+ * lowered to what the descriptors can hold, and said so once. */
+static int fit_connection_limit(struct netsup_config *cfg)
+{
+	rlim_t nofile = fdlimit_current();
+	size_t cap = fdlimit_capacity(nofile, 2, NETSUP_FD_RESERVE);
+	if (cap == 0) {
+		log_error("RLIMIT_NOFILE is %llu: no room for any connection (2 descriptors each, %d kept for "
+			  "the daemon); raise it (ulimit -n, systemd LimitNOFILE=, docker --ulimit nofile=)",
+			  (unsigned long long)nofile, NETSUP_FD_RESERVE);
+		return -EMFILE;
+	}
+	if (cfg->max_conns > cap) {
+		log_warn("RLIMIT_NOFILE is %llu: room for %zu concurrent connections (2 descriptors each, %d kept "
+			 "for the daemon), not the %zu of --max-connections; serving at most %zu (raise the hard "
+			 "limit: ulimit -Hn, systemd LimitNOFILE=, docker --ulimit nofile=)",
+			 (unsigned long long)nofile, cap, NETSUP_FD_RESERVE, cfg->max_conns, cap);
+		cfg->max_conns = cap;
+	}
+	return 0;
+}
+
 int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)
 {
 	memset(ns, 0, sizeof(*ns));
 	ns->loop = loop;
 	ns->cfg = *cfg;
+	int r = fit_connection_limit(&ns->cfg);
+	if (r < 0)
+		return r;
+	ns->metrics.conns_limit = ns->cfg.max_conns;
 	ns->pool.size = cfg->relay_buffer;
 	ns->pool.cap = 256;
 	ns->pool.free = calloc(ns->pool.cap, sizeof(char *));
 	if (!ns->pool.free)
 		return -ENOMEM;
-	int r = check_topology(cfg);
+	r = check_topology(cfg);
 	if (r < 0)
 		return r;
 	r = audit_open(cfg->audit_path, cfg->topology, &ns->audit_log);

@@ -20,6 +20,9 @@
 #define NETSUP_MAX_LISTEN 16
 #define NETSUP_MAX_POLICY 16
 #define NETSUP_MAX_ANCESTORS 16
+/* Over-limit connections answered 503 at once; more are closed unanswered
+ * (their descriptors come out of the daemon's reserve, NETSUP_FD_RESERVE). */
+#define NETSUP_MAX_REJECTING 64
 
 struct netsup_config {
 	const char *listen[NETSUP_MAX_LISTEN]; /* "ADDR:PORT", "[v6]:PORT" */
@@ -96,6 +99,9 @@ struct netsup {
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;
+	size_t n_rejecting;          /* over-limit connections being answered 503 */
+	uint64_t accept_warned_ms;   /* uv_now() of the last accept-failure warning */
+	uint64_t accept_errors_seen; /* metrics.accept_errors at that warning */
 	bool ready;
 	bool stopping;
 };

@@ -220,6 +220,8 @@ static void conn_free(struct conn *c)
 		c->next->prev = c->prev;
 	if (c->counted)
 		ns->metrics.conns_active--;
+	if (c->rejecting)
+		ns->n_rejecting--;
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
 	free(c->early);
@@ -918,6 +920,15 @@ static void try_connect(struct conn *c)
 		int r = uv_tcp_connect(&c->connreq, &c->up.tcp, (struct sockaddr *)&ss, connected);
 		if (r == 0)
 			return;
+		if (r == UV_EMFILE || r == UV_ENFILE) {
+			/* Our own shortage, not the upstream's: no other address
+			 * would fare better, and 502 would blame the server.
+			 * (respond() closes the unused upstream handle.) */
+			c->ns->metrics.fd_exhausted++;
+			audit_error(c, REASON_TOO_MANY_CONNECTIONS, 503);
+			respond(c, 503, REASON_TOO_MANY_CONNECTIONS);
+			return;
+		}
 		c->up.inited = false;
 		uv_close((uv_handle_t *)&c->up.tcp, up_closed_retry);
 		return;
@@ -1175,7 +1186,18 @@ static void on_accept(uv_stream_t *server, int status)
 	struct proxy_listener *l = server->data;
 	struct netsup *ns = l->ns;
 	if (status < 0) {
-		log_warn("accept on %s: %s", l->addr, uv_strerror(status));
+		/* Out of descriptors, libuv closes the pending connections
+		 * unanswered (they cannot be accepted). A flood of them is
+		 * one warning per ten seconds, not one per client. */
+		ns->metrics.accept_errors++;
+		uint64_t now = uv_now(ns->loop);
+		if (ns->accept_errors_seen == 0 || now - ns->accept_warned_ms >= 10000) {
+			log_warn("accept on %s: %s (%llu failed accepts since the last warning; see "
+				 "tether_accept_errors_total)", l->addr, uv_strerror(status),
+				 (unsigned long long)(ns->metrics.accept_errors - ns->accept_errors_seen));
+			ns->accept_warned_ms = now;
+			ns->accept_errors_seen = ns->metrics.accept_errors;
+		}
 		return;
 	}
 	struct conn *c = calloc(1, sizeof(*c));
@@ -1205,7 +1227,16 @@ static void on_accept(uv_stream_t *server, int status)
 	uv_tcp_getsockname(&c->client.tcp, (struct sockaddr *)&c->tuple.proxy, &len);
 	uv_tcp_nodelay(&c->client.tcp, 1);
 	if (ns->metrics.conns_active >= ns->cfg.max_conns) {
+		if (ns->n_rejecting >= NETSUP_MAX_REJECTING) {
+			/* Each 503 holds a descriptor while it is answered: past
+			 * this many at once, a flood would spend the ones the
+			 * daemon keeps for itself. Closed unanswered, counted. */
+			ns->metrics.conns_dropped++;
+			conn_close(c);
+			return;
+		}
 		c->rejecting = true;
+		ns->n_rejecting++;
 		reject(c, 503, REASON_TOO_MANY_CONNECTIONS);
 		return;
 	}

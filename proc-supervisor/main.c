@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fdlimit.h"
 #include "common/log.h"
 #include "proc-supervisor/exec_gateway.h"
 #include "proc-supervisor/supervisor.h"
@@ -255,6 +256,10 @@ int main(int argc, char **argv)
 
 	cfg.policy_files = policy_files;
 	cfg.n_policy_files = n_policy;
+	/* Pidfds of cached callers and pinned chains, listeners, sessions: a
+	 * busy tree can outgrow an inherited 1024. The workload gets the
+	 * limits it would have had without us. */
+	cfg.have_child_nofile = fdlimit_raise(&cfg.child_nofile) == 0;
 	struct procsup ps;
 	int r = procsup_init(&ps, &cfg);
 	if (r < 0) {

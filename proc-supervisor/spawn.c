@@ -121,6 +121,7 @@ enum child_step {
 	STEP_PDEATHSIG,
 	STEP_NO_NEW_PRIVS,
 	STEP_RLIMIT_CORE,
+	STEP_RLIMIT_NOFILE,
 	STEP_CAPS,
 	STEP_IDS,
 	STEP_LANDLOCK,
@@ -141,6 +142,7 @@ static const char *step_name(int step)
 	case STEP_PDEATHSIG: return "PR_SET_PDEATHSIG";
 	case STEP_NO_NEW_PRIVS: return "PR_SET_NO_NEW_PRIVS";
 	case STEP_RLIMIT_CORE: return "RLIMIT_CORE";
+	case STEP_RLIMIT_NOFILE: return "RLIMIT_NOFILE";
 	case STEP_CAPS: return "drop CAP_SYS_PTRACE";
 	case STEP_IDS: return "setresuid/setresgid";
 	case STEP_LANDLOCK: return "landlock";
@@ -304,6 +306,12 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 	/* No core file can ever hold the environment (API keys). */
 	if ((r = envb_core_limit_zero()) < 0)
 		child_fail(sock, STEP_RLIMIT_CORE, -r);
+	/* The limit we were started with, not the one we raised for
+	 * ourselves (after the fds are closed: that walk may be bounded by
+	 * it). setrlimit is a plain syscall wrapper (per process, no
+	 * broadcast to threads). */
+	if (o->nofile && setrlimit(RLIMIT_NOFILE, o->nofile) < 0)
+		child_fail(sock, STEP_RLIMIT_NOFILE, errno);
 
 	if (o->landlock_fd >= 0 && (r = landlock_scope_enter(o->landlock_fd)) < 0)
 		child_fail(sock, STEP_LANDLOCK, -r);

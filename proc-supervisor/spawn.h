@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "proc-supervisor/seccomp.h"
@@ -48,6 +49,7 @@ struct spawn_opts {
 	int landlock_fd;          /* scope ruleset, -1 none */
 	int cgroup_fd;            /* sandbox cgroup directory (O_PATH ok), -1 none */
 	int timeout_ms;           /* reading the child's report; 0 => 5000 */
+	const struct rlimit *nofile; /* RLIMIT_NOFILE for the child (set after closing fds); NULL: ours */
 	bool set_ids;             /* run as uid/gid (real, effective, saved; groups = {gid}) */
 	uid_t uid;
 	gid_t gid;

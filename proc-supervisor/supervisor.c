@@ -572,6 +572,7 @@ int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struc
 	o.filter = ps->have_filter ? &ps->filter : NULL;
 	o.landlock_fd = ps->landlock_fd;
 	o.cgroup_fd = ps->cgroup.active ? ps->cgroup.workload_fd : -1;
+	o.nofile = ps->cfg.have_child_nofile ? &ps->cfg.child_nofile : NULL;
 	o.set_ids = ps->cfg.run_as;
 	o.uid = ps->cfg.run_uid;
 	o.gid = ps->cfg.run_gid;

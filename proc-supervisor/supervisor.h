@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -52,6 +53,10 @@ struct procsup_config {
 	bool run_as;
 	uid_t run_uid;
 	gid_t run_gid;
+	/* RLIMIT_NOFILE as we were started with, given back to every workload
+	 * process (we raise our own: common/fdlimit.h); unset: ours. */
+	bool have_child_nofile;
+	struct rlimit child_nofile;
 };
 
 enum procsup_child_kind { PROCSUP_ENTRYPOINT = 1, PROCSUP_EXEC_SESSION };
