@@ -10,6 +10,10 @@
 
 #define ADMIN_MAX_REQ 8192
 #define ADMIN_TIMEOUT_MS 5000
+/* Admin connections open at once; more are closed at accept. Each holds a
+ * descriptor for up to ADMIN_TIMEOUT_MS, out of the daemon's reserve
+ * (NETSUP_FD_RESERVE): a flood of idle scrapers must not spend it. */
+#define ADMIN_MAX_CONNS 32
 
 struct admin {
 	uv_tcp_t tcp;
@@ -32,6 +36,7 @@ static void aconn_closed(uv_handle_t *h)
 {
 	struct aconn *a = h->data;
 	if (--a->open == 0) {
+		a->ns->admin_conns--;
 		free(a->out);
 		free(a);
 	}
@@ -150,7 +155,8 @@ static void on_conn(uv_stream_t *server, int status)
 	uv_timer_init(ad->ns->loop, &a->timer);
 	a->tcp.data = a->timer.data = a;
 	a->open = 2;
-	if (uv_accept(server, (uv_stream_t *)&a->tcp) < 0) {
+	a->ns->admin_conns++;
+	if (uv_accept(server, (uv_stream_t *)&a->tcp) < 0 || a->ns->admin_conns > ADMIN_MAX_CONNS) {
 		aconn_close(a);
 		return;
 	}

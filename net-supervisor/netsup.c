@@ -377,7 +377,8 @@ static int check_topology(const struct netsup_config *cfg)
 }
 
 /* Descriptors kept for everything but relayed connections: the 503s being
- * answered (NETSUP_MAX_REJECTING), listeners, the admin server, the audit
+ * answered (NETSUP_MAX_REJECTING), listeners, the admin server and its 32
+ * connections (admin.c), the audit
  * file, the policy watch, the control channel, libuv's own, and the procfs
  * reads and pinned pidfds of identity resolution. */
 #define NETSUP_FD_RESERVE 256

@@ -100,6 +100,7 @@ struct netsup {
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;
 	size_t n_rejecting;          /* over-limit connections being answered 503 */
+	size_t admin_conns;          /* open /metrics, /healthz, /readyz connections */
 	uint64_t accept_warned_ms;   /* uv_now() of the last accept-failure warning */
 	uint64_t accept_errors_seen; /* metrics.accept_errors at that warning */
 	bool ready;

@@ -138,6 +138,29 @@ grep -q "RLIMIT_NOFILE is" "$D/high.err" && fail "capacity warning under 4096: $
 	fail "tether_connections_limit is '$(metric tether_connections_limit)'"
 out=$(timeout 60 python3 "$D/clients.py" 600 "$PORT" "$UP")
 [ "$out" = "200=600" ] && ok "600 tunnels at once served" || fail "600 tunnels: $out"
+# 40 idle admin connections: past 32 they are closed at once, and a proxy
+# flow is still served while they are held
+cat >"$D/admin_flood.py" <<'EOF'
+import socket, sys, time
+admin, port, up = (int(a) for a in sys.argv[1:])
+idle = [socket.create_connection(("127.0.0.1", admin), timeout=5) for _ in range(40)]
+time.sleep(0.3)
+closed = 0
+for s in idle:
+    s.setblocking(False)
+    try:
+        closed += s.recv(1) == b""
+    except BlockingIOError:
+        pass
+t = socket.create_connection(("127.0.0.1", port), timeout=5)
+t.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % up)
+line = t.recv(200).split(b"\r\n")[0].decode()
+print("closed=%d tunnel=%s" % (closed, line.split(" ")[1]))
+EOF
+out=$(timeout 30 python3 "$D/admin_flood.py" "$ADMIN" "$PORT" "$UP")
+[ "$out" = "closed=8 tunnel=200" ] && ok "admin connections capped at 32 ($out)" || fail "admin flood: $out"
+for _ in $(seq 40); do [ -n "$(metric tether_ready)" ] && break; sleep 0.05; done
+[ "$(metric tether_ready)" = 1 ] && ok "/metrics answers once the idle ones are gone" || fail "/metrics after the admin flood"
 stop_ns
 
 # --- 3: proc-supervisor ------------------------------------------------------
