@@ -100,6 +100,8 @@ static void handle(struct aconn *a)
 	} else if (strcmp(path, "/metrics") == 0) {
 		size_t len;
 		struct metrics snap = ns->metrics;
+		snap.relay_held = ns->relay_held;
+		snap.relay_memory = ns->cfg.relay_memory;
 		struct identity_local_stats st;
 		if (identity_local_stats(ns->identity, &st)) {
 			snap.have_local = true;

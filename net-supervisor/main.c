@@ -41,6 +41,8 @@ static void usage(FILE *out)
 "  --identity-timeout-ms N    identity resolution (default 2000; → 403 identity_timeout)\n"
 "  --resolve-timeout-ms N     upstream name lookup (default 5000; → 504 resolve_timeout)\n"
 "  --relay-buffer BYTES       read size (default 262144)\n"
+"  --relay-memory BYTES       buffers all tunnels may hold for slow readers (default\n"
+"                             67108864); past half of it each gets a fair share\n"
 "  --audit-queue N            queued audit events before drops (default 8192)\n"
 "  --splice                   relay tunnels with splice(2): less proxy CPU, but\n"
 "                             lower throughput on loopback in our measurements\n"
@@ -77,7 +79,7 @@ static void usage(FILE *out)
 
 enum {
 	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
-	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
+	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO,
 };
@@ -122,6 +124,7 @@ int main(int argc, char **argv)
 		{ "identity-timeout-ms", required_argument, NULL, O_IDTO },
 		{ "resolve-timeout-ms", required_argument, NULL, O_RTO },
 		{ "relay-buffer", required_argument, NULL, O_RBUF },
+		{ "relay-memory", required_argument, NULL, O_RMEM },
 		{ "audit-queue", required_argument, NULL, O_AQ },
 		{ "install-fence", no_argument, NULL, O_FENCE },
 		{ "listen-netns", required_argument, NULL, O_LISTEN_NETNS },
@@ -214,6 +217,11 @@ int main(int argc, char **argv)
 			if (parse_u64("--relay-buffer", optarg, 16 << 20, &v) < 0 || v < 4096)
 				return 2;
 			cfg.relay_buffer = v;
+			break;
+		case O_RMEM:
+			if (parse_u64("--relay-memory", optarg, (uint64_t)1 << 40, &v) < 0 || v < (1 << 20))
+				return 2;
+			cfg.relay_memory = v;
 			break;
 		case O_AQ:
 			if (parse_u64("--audit-queue", optarg, 1 << 24, &v) < 0 || v == 0)

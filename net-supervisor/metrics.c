@@ -122,6 +122,13 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "tether_bytes_relayed_total{direction=\"upstream\"} %llu\n"
 		    "tether_bytes_relayed_total{direction=\"downstream\"} %llu\n",
 		(unsigned long long)m->bytes_up, (unsigned long long)m->bytes_down);
+	bprintf(&b, "# HELP tether_relay_buffered_bytes Buffer bytes held for destinations that have not taken\n"
+		    "# their data yet (kept near --relay-memory, tether_relay_memory_bytes: past half of it each\n"
+		    "# direction gets a fair share, at least 64 KiB).\n"
+		    "# TYPE tether_relay_buffered_bytes gauge\ntether_relay_buffered_bytes %llu\n"
+		    "# HELP tether_relay_memory_bytes --relay-memory.\n"
+		    "# TYPE tether_relay_memory_bytes gauge\ntether_relay_memory_bytes %llu\n",
+		(unsigned long long)m->relay_held, (unsigned long long)m->relay_memory);
 	bprintf(&b, "# HELP tether_upstream_resolutions_total Upstream name lookups started (only for flows\n"
 		    "# the verified identity could be allowed to).\n"
 		    "# TYPE tether_upstream_resolutions_total counter\ntether_upstream_resolutions_total %llu\n",

@@ -28,6 +28,8 @@ struct metrics {
 	uint64_t fd_exhausted;  /* upstream sockets refused for lack of descriptors */
 	uint64_t bytes_up;   /* client → upstream */
 	uint64_t bytes_down; /* upstream → client */
+	uint64_t relay_held; /* filled at render: buffer bytes held by queued writes */
+	uint64_t relay_memory; /* --relay-memory */
 	uint64_t resolutions; /* upstream name lookups started */
 	uint64_t policy_reloads_ok;
 	uint64_t policy_reloads_failed;

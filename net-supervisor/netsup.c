@@ -34,6 +34,7 @@ void netsup_config_defaults(struct netsup_config *cfg)
 	cfg->resolve_timeout_ms = 5000;
 	cfg->relay_buffer = 256 * 1024;
 	cfg->high_water = 1024 * 1024;
+	cfg->relay_memory = 64 * 1024 * 1024;
 	cfg->audit_queue = 8192;
 	cfg->splice = false;
 }

@@ -51,6 +51,7 @@ struct netsup_config {
 	uint64_t resolve_timeout_ms;           /* 5 s: an upstream name lookup, waiting included */
 	size_t relay_buffer;                   /* 256 KiB reads */
 	size_t high_water;                     /* 1 MiB queued → stop reading the other side */
+	size_t relay_memory;                   /* 64 MiB: all tunnels' queued buffers (proxy.c) */
 	size_t audit_queue;                    /* 8192 events */
 	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
 	/* TEST ONLY: the static identity strategy. */
@@ -101,6 +102,8 @@ struct netsup {
 	uv_signal_t sigterm, sigint, sigusr1;
 	size_t n_rejecting;          /* over-limit connections being answered 503 */
 	size_t admin_conns;          /* open /metrics, /healthz, /readyz connections */
+	size_t n_relaying;           /* tunnels relayed in user space (not splice) */
+	size_t relay_held;           /* buffer bytes held by queued relay writes */
 	uint64_t accept_warned_ms;   /* uv_now() of the last accept-failure warning */
 	uint64_t accept_errors_seen; /* metrics.accept_errors at that warning */
 	bool ready;

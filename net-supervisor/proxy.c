@@ -58,6 +58,7 @@ struct conn {
 	uint64_t last_activity;
 	int open_handles;
 	bool counted;      /* in conns_active */
+	bool relaying;     /* in ns->n_relaying (a user-space relay, not splice) */
 	bool rejecting;    /* over the connection limit */
 	struct proxy_flow tuple;
 	struct httpreq req;
@@ -222,6 +223,8 @@ static void conn_free(struct conn *c)
 		ns->metrics.conns_active--;
 	if (c->rejecting)
 		ns->n_rejecting--;
+	if (c->relaying)
+		ns->n_relaying--;
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
 	free(c->early);
@@ -430,7 +433,42 @@ struct wreq {
 	struct side *dst;
 	char *buf;
 	enum bufown own; /* BUF_BIG: the source side's bulk buffer, returned to it */
+	size_t held;     /* bytes of buffer it keeps allocated, in ns->relay_held */
 };
+
+/* ---------- the relay memory budget ----------
+ *
+ * Data a destination cannot take yet waits in user space, in the buffer it
+ * was read into. Per direction that is bounded by high_water (plus one
+ * read), but a workload can open hundreds of tunnels whose client never
+ * reads while the upstream sends as fast as it can: 200 of them held 414
+ * MB before this budget. So the buffers held by queued writes are counted
+ * (ns->relay_held) against --relay-memory. While less than half of it is
+ * in use every direction gets high_water and bulk reads; past half, each
+ * gets a fair share (the budget over the relaying directions, 64 KiB at
+ * least), reads are cut to what the share has room for, no bulk buffer is
+ * used, and a queued remainder is copied out of its large read buffer so
+ * the buffer goes back at once. */
+#define RELAY_MIN_SHARE (64 * 1024)
+#define RELAY_MIN_READ (16 * 1024)
+
+static bool relay_under_pressure(const struct netsup *ns)
+{
+	return ns->relay_held > ns->cfg.relay_memory / 2;
+}
+
+/* How much may wait in user space for one destination right now. */
+static size_t relay_share(const struct netsup *ns)
+{
+	size_t hw = ns->cfg.high_water;
+	if (!relay_under_pressure(ns))
+		return hw;
+	size_t dirs = ns->n_relaying ? ns->n_relaying * 2 : 1;
+	size_t share = ns->cfg.relay_memory / dirs;
+	if (share < RELAY_MIN_SHARE)
+		share = RELAY_MIN_SHARE;
+	return share < hw ? share : hw;
+}
 
 static void buf_release(struct conn *c, char *buf, enum bufown own)
 {
@@ -446,7 +484,16 @@ static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void relay_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	struct side *s = h->data;
-	size_t big = s->c->ns->pool.size * RELAY_BULK_FACTOR;
+	struct netsup *ns = s->c->ns;
+	size_t big = ns->pool.size * RELAY_BULK_FACTOR;
+	bool pressure = relay_under_pressure(ns);
+	if (s->bulk && pressure) {
+		/* no bulk buffers while memory is short */
+		s->bulk = false;
+		free(s->big);
+		free(s->spare);
+		s->big = s->spare = NULL;
+	}
 	if (s->bulk && !s->big) {
 		s->big = s->spare ? s->spare : malloc(big);
 		s->spare = NULL;
@@ -456,6 +503,13 @@ static void relay_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 		return;
 	}
 	alloc_cb(h, suggested, buf);
+	if (!pressure || !buf->base)
+		return;
+	/* read no more than the share has room for */
+	size_t share = relay_share(ns), queued = s->peer->tcp.write_queue_size;
+	size_t room = share > queued ? share - queued : 0;
+	if (room < buf->len)
+		buf->len = (unsigned)(room > RELAY_MIN_READ ? room : RELAY_MIN_READ);
 }
 
 static void side_resume(struct side *src)
@@ -474,6 +528,7 @@ static void relay_written(uv_write_t *w, int status)
 	struct side *dst = wr->dst;
 	struct conn *c = dst->c;
 	struct side *src = dst->peer;
+	c->ns->relay_held -= wr->held;
 	if (wr->own == BUF_BIG && !src->spare && src->bulk && c->state != C_CLOSING)
 		src->spare = wr->buf; /* reuse: a fresh 1 MiB would be page-faulted in again */
 	else if (wr->own == BUF_POOLED)
@@ -487,7 +542,7 @@ static void relay_written(uv_write_t *w, int status)
 		conn_close(c);
 		return;
 	}
-	if (dst->tcp.write_queue_size <= c->ns->cfg.high_water / 2)
+	if (dst->tcp.write_queue_size <= relay_share(c->ns) / 2)
 		side_resume(dst->peer);
 }
 
@@ -514,15 +569,34 @@ static int side_send(struct side *dst, char *buf, size_t len, enum bufown own)
 		buf_release(c, buf, own);
 		return -ENOMEM;
 	}
+	size_t off = (size_t)n, rest = len - off;
+	size_t held = own == BUF_BIG ? c->ns->pool.size * RELAY_BULK_FACTOR : own == BUF_POOLED ? c->ns->pool.size : len;
+	if (own != BUF_MALLOC && relay_under_pressure(c->ns) && rest < held / 2) {
+		/* Short of memory: keep only what waits, give the read buffer back. */
+		char *copy = malloc(rest);
+		if (copy) {
+			memcpy(copy, buf + off, rest);
+			if (own == BUF_POOLED)
+				bufpool_put(&c->ns->pool, buf);
+			/* a BUF_BIG stays with its side */
+			buf = copy;
+			own = BUF_MALLOC;
+			off = 0;
+			held = rest;
+		}
+	}
 	if (own == BUF_BIG)
 		dst->peer->big = NULL; /* the request holds it until written */
 	wr->dst = dst;
 	wr->buf = buf;
 	wr->own = own;
+	wr->held = held;
 	wr->w.data = wr;
-	b = uv_buf_init(buf + n, (unsigned)(len - (size_t)n));
+	c->ns->relay_held += held;
+	b = uv_buf_init(buf + off, (unsigned)rest);
 	int r = uv_write(&wr->w, (uv_stream_t *)&dst->tcp, &b, 1, relay_written);
 	if (r < 0) {
+		c->ns->relay_held -= held;
 		free(wr);
 		if (own == BUF_BIG)
 			free(buf);
@@ -573,7 +647,7 @@ static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 			src->big = src->spare = NULL;
 		}
 		/* Backpressure: the other side is not keeping up. */
-		if (dst->tcp.write_queue_size > c->ns->cfg.high_water) {
+		if (dst->tcp.write_queue_size > relay_share(c->ns)) {
 			uv_read_stop(st);
 			src->reading = false;
 			src->paused = true;
@@ -814,6 +888,8 @@ static void relay_start(struct conn *c)
 	if (splice_start(c))
 		return;
 	c->state = C_RELAY;
+	c->relaying = true;
+	c->ns->n_relaying++;
 	c->last_activity = uv_now(c->ns->loop);
 	uv_timer_start(&c->timer, idle_check, c->ns->cfg.idle_timeout_ms, 0);
 	c->client.reading = c->up.reading = true;
