@@ -3,6 +3,8 @@
 #pragma once
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
@@ -14,3 +16,17 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_LVL_DEBUG, __VA_ARGS__)
+
+/* One line per interval for an event a client can repeat at will (a
+ * denial, a failed accept): stderr is often a pipe, and a daemon writing a
+ * line per event blocks on it once the reader falls behind. Zero it to
+ * start. */
+struct log_ratelimit {
+	uint64_t last_ms;    /* when the last line went out */
+	uint64_t suppressed; /* events since then without a line */
+	bool started;
+};
+
+/* true: log this event now, with *suppressed (may be NULL) = how many were
+ * held back since the previous line; false: count it and stay quiet. */
+bool log_ratelimit_ok(struct log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms, uint64_t *suppressed);

@@ -30,6 +30,7 @@ struct delegated_strategy {
 	struct identity_delegated_stats stats;
 	bool destroying;
 	enum reason last_refusal; /* REASON_OK: nothing refused since the last anchor */
+	struct log_ratelimit denial_log; /* the proc side's detail: a line per 10 s */
 };
 
 const char *anchor_event_kind_word(enum anchor_event_kind k)
@@ -136,8 +137,13 @@ static void on_result(const struct proto_identity_result *res, void *userdata)
 		s->stats.verified++;
 	else {
 		s->stats.denied++;
-		log_info("delegated identity: request %llu denied: %s (%s)",
-			 (unsigned long long)res->request_id, reason_word(why), res->message);
+		/* Each denial is in the audit log; this line adds the proc side's
+		 * detail for the operator, without one line per flow. */
+		uint64_t held_back;
+		if (log_ratelimit_ok(&s->denial_log, uv_now(s->base.loop), 10000, &held_back))
+			log_info("delegated identity: request %llu denied: %s (%s); %llu more denied since the last "
+				 "such line", (unsigned long long)res->request_id, reason_word(why), res->message,
+				 (unsigned long long)held_back);
 	}
 	identity_request_set_data(p->req, NULL);
 	identity_request_complete(p->req, why, id);

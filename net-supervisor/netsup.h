@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "common/audit.h"
+#include "common/log.h"
 #include "net-supervisor/auditq.h"
 #include "net-supervisor/identity_static.h"
 #include "net-supervisor/identity_strategy.h"
@@ -104,8 +105,7 @@ struct netsup {
 	size_t admin_conns;          /* open /metrics, /healthz, /readyz connections */
 	size_t n_relaying;           /* tunnels relayed in user space (not splice) */
 	size_t relay_held;           /* buffer bytes held by queued relay writes */
-	uint64_t accept_warned_ms;   /* uv_now() of the last accept-failure warning */
-	uint64_t accept_errors_seen; /* metrics.accept_errors at that warning */
+	struct log_ratelimit accept_log; /* failed accepts: a warning per 10 s */
 	bool ready;
 	bool stopping;
 };

@@ -1266,14 +1266,11 @@ static void on_accept(uv_stream_t *server, int status)
 		 * unanswered (they cannot be accepted). A flood of them is
 		 * one warning per ten seconds, not one per client. */
 		ns->metrics.accept_errors++;
-		uint64_t now = uv_now(ns->loop);
-		if (ns->accept_errors_seen == 0 || now - ns->accept_warned_ms >= 10000) {
-			log_warn("accept on %s: %s (%llu failed accepts since the last warning; see "
+		uint64_t held_back;
+		if (log_ratelimit_ok(&ns->accept_log, uv_now(ns->loop), 10000, &held_back))
+			log_warn("accept on %s: %s (%llu more since the last warning; see "
 				 "tether_accept_errors_total)", l->addr, uv_strerror(status),
-				 (unsigned long long)(ns->metrics.accept_errors - ns->accept_errors_seen));
-			ns->accept_warned_ms = now;
-			ns->accept_errors_seen = ns->metrics.accept_errors;
-		}
+				 (unsigned long long)held_back);
 		return;
 	}
 	struct conn *c = calloc(1, sizeof(*c));

@@ -3,7 +3,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "common/fdlimit.h"
 #include "common/kernel.h"
+#include "common/log.h"
 #include "common/reason.h"
 #include "common/util.h"
 #include <fcntl.h>
@@ -122,12 +124,46 @@ static void fdpass_extra_fds_closed(void **state)
 	close(sv[1]);
 }
 
+/* One line per interval, the events in between counted and reported with
+ * the next line. */
+static void ratelimit_counts_what_it_holds_back(void **state)
+{
+	(void)state;
+	struct log_ratelimit rl = { 0 };
+	uint64_t held = 99;
+	assert_true(log_ratelimit_ok(&rl, 5000, 10000, &held)); /* the first, whatever the clock */
+	assert_int_equal(held, 0);
+	for (int i = 0; i < 7; i++)
+		assert_false(log_ratelimit_ok(&rl, 5001 + (uint64_t)i * 1000, 10000, &held));
+	assert_false(log_ratelimit_ok(&rl, 14999, 10000, &held));
+	assert_true(log_ratelimit_ok(&rl, 15000, 10000, &held));
+	assert_int_equal(held, 8);
+	assert_true(log_ratelimit_ok(&rl, 25000, 10000, NULL));
+	assert_true(log_ratelimit_ok(&rl, 35001, 10000, &held));
+	assert_int_equal(held, 0);
+}
+
+/* Connections that fit under a descriptor limit. */
+static void fdlimit_capacity_arithmetic(void **state)
+{
+	(void)state;
+	assert_int_equal(fdlimit_capacity(1024, 2, 256), 384);
+	assert_int_equal(fdlimit_capacity(1025, 2, 256), 384);
+	assert_int_equal(fdlimit_capacity(257, 2, 256), 0);
+	assert_int_equal(fdlimit_capacity(256, 2, 256), 0);
+	assert_int_equal(fdlimit_capacity(100, 2, 256), 0);
+	assert_int_equal(fdlimit_capacity(1024, 0, 0), 0);
+	assert_true(fdlimit_current() >= 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(reason_words_round_trip), cmocka_unit_test(hex_round_trip),
 		cmocka_unit_test(strscpy_truncates),       cmocka_unit_test(caps_forced_fallbacks),
 		cmocka_unit_test(read_file_limits),        cmocka_unit_test(fdpass_extra_fds_closed),
+		cmocka_unit_test(ratelimit_counts_what_it_holds_back),
+		cmocka_unit_test(fdlimit_capacity_arithmetic),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
