@@ -1,6 +1,7 @@
 /* exec_gateway: see exec_gateway.h and docs/exec-gateway.md. */
 #include "proc-supervisor/exec_gateway.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -225,6 +226,49 @@ static void on_timer_closed(uv_handle_t *h)
 	sess_maybe_free(s);
 }
 
+/* SIGKILL every process of session sid that a group kill misses. Job
+ * control (any interactive shell: `tether exec --pty`, --ssh logins) puts
+ * each job in a process group of its own within the session, and those
+ * survived a disconnect (tests/procsup_gw/test_gw_hostile.c). The kernel
+ * has no kill-by-session, so scan /proc for the session id (field 6 of
+ * stat). The number cannot name another session meanwhile: a pid stays
+ * allocated while any process has it as its sid. Only when /proc is our
+ * own pid namespace's (its numbers are ours). A second pass catches a
+ * member forked while the first one read the directory. */
+static void kill_session_members(pid_t sid)
+{
+	char self[32];
+	ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+	if (n <= 0)
+		return;
+	self[n] = '\0';
+	if (strtol(self, NULL, 10) != getpid())
+		return;
+	for (int pass = 0; pass < 2; pass++) {
+		DIR *d = opendir("/proc");
+		if (!d)
+			return;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			char *end, path[300], buf[1024];
+			long pid = strtol(e->d_name, &end, 10);
+			if (*end || pid <= 0 || pid == getpid())
+				continue;
+			snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+			if (read_file_at(AT_FDCWD, path, buf, sizeof(buf)) <= 0)
+				continue;
+			/* after the comm (it may hold anything): state ppid pgrp session */
+			const char *q = strrchr(buf, ')');
+			char st;
+			long ppid, pgrp, sess;
+			if (q && sscanf(q + 1, " %c %ld %ld %ld", &st, &ppid, &pgrp, &sess) == 4 && sess == sid &&
+			    st != 'Z' && st != 'X')
+				(void)kill((pid_t)pid, SIGKILL);
+		}
+		closedir(d);
+	}
+}
+
 static void sess_kill_group(struct gw_session *s)
 {
 	if (s->spawned && !s->exited && s->pid > 0) {
@@ -232,6 +276,7 @@ static void sess_kill_group(struct gw_session *s)
 		 * everything it started in that group goes with it. */
 		if (kill(-s->pid, SIGKILL) < 0 && errno == ESRCH)
 			(void)kill(s->pid, SIGKILL);
+		kill_session_members(s->pid);
 	}
 }
 
