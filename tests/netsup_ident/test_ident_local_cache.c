@@ -19,7 +19,11 @@
  *     the pool: more fd links than the loop may read itself.
  * The cheap answers (a cached flow, a known process's new socket) come from
  * the loop itself (stats.inline_answers); --pool-only runs every case with
- * the strategy's pool_only, where none may.
+ * the strategy's pool_only, where none may. The loop answers only while no
+ * process forked on the host since the tree was listed (a fork can hand the
+ * socket to a new holder): those checks apply when the host stayed quiet
+ * since the case's first resolve, and are reported as skipped otherwise
+ * (another build or test running beside this one).
  * Every process is in A's process group and killed by it at the end.
  * With --bench N it prints latencies of new flows and of repeated flows. */
 #include <arpa/inet.h>
@@ -42,6 +46,31 @@
 
 static char g_self_sha[65];
 static bool g_pool_only;
+static uint64_t g_forks_at_first; /* host fork count before the case's first resolve */
+
+/* "processes" of /proc/stat: forks on the whole host since boot. */
+static uint64_t host_forks_now(void)
+{
+	char buf[8192];
+	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strstr(buf, "\nprocesses ");
+	return p ? strtoull(p + 11, NULL, 10) : 0;
+}
+
+/* The loop may answer: nothing forked on the host since the first resolve. */
+static bool host_quiet(const char *what)
+{
+	bool quiet = g_forks_at_first && host_forks_now() == g_forks_at_first;
+	if (!quiet)
+		fprintf(stderr, "note: %s: the host forked meanwhile, the on-the-loop check is skipped\n", what);
+	return quiet;
+}
 
 static enum reason resolve(uv_loop_t *loop, struct identity_strategy *s, const struct proxy_flow *t,
 			   struct box *b)
@@ -77,8 +106,8 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
 	identity_local_stats(s, &b);
 	CHECK(r == REASON_OK, "new flows: second socket: %s", answer_word(r));
 	CHECK(b.fast_hits == a.fast_hits + 1, "new flows: second socket's chain not reused");
-	CHECK(b.inline_answers == a.inline_answers + !g_pool_only, "new flows: second socket %s on the loop",
-	      g_pool_only ? "answered" : "not answered");
+	CHECK((!g_pool_only && !host_quiet("new flows")) || b.inline_answers == a.inline_answers + !g_pool_only,
+	      "new flows: second socket %s on the loop", g_pool_only ? "answered" : "not answered");
 	CHECK(b.pinned_holders == a.pinned_holders + 1, "new flows: second socket's holder not the pinned process");
 	CHECK(r != REASON_OK || (bx.id->n_ancestors == 1 && bx.id->ancestors[0].pid == t->m),
 	      "new flows: second socket's chain");
@@ -160,6 +189,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 
 	struct box b;
 	struct identity_local_stats st0, st1, st2;
+	g_forks_at_first = host_forks_now();
 	enum reason rr = resolve(loop, s, &t.flow, &b);
 	CHECK(rr == REASON_OK, "%s: first resolve: %s", change_name(ch), answer_word(rr));
 	if (rr == REASON_OK) {
@@ -173,8 +203,8 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 	CHECK(rr == REASON_OK, "%s: second resolve: %s", change_name(ch), answer_word(rr));
 	CHECK(st1.fast_hits == st0.fast_hits + 1, "%s: second resolve not from the cache (%llu -> %llu)",
 	      change_name(ch), (unsigned long long)st0.fast_hits, (unsigned long long)st1.fast_hits);
-	CHECK(st1.inline_answers == st0.inline_answers + !g_pool_only, "%s: second resolve %s on the loop",
-	      change_name(ch), g_pool_only ? "answered" : "not answered");
+	CHECK((!g_pool_only && !host_quiet(change_name(ch))) || st1.inline_answers == st0.inline_answers + !g_pool_only,
+	      "%s: second resolve %s on the loop", change_name(ch), g_pool_only ? "answered" : "not answered");
 	flow_identity_free(b.id);
 
 	bool changed = false;
@@ -278,7 +308,8 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		      "many fds: wrong process named");
 		CHECK(st2.inline_answers == st1.inline_answers, "many fds: answered on the loop past its link budget");
 		CHECK(st2.resolved == st1.resolved + 1, "many fds: not resolved once");
-		CHECK(st2.inline_over_budget == st1.inline_over_budget + !g_pool_only,
+		CHECK((!g_pool_only && !host_quiet("many fds")) ||
+			      st2.inline_over_budget == st1.inline_over_budget + !g_pool_only,
 		      "many fds: the loop's attempt did not run into its budget");
 		many_fds_again(loop, s, lfd, &t, &st2);
 		break;
