@@ -7,6 +7,10 @@
  * supervisor's own descriptor count (entries of /proc/<pid>/fd) back at its
  * baseline once the clients are gone.
  *
+ * t_disconnect_job_control is the regression test for jobs in process
+ * groups of their own surviving a disconnect (exec_gateway.c
+ * kill_session_members).
+ *
  * Not repeated here (tests/procsup_gw/test_gw_unit.c covers them on an
  * isolated gateway): plain garbage, an oversized length prefix, a non-PTY
  * request without fds, half a prefix then silence. test_gw_exec.sh covers a
@@ -619,7 +623,9 @@ static int group_teardown(void **st)
 		fprintf(stderr, "kept %s\n", T.dir);
 		return 0;
 	}
-	unlink(T.sock), unlink(T.status), unlink(T.log), unlink(T.audit);
+	char lp[160];
+	snprintf(lp, sizeof(lp), "%s/listen", T.dir); /* left by a failed t_wrong_kind_fds */
+	unlink(T.sock), unlink(T.status), unlink(T.log), unlink(T.audit), unlink(lp);
 	rmdir(T.dir);
 	return 0;
 }
@@ -1114,6 +1120,39 @@ static void t_still_serving(void **st)
 	assert_settled("the final tether exec");
 }
 
+static void t_clean_shutdown(void **st)
+{
+	/* SIGTERM: the supervisor ends within its grace, by itself (no crash
+	 * signal), and its log has no sanitizer report (ASan/UBSan builds;
+	 * LeakSanitizer runs at this exit). */
+	assert_true(sup_alive());
+	kill(T.sup, SIGTERM);
+	int64_t end = now_ms() + 10000;
+	int wst = 0;
+	pid_t r;
+	while ((r = waitpid(T.sup, &wst, WNOHANG)) == 0 && now_ms() < end)
+		usleep(20 * 1000);
+	assert_int_equal(r, T.sup);
+	T.sup = -1;
+	fprintf(stderr, "supervisor ended: %s %d\n", WIFEXITED(wst) ? "exit" : "signal",
+		WIFEXITED(wst) ? WEXITSTATUS(wst) : WTERMSIG(wst));
+	assert_true(WIFEXITED(wst));
+	FILE *f = fopen(T.log, "re");
+	assert_non_null(f);
+	char *line = NULL;
+	size_t cap = 0;
+	int reports = 0;
+	while (getline(&line, &cap, f) > 0)
+		if (strstr(line, "ERROR: AddressSanitizer") || strstr(line, "ERROR: LeakSanitizer") ||
+		    strstr(line, "runtime error:")) {
+			fprintf(stderr, "supervisor log: %s", line);
+			reports++;
+		}
+	free(line);
+	fclose(f);
+	assert_int_equal(reports, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1129,6 +1168,7 @@ int main(void)
 		cmocka_unit_test(t_disconnect_before_started),
 		cmocka_unit_test(t_pty_resize_flood),
 		cmocka_unit_test(t_still_serving),
+		cmocka_unit_test(t_clean_shutdown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
