@@ -70,7 +70,21 @@ struct exec_gw {
 	bool stopping;
 	void (*done)(void *);
 	void *done_ud;
+	struct log_ratelimit peer_log; /* see peer_log() */
 };
+
+/* A refused peer and a silent one each cost the client a connect only, and
+ * each logged a line: with stderr a pipe whose reader stalls, ~880 refused
+ * connections from any uid that can reach the socket blocked the loop in
+ * write(2), and with it every session, the reaper and the seccomp notifier
+ * (test_gw_hostile t_log_flood). So at most one such line per 10 s, with the
+ * count held back. Lines that need a spawn (an allowed peer) stay. */
+#define peer_log(gw, level, fmt, ...)                                                              \
+	do {                                                                                        \
+		uint64_t held_;                                                                     \
+		if (log_ratelimit_ok(&(gw)->peer_log, uv_now((gw)->loop), 10000, &held_))           \
+			level(fmt " (%llu such lines held back)", ##__VA_ARGS__, (unsigned long long)held_); \
+	} while (0)
 
 /* ---- helpers ---- */
 
@@ -372,7 +386,7 @@ static void on_session_exit(void *token, int wstatus)
 static void on_handshake_timeout(uv_timer_t *t)
 {
 	struct gw_session *s = t->data;
-	log_info("exec gateway: client sent no request in time");
+	peer_log(s->gw, log_info, "exec gateway: client sent no request in time");
 	sess_abort(s);
 }
 
@@ -631,8 +645,8 @@ static void gw_accept_one(struct exec_gw *gw, int fd)
 		char line[160];
 		snprintf(line, sizeof(line), "tether exec: not allowed: uid %u gid %u is not in the gateway's allow list\n",
 			 (unsigned)peer.uid, (unsigned)peer.gid);
-		log_info("exec gateway: refused uid %u gid %u pid %d", (unsigned)peer.uid, (unsigned)peer.gid,
-			 (int)peer.pid);
+		peer_log(gw, log_info, "exec gateway: refused uid %u gid %u pid %d", (unsigned)peer.uid,
+			 (unsigned)peer.gid, (int)peer.pid);
 		send_error_raw(fd, line);
 		if (peer.pidfd >= 0)
 			close(peer.pidfd);

@@ -9,7 +9,8 @@
  *
  * t_disconnect_job_control is the regression test for jobs in process
  * groups of their own surviving a disconnect (exec_gateway.c
- * kill_session_members).
+ * kill_session_members); t_log_flood for a line per refused peer that
+ * blocked the daemon on a full stderr pipe (exec_gateway.c peer_log).
  *
  * Not repeated here (tests/procsup_gw/test_gw_unit.c covers them on an
  * isolated gateway): plain garbage, an oversized length prefix, a non-PTY
@@ -27,6 +28,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -56,7 +58,8 @@ static struct {
 	char bin[512];
 	pid_t sup;
 	int base_fds;
-} T = { .sup = -1, .base_fds = -1 };
+	pid_t sup2; /* t_log_flood's supervisor, its stderr an unread pipe */
+} T = { .sup = -1, .base_fds = -1, .sup2 = -1 };
 
 static int64_t now_ms(void)
 {
@@ -71,6 +74,8 @@ static void on_watchdog(int sig)
 	(void)!write(2, m, sizeof(m) - 1);
 	if (T.sup > 0)
 		kill(T.sup, SIGKILL);
+	if (T.sup2 > 0)
+		kill(T.sup2, SIGKILL);
 	_exit(1);
 }
 
@@ -494,11 +499,11 @@ static bool read_until(int fd, const char *needle, int ms)
 
 /* `tether exec --socket SOCK -- ARGV...` with /dev/null stdio: its exit
  * status, or -1 when it did not finish within ms (then killed). */
-static int run_tether_exec(char *const *argv, int ms)
+static int run_tether_exec_at(const char *sock, char *const *argv, int ms)
 {
 	char tether[600];
 	snprintf(tether, sizeof(tether), "%s/tether", T.bin);
-	char *full[16] = { tether, "exec", "--socket", T.sock, "--" };
+	char *full[16] = { tether, "exec", "--socket", (char *)sock, "--" };
 	size_t k = 5;
 	for (size_t i = 0; argv[i] && k < 15; i++)
 		full[k++] = argv[i];
@@ -524,6 +529,11 @@ static int run_tether_exec(char *const *argv, int ms)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+static int run_tether_exec(char *const *argv, int ms)
+{
+	return run_tether_exec_at(T.sock, argv, ms);
+}
+
 /* A refusal: an ExecData line containing word, ExecExited 125 (when
  * want_exited), then the close; nothing spawned. */
 static void expect_refusal(int fd, const char *word, bool want_exited)
@@ -542,6 +552,28 @@ static void expect_refusal(int fd, const char *word, bool want_exited)
 		assert_int_equal(r.code, 125);
 	}
 	reply_free(&r);
+}
+
+/* proc-supervisor --exec-socket sock [--status-socket status] with stdout
+ * and stderr on errfd, entrypoint `sleep 60`. */
+static pid_t spawn_supervisor(const char *sock, const char *status, int errfd)
+{
+	char sup[600];
+	snprintf(sup, sizeof(sup), "%s/proc-supervisor", T.bin);
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	int nul = open("/dev/null", O_RDONLY);
+	dup2(nul, 0), dup2(errfd, 1), dup2(errfd, 2);
+	/* Nothing of ours beyond stdio (the baseline is the daemon's). */
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	if (status)
+		execl(sup, sup, "--exec-socket", sock, "--status-socket", status, "--audit", T.audit, "--grace", "1",
+		      "--", "sleep", "60", (char *)NULL);
+	else
+		execl(sup, sup, "--exec-socket", sock, "--grace", "1", "--", "sleep", "60", (char *)NULL);
+	_exit(127);
 }
 
 /* ---- setup ---- */
@@ -571,20 +603,11 @@ static int group_setup(void **st)
 	snprintf(T.status, sizeof(T.status), "%s/status", T.dir);
 	snprintf(T.log, sizeof(T.log), "%s/log", T.dir);
 	snprintf(T.audit, sizeof(T.audit), "%s/audit", T.dir);
-	pid_t pid = fork();
+	int lf = open(T.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	pid_t pid = spawn_supervisor(T.sock, T.status, lf);
+	close(lf);
 	if (pid < 0)
 		return -1;
-	if (pid == 0) {
-		int lf = open(T.log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int nul = open("/dev/null", O_RDONLY);
-		dup2(nul, 0), dup2(lf, 1), dup2(lf, 2);
-		/* Nothing of ours beyond stdio (the baseline is the daemon's). */
-		for (int fd = 3; fd < 1024; fd++)
-			close(fd);
-		execl(sup, sup, "--exec-socket", T.sock, "--status-socket", T.status, "--audit", T.audit,
-		      "--grace", "1", "--", "sleep", "60", (char *)NULL);
-		_exit(127);
-	}
 	T.sup = pid;
 	int64_t end = now_ms() + 10000;
 	while ((access(T.sock, F_OK) || access(T.status, F_OK)) && now_ms() < end && sup_alive())
@@ -619,13 +642,21 @@ static int group_teardown(void **st)
 		waitpid(T.sup, &s, WNOHANG);
 		T.sup = -1;
 	}
+	if (T.sup2 > 0) {
+		kill(T.sup2, SIGKILL);
+		waitpid(T.sup2, NULL, 0);
+		T.sup2 = -1;
+	}
 	if (getenv("GWH_KEEP")) {
 		fprintf(stderr, "kept %s\n", T.dir);
 		return 0;
 	}
 	char lp[160];
 	snprintf(lp, sizeof(lp), "%s/listen", T.dir); /* left by a failed t_wrong_kind_fds */
-	unlink(T.sock), unlink(T.status), unlink(T.log), unlink(T.audit), unlink(lp);
+	unlink(lp);
+	snprintf(lp, sizeof(lp), "%s/exec2", T.dir); /* and t_log_flood */
+	unlink(lp);
+	unlink(T.sock), unlink(T.status), unlink(T.log), unlink(T.audit);
 	rmdir(T.dir);
 	return 0;
 }
@@ -1110,6 +1141,99 @@ static void t_pty_resize_flood(void **st)
 	assert_settled("PTY resize flood");
 }
 
+/* ---- a flood of refusals with a stalled log reader ---- */
+
+static void t_log_flood(void **st)
+{
+	/* A second supervisor whose stderr is a pipe nobody reads (a log
+	 * collector that fell behind), its socket reachable by uid 65534,
+	 * which is not allowed: each connection is refused with a line to the
+	 * client. 2000 of them must neither stall the refusals nor the daemon
+	 * (a line per refusal filled the pipe after ~880 and blocked the loop
+	 * in write(2)). */
+	char sock[160];
+	snprintf(sock, sizeof(sock), "%s/exec2", T.dir);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	T.sup2 = spawn_supervisor(sock, NULL, p[1]);
+	close(p[1]);
+	assert_true(T.sup2 > 0);
+	int64_t end = now_ms() + 10000;
+	while (access(sock, F_OK) && now_ms() < end)
+		usleep(20 * 1000);
+	assert_int_equal(access(sock, F_OK), 0);
+	assert_int_equal(chmod(T.dir, 0711), 0);
+	assert_int_equal(chmod(sock, 0666), 0);
+
+	enum { N = 2000 };
+	pid_t fl = fork();
+	assert_true(fl >= 0);
+	if (fl == 0) {
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+			_exit(3);
+		for (int i = 0; i < N; i++) {
+			int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			struct timeval tv = { .tv_sec = 2 };
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+			strcpy(sa.sun_path, sock);
+			if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+				_exit(4);
+			char buf[512];
+			ssize_t n, got = 0;
+			while ((n = read(fd, buf, sizeof(buf))) > 0)
+				got += n;
+			if (n < 0 || got == 0) { /* timed out: the daemon stalled */
+				fprintf(stderr, "refusal %d: %s\n", i, n < 0 ? strerror(errno) : "no line");
+				_exit(1);
+			}
+			close(fd);
+		}
+		_exit(0);
+	}
+	int64_t t0 = now_ms();
+	int wst = 0;
+	while (waitpid(fl, &wst, WNOHANG) == 0) {
+		if (now_ms() - t0 > 20000) {
+			kill(fl, SIGKILL);
+			waitpid(fl, &wst, 0);
+			break;
+		}
+		usleep(20 * 1000);
+	}
+	fprintf(stderr, "%d refused connections: flooder %s %d after %lld ms\n", N,
+		WIFEXITED(wst) ? "exit" : "signal", WIFEXITED(wst) ? WEXITSTATUS(wst) : WTERMSIG(wst),
+		(long long)(now_ms() - t0));
+	bool flood_ok = WIFEXITED(wst) && WEXITSTATUS(wst) == 0;
+	char *argv[] = { "/bin/true", NULL };
+	int rc = run_tether_exec_at(sock, argv, 5000);
+	/* What reached the pipe: a few lines, not one per refusal. */
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	char buf[65536 + 1];
+	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+	int lines = 0;
+	for (ssize_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	fprintf(stderr, "its stderr: %d lines (%zd bytes)\n", lines, n);
+	/* Stop it: the closed pipe unblocks a write stuck on it first. */
+	close(p[0]);
+	kill(T.sup2, SIGTERM);
+	end = now_ms() + 5000;
+	while (waitpid(T.sup2, &wst, WNOHANG) == 0 && now_ms() < end)
+		usleep(20 * 1000);
+	if (now_ms() >= end) {
+		kill(T.sup2, SIGKILL);
+		waitpid(T.sup2, &wst, 0);
+	}
+	T.sup2 = -1;
+	chmod(T.dir, 0700);
+	unlink(sock);
+	assert_true(flood_ok);
+	assert_int_equal(rc, 0);
+	assert_true(lines < 50);
+	assert_true(sup_alive());
+}
+
 /* ---- after all cases ---- */
 
 static void t_still_serving(void **st)
@@ -1167,6 +1291,7 @@ int main(void)
 		cmocka_unit_test(t_disconnect_job_control),
 		cmocka_unit_test(t_disconnect_before_started),
 		cmocka_unit_test(t_pty_resize_flood),
+		cmocka_unit_test(t_log_flood),
 		cmocka_unit_test(t_still_serving),
 		cmocka_unit_test(t_clean_shutdown),
 	};
