@@ -14,6 +14,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The parent pid in /proc/<pid>/stat; 0 when unreadable. */
+static pid_t ppid_of(pid_t pid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *rp = strrchr(buf, ')');
+	int ppid = 0;
+	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
 static int g_port;
 
 static int connect_port(void)
@@ -149,21 +168,8 @@ int tree_start(struct tree *t, int lfd, int port, bool anchor_self)
 	getsockname(t->conn, (struct sockaddr *)&t->flow.proxy, &sl);
 	if (anchor_self)
 		return 0;
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)t->l);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	char *rp = strrchr(buf, ')');
-	int ppid = 0;
-	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-		return -1;
-	t->m = (pid_t)ppid;
-	return 0;
+	t->m = ppid_of(t->l);
+	return t->m > 0 ? 0 : -1;
 }
 
 void tree_stop(struct tree *t)
@@ -190,8 +196,17 @@ bool tree_exit(struct tree *t, bool mid)
 {
 	if (write(mid ? t->cmd_m : t->cmd_l, "q", 1) != 1 || !wait_gone(mid ? t->m : t->l))
 		return false;
-	if (mid)
-		return true;
+	if (mid) {
+		/* M's exe goes (exit_mm) before its children are reparented
+		 * (exit_notify): until then L is still M's child, and a chain
+		 * through the dying M is still a chain. Wait for the reparent. */
+		for (int i = 0; i < 300; i++) {
+			if (ppid_of(t->l) != t->m)
+				return true;
+			usleep(10000);
+		}
+		return false;
+	}
 	struct pollfd p = { .fd = t->conn, .events = POLLIN };
 	return poll(&p, 1, 3000) == 1; /* its FIN */
 }
