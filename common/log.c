@@ -1,13 +1,20 @@
 #include "common/log.h"
 
+#include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 
 /* Process-wide logging settings: set once at startup by main(). */
 static const char *program = "tether";
 static enum log_level max_level = LOG_LVL_INFO;
+static bool never_block;
+/* Lines dropped while stderr was full (any thread may log). */
+static atomic_uint_fast64_t dropped;
 
 void log_set_program(const char *name) { program = name; }
 void log_set_level(enum log_level level) { max_level = level; }
+void log_set_never_block(bool on) { never_block = on; }
 
 bool log_ratelimit_ok(struct log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms, uint64_t *suppressed)
 {
@@ -33,5 +40,30 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s: %s: %s\n", program, names[level], line);
+	/* One write of at most PIPE_BUF bytes: atomic on a pipe, and it fits
+	 * whenever poll says the pipe has room. */
+	char out[2400];
+	int n = snprintf(out, sizeof(out), "%s: %s: %s\n", program, names[level], line);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(out)) {
+		n = (int)sizeof(out) - 1;
+		out[n - 1] = '\n';
+	}
+	if (never_block) {
+		struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
+		if (poll(&p, 1, 0) != 1 || (p.revents & (POLLOUT | POLLNVAL)) != POLLOUT) {
+			atomic_fetch_add(&dropped, 1);
+			return;
+		}
+		uint64_t d = atomic_exchange(&dropped, 0);
+		if (d) {
+			char note[160];
+			int m = snprintf(note, sizeof(note), "%s: warning: %llu log lines dropped: stderr was not writable\n",
+					 program, (unsigned long long)d);
+			if (m > 0 && write(STDERR_FILENO, note, (size_t)m) < 0)
+				return;
+		}
+	}
+	(void)!write(STDERR_FILENO, out, (size_t)n);
 }

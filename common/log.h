@@ -10,6 +10,11 @@ enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 void log_set_program(const char *name);
 void log_set_level(enum log_level level);
+/* Daemons: a line stderr cannot take right now (a pipe whose reader fell
+ * behind) is dropped and counted, and the count is reported with the next
+ * line that goes out, instead of blocking the caller (an event loop) in
+ * write(2). The CLI keeps the default: it waits. */
+void log_set_never_block(bool on);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)

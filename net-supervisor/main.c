@@ -109,6 +109,7 @@ static uint16_t port_of(const char *addr)
 int main(int argc, char **argv)
 {
 	log_set_program("net-supervisor");
+	log_set_never_block(true);
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "admin", required_argument, NULL, O_ADMIN },

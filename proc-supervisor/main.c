@@ -111,6 +111,7 @@ static int parse_user(const char *arg, struct procsup_config *cfg)
 int main(int argc, char **argv)
 {
 	log_set_program("proc-supervisor");
+	log_set_never_block(true);
 	struct procsup_config cfg = { .grace_s = 10, .cgroup_mode = CGROUP_MODE_AUTO };
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,

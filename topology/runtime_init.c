@@ -276,6 +276,7 @@ static int stage2(char **cmd, const struct opts *o)
 int main(int argc, char **argv)
 {
 	log_set_program("tether-runtime-init");
+	log_set_never_block(true);
 	struct opts o = { 0 };
 	if (parse(argc, argv, &o) < 0) {
 		usage(stderr);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/fdpass.h"
@@ -143,6 +144,56 @@ static void ratelimit_counts_what_it_holds_back(void **state)
 	assert_int_equal(held, 0);
 }
 
+/* A daemon's log line never blocks on a full stderr pipe: it is dropped,
+ * and the count goes out with the next line stderr can take. In a child
+ * (stderr is replaced), with a 5 s alarm as the hang detector. */
+static int never_block_child(void)
+{
+	int pfd[2];
+	if (pipe(pfd) < 0 || dup2(pfd[1], STDERR_FILENO) < 0)
+		return 10;
+	int fl = fcntl(pfd[1], F_GETFL);
+	fcntl(pfd[1], F_SETFL, fl | O_NONBLOCK);
+	char junk[4096];
+	memset(junk, 'j', sizeof(junk));
+	while (write(pfd[1], junk, sizeof(junk)) > 0)
+		;
+	fcntl(pfd[1], F_SETFL, fl); /* blocking again, as a daemon's stderr is */
+	fcntl(STDERR_FILENO, F_SETFL, fl);
+	log_set_never_block(true);
+	alarm(5);
+	for (int i = 0; i < 1000; i++)
+		log_warn("line %d", i);
+	alarm(0);
+	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	char buf[65536];
+	while (read(pfd[0], buf, sizeof(buf)) > 0)
+		;
+	log_warn("after");
+	ssize_t n = read(pfd[0], buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 11;
+	buf[n] = '\0';
+	if (!strstr(buf, "warning: 1000 log lines dropped: stderr was not writable\n"))
+		return 12;
+	if (!strstr(buf, "warning: after\n"))
+		return 13;
+	return 0;
+}
+
+static void log_never_blocks_on_a_full_pipe(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(never_block_child());
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st)); /* killed by SIGALRM: it blocked */
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* Connections that fit under a descriptor limit. */
 static void fdlimit_capacity_arithmetic(void **state)
 {
@@ -164,6 +215,7 @@ int main(void)
 		cmocka_unit_test(read_file_limits),        cmocka_unit_test(fdpass_extra_fds_closed),
 		cmocka_unit_test(ratelimit_counts_what_it_holds_back),
 		cmocka_unit_test(fdlimit_capacity_arithmetic),
+		cmocka_unit_test(log_never_blocks_on_a_full_pipe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
