@@ -950,6 +950,23 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 			.provisioning = prov, .topology = topo, .audit = ps->audit,
 			.strict_socket_owner = cfg->strict_socket_owner,
 		};
+		for (size_t i = 0; i < cfg->n_control_allow; i++) {
+			if (netcidr_parse(cfg->control_allow[i], &io.allow_peers[i]) < 0) {
+				fprintf(stderr, "proc-supervisor: --control-allow %s: expected an address or ADDR/PREFIX "
+					"(e.g. 192.0.2.1, 198.51.100.0/24)\n", cfg->control_allow[i]);
+				sign_key_free(prov);
+				r = -EINVAL;
+				goto fail;
+			}
+			io.n_allow_peers++;
+		}
+		if (io.n_allow_peers && strncmp(cfg->control, "tcp:", 4) != 0) {
+			fprintf(stderr, "proc-supervisor: --control-allow applies to a tcp: control endpoint, not %s\n",
+				cfg->control);
+			sign_key_free(prov);
+			r = -EINVAL;
+			goto fail;
+		}
 		r = idservice_start(&ps->loop, &io, &sv->ids);
 		sign_key_free(prov);
 		if (r < 0) {

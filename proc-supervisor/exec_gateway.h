@@ -37,6 +37,7 @@
 
 #include "common/kernel.h"
 #include "identity/procref.h"
+#include "proc-supervisor/idservice.h"
 #include "proc-supervisor/spawn.h"
 
 struct exec_gw;
@@ -108,6 +109,8 @@ struct procsup_services_cfg {
 	size_t n_allow_gids;
 	const char *status_socket;    /* --status-socket PATH */
 	const char *control;          /* --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT */
+	const char *control_allow[IDSERVICE_MAX_PEERS]; /* --control-allow ADDR[/PREFIX] (tcp) */
+	size_t n_control_allow;
 	const char *provisioning_key; /* --provisioning-key FILE (required with --control) */
 	bool strict_socket_owner;     /* --strict-socket-owner (idservice.h) */
 };

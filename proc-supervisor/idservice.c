@@ -540,6 +540,22 @@ static void service_free(struct idservice *s)
 	free(s);
 }
 
+/* --control-allow: a tcp peer must come from one of the listed sources.
+ * (Unix peers are checked by uid; vsock peers are not listed here.) */
+static bool peer_in_allow_list(const struct proto_peer *peer, void *userdata)
+{
+	const struct idservice *s = userdata;
+	if (peer->is_unix || (peer->addr.ss_family != AF_INET && peer->addr.ss_family != AF_INET6))
+		return true;
+	struct netaddr a;
+	if (netaddr_from_sockaddr((const struct sockaddr *)&peer->addr, &a) < 0)
+		return false;
+	for (size_t i = 0; i < s->o.n_allow_peers; i++)
+		if (netcidr_contains(&s->o.allow_peers[i], &a))
+			return true;
+	return false;
+}
+
 int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct idservice **out)
 {
 	if (!loop || !opts || !opts->endpoint || !opts->caps || !opts->members || !opts->provisioning || !out)
@@ -594,6 +610,7 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		return r;
 	}
 	struct proto_server_opts so = {
+		.peer_check = s->o.n_allow_peers ? peer_in_allow_list : NULL,
 		.endpoint = s->o.endpoint,
 		.socket_mode = opts->socket_mode ? opts->socket_mode : 0600,
 		.caps = opts->caps,

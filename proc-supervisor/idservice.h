@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "common/audit.h"
+#include "policy/network.h"
 #include "common/kernel.h"
 #include "identity/cookies.h"
 #include "identity/members.h"
@@ -35,11 +36,17 @@
 
 struct idservice;
 
+#define IDSERVICE_MAX_PEERS 8
+
 struct idservice_opts {
 	const char *endpoint;              /* unix:PATH | tcp:HOST:PORT | vsock:CID:PORT */
 	unsigned socket_mode;              /* unix: 0 => 0600 */
 	bool check_uid;                    /* unix peers: SO_PEERCRED uid */
 	uid_t peer_uid;
+	/* tcp peers: when n_allow_peers > 0, only these sources may connect
+	 * (refused before a byte is read); at most IDSERVICE_MAX_PEERS. */
+	struct netcidr allow_peers[IDSERVICE_MAX_PEERS];
+	size_t n_allow_peers;
 	const struct kernel_caps *caps;    /* required, must outlive the service */
 	struct members *members;           /* required, borrowed */
 	struct cookie_registry *cookies;   /* may be NULL */

@@ -46,6 +46,8 @@ static void usage(FILE *f)
 		"  --status-socket PATH   the supervised tree as JSON (tether ps)\n"
 		"  --control ENDPOINT     identity service: unix:PATH | tcp:HOST:PORT | vsock:CID:PORT\n"
 		"  --provisioning-key FILE  signs the anchor certificate (required with --control)\n"
+		"  --control-allow ADDR[/PREFIX]  tcp: control endpoint: only peers from here may\n"
+		"                         connect (repeatable, up to 8; default any that can reach it)\n"
 		"  --strict-socket-owner  identity service: a socket counts as its connector's only\n"
 		"                         while that process still holds it (denies a socket handed\n"
 		"                         out of the tree; a connect-and-exit flow is then denied)\n"
@@ -116,7 +118,7 @@ int main(int argc, char **argv)
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
-	       OPT_CONTROL, OPT_PROV_KEY, OPT_USER, OPT_STRICT_OWNER };
+	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_PROV_KEY, OPT_USER, OPT_STRICT_OWNER };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
@@ -138,6 +140,7 @@ int main(int argc, char **argv)
 		{ "exec-allow-gid", required_argument, NULL, OPT_EXEC_GID },
 		{ "status-socket", required_argument, NULL, OPT_STATUS_SOCKET },
 		{ "control", required_argument, NULL, OPT_CONTROL },
+		{ "control-allow", required_argument, NULL, OPT_CONTROL_ALLOW },
 		{ "provisioning-key", required_argument, NULL, OPT_PROV_KEY },
 		{ "user", required_argument, NULL, OPT_USER },
 		{ "strict-socket-owner", no_argument, NULL, OPT_STRICT_OWNER },
@@ -225,6 +228,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CONTROL:
 			svc.control = optarg;
+			break;
+		case OPT_CONTROL_ALLOW:
+			if (svc.n_control_allow == IDSERVICE_MAX_PEERS) {
+				fprintf(stderr, "proc-supervisor: at most %d --control-allow\n", IDSERVICE_MAX_PEERS);
+				return 2;
+			}
+			svc.control_allow[svc.n_control_allow++] = optarg;
 			break;
 		case OPT_PROV_KEY:
 			svc.provisioning_key = optarg;

@@ -184,6 +184,12 @@ int proto_peer_get(int fd, const struct kernel_caps *caps, struct proto_peer *ou
 	socklen_t sl = sizeof(ss);
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
 		return -errno;
+	if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+		socklen_t al = sizeof(out->addr);
+		if (getpeername(fd, (struct sockaddr *)&out->addr, &al) < 0)
+			return -errno;
+		return 0;
+	}
 	if (ss.ss_family != AF_UNIX)
 		return 0;
 	out->is_unix = true;

@@ -41,5 +41,6 @@ struct proto_peer {
 	uid_t uid;
 	gid_t gid;
 	int pidfd; /* -1 when unavailable; owned by the caller once filled */
+	struct sockaddr_storage addr; /* tcp peers: getpeername(); family AF_UNSPEC otherwise */
 };
 int proto_peer_get(int fd, const struct kernel_caps *caps, struct proto_peer *out);

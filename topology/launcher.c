@@ -455,6 +455,8 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 		snprintf(p->pub_file, sizeof(p->pub_file), "%s/provisioning.pub", p->key_dir);
 		if (t->id == TOPOLOGY_SPLIT_VETH) {
 			snprintf(p->control, sizeof(p->control), "tcp:192.0.2.%u:%d", 4 * k + 2, CONTROL_PORT);
+			/* only the net side's end of the veth may ask */
+			snprintf(p->control_allow, sizeof(p->control_allow), "192.0.2.%u", 4 * k + 1);
 			strscpy(p->control_kind, "TCP over the veth", sizeof(p->control_kind));
 		} else if (t->id == TOPOLOGY_VM_DELEGATED && vsock_loopback()) {
 			snprintf(p->control, sizeof(p->control), "vsock:1:%u", 40000u + (unsigned)me % 20000u);
@@ -555,6 +557,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	opt(v, &n, "--status-socket", p->anchor_socket);
 	if (delegated) {
 		opt(v, &n, "--control", p->control);
+		opt(v, &n, "--control-allow", p->control_allow);
 		opt(v, &n, "--provisioning-key", p->key_file);
 	}
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {

@@ -118,6 +118,7 @@ struct launch_plan {
 	char netns_path[64];
 	char user[64];             /* --user for the proc-supervisor; "" none */
 	char control[192];         /* delegated: the identity service endpoint; "" none */
+	char control_allow[48];    /* tcp control: the net side's address (--control-allow); "" none */
 	char control_kind[64];     /* "unix socket", "vsock loopback", "TCP over the veth" */
 	char key_dir[160];         /* delegated: the run's provisioning key pair */
 	char key_file[192], pub_file[192];

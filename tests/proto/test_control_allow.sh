@@ -1,0 +1,102 @@
+#!/bin/bash
+# proc-supervisor --control-allow: on a tcp: control endpoint only peers
+# from the listed sources may connect. A peer from elsewhere is closed at
+# accept (no HelloAck, well before the 5 s Hello deadline that holds a
+# silent allowed peer), so it can neither hold one of the 64 slots nor ask
+# about processes; the net-supervisor from an allowed source anchors as
+# usual, from a refused one it stays not ready. Bad values are refused at
+# start.
+set -u
+BIN="${TETHER_BIN:?}"
+D=$(mktemp -d /tmp/tether-ctlallow.XXXXXX)
+PIDS=()
+FAILS=0
+cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$D"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+"$BIN/tether" keygen --out "$D/keys" >/dev/null || { echo "FAIL: keygen" >&2; exit 1; }
+
+# start_ps ALLOW: a proc-supervisor serving tcp:127.0.0.1:$CP, allowing ALLOW
+start_ps() {
+	CP=$(freeport)
+	"$BIN/proc-supervisor" --control "tcp:127.0.0.1:$CP" --provisioning-key "$D/keys/provisioning.key" \
+		--control-allow "$1" -- sleep 30 2>"$D/ps.err" &
+	PSPID=$!
+	PIDS+=("$PSPID")
+	for _ in $(seq 100); do
+		python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$CP),timeout=1).close()" 2>/dev/null && break
+		sleep 0.05
+	done
+}
+# seconds until a silent peer is closed (capped at 3)
+close_after() {
+	python3 - "$CP" <<'EOF'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=3)
+t = time.time()
+try:
+    s.recv(1)
+except socket.timeout:
+    pass
+except ConnectionResetError:
+    pass
+print("%.2f" % (time.time() - t))
+EOF
+}
+# readyz ADMIN_PORT: the net-supervisor's /readyz status after up to 5 s
+ns_ready() {
+	local np ap
+	np=$(freeport) ap=$(freeport)
+	while [ "$ap" = "$np" ]; do ap=$(freeport); done
+	printf 'version: 1\nnetwork:\n  policies: []\n' >"$D/p.yaml"
+	"$BIN/net-supervisor" --listen "127.0.0.1:$np" --admin "127.0.0.1:$ap" --policy "$D/p.yaml" \
+		--audit /dev/null --identity delegated --control "tcp:127.0.0.1:$CP" \
+		--provisioning-pubkey "$D/keys/provisioning.pub" 2>"$D/ns.err" &
+	local nspid=$!
+	PIDS+=("$nspid")
+	local code=""
+	for _ in $(seq "$1"); do
+		code=$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ap/readyz")
+		[ "$code" = 200 ] && break
+		sleep 0.1
+	done
+	kill "$nspid" 2>/dev/null
+	wait "$nspid" 2>/dev/null
+	echo "$code"
+}
+
+# refused source
+start_ps 192.0.2.7
+t=$(close_after)
+awk -v t="$t" 'BEGIN { exit !(t < 1.0) }' && ok "a peer from outside the list is closed at once (${t}s)" ||
+	fail "refused peer closed after ${t}s"
+[ "$(ns_ready 20)" != 200 ] && ok "a net-supervisor from a refused source stays not ready" ||
+	fail "the net-supervisor anchored from a refused source"
+grep -q "refused by peer check" "$D/ps.err" && ok "the refusal is logged" || fail "no refusal in: $(cat "$D/ps.err")"
+kill "$PSPID"; wait "$PSPID" 2>/dev/null
+
+# allowed source
+start_ps 127.0.0.0/8
+t=$(close_after)
+awk -v t="$t" 'BEGIN { exit !(t >= 2.5) }' && ok "an allowed silent peer waits for its Hello (${t}s)" ||
+	fail "allowed peer closed after ${t}s"
+[ "$(ns_ready 50)" = 200 ] && ok "a net-supervisor from an allowed source anchors (ready)" ||
+	fail "not ready from an allowed source: $(cat "$D/ns.err")"
+kill "$PSPID"; wait "$PSPID" 2>/dev/null
+
+# bad values
+"$BIN/proc-supervisor" --control "tcp:127.0.0.1:$(freeport)" --provisioning-key "$D/keys/provisioning.key" \
+	--control-allow 192.0.2.300 -- true >"$D/out" 2>&1
+rc=$?
+[ "$rc" = 125 ] && grep -q "control-allow 192.0.2.300: expected an address" "$D/out" &&
+	ok "a bad --control-allow is refused (125)" || fail "bad value: rc $rc: $(cat "$D/out")"
+"$BIN/proc-supervisor" --control "unix:$D/c.sock" --provisioning-key "$D/keys/provisioning.key" \
+	--control-allow 127.0.0.1 -- true >"$D/out" 2>&1
+rc=$?
+[ "$rc" = 125 ] && grep -q "applies to a tcp: control endpoint" "$D/out" &&
+	ok "--control-allow on a unix: endpoint is refused (125)" || fail "unix endpoint: rc $rc: $(cat "$D/out")"
+
+[ "$FAILS" = 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }
+echo "all --control-allow checks passed"
