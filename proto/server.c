@@ -1,5 +1,6 @@
 #include "proto/server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +149,15 @@ static bool peer_allowed(struct proto_server *s, int fd)
 		}
 	}
 	if (ok && s->opts.peer_check && !s->opts.peer_check(&p, s->opts.userdata)) {
-		peer_log(s, log_warn, "control peer pid %d refused by peer check", (int)p.pid);
+		char who[INET6_ADDRSTRLEN + 16] = "";
+		const struct sockaddr_storage *a = &p.addr;
+		if (a->ss_family == AF_INET)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)a)->sin_addr, who, sizeof(who));
+		else if (a->ss_family == AF_INET6)
+			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)a)->sin6_addr, who, sizeof(who));
+		else
+			snprintf(who, sizeof(who), "pid %d", (int)p.pid);
+		peer_log(s, log_warn, "control peer %s refused by peer check", who);
 		ok = false;
 	}
 	if (p.pidfd >= 0)

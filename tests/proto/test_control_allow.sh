@@ -74,7 +74,7 @@ awk -v t="$t" 'BEGIN { exit !(t < 1.0) }' && ok "a peer from outside the list is
 	fail "refused peer closed after ${t}s"
 [ "$(ns_ready 20)" != 200 ] && ok "a net-supervisor from a refused source stays not ready" ||
 	fail "the net-supervisor anchored from a refused source"
-grep -q "refused by peer check" "$D/ps.err" && ok "the refusal is logged" || fail "no refusal in: $(cat "$D/ps.err")"
+grep -q "control peer 127.0.0.1 refused by peer check" "$D/ps.err" && ok "the refusal is logged with the address" || fail "no refusal in: $(cat "$D/ps.err")"
 kill "$PSPID"; wait "$PSPID" 2>/dev/null
 
 # allowed source
