@@ -11,15 +11,7 @@
 #    limit and serves every one of 600 tunnels (≈ 1200 descriptors).
 # 3. proc-supervisor raises its own soft limit, and its workload gets the
 #    limits it was started with.
-set -u
-BIN="${TETHER_BIN:?}"
-D=$(mktemp -d /tmp/tether-fdlimit.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$D"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+. "${TETHER_SRC:?}/tests/common/script_lib.sh" fdlimit
 
 # An upstream that accepts and holds connections, closing each when its
 # client's tunnel closes (so the proxy sees the whole flow end).
@@ -75,7 +67,6 @@ UP=$(cat "$D/up.port" 2>/dev/null)
 [ -n "$UP" ] || { echo "FAIL: upstream did not start" >&2; exit 1; }
 printf 'version: 1\nnetwork:\n  policies:\n    - name: t\n      binaries: [{path: /x/client}]\n      endpoints: [{cidr: 127.0.0.1/32, ports: [%s]}]\n' "$UP" >"$D/p.yaml"
 
-freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 # start_ns NAME SOFT HARD: a net-supervisor under those limits; sets PORT, ADMIN
 start_ns() {
 	local name=$1 soft=$2 hard=$3
@@ -170,5 +161,4 @@ out=$( (exec prlimit --nofile=1000:5000 "$BIN/proc-supervisor" -- /bin/sh -c \
 	ok "proc-supervisor raised its own limit to 5000, its workload has 1000/5000" ||
 	fail "proc-supervisor limits: $out"
 
-[ "$FAILS" = 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }
-echo "all fd limit checks passed"
+finish "fd limit checks"

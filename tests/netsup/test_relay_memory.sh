@@ -6,15 +6,7 @@
 # (414 MB RSS for 200). With --relay-memory 16 MiB, the buffers it holds
 # (tether_relay_buffered_bytes) and its RSS stay bounded, and a healthy
 # tunnel opened meanwhile still moves 8 MiB to its end, byte-exact.
-set -u
-BIN="${TETHER_BIN:?}"
-D=$(mktemp -d /tmp/tether-relaymem.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$D"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+. "${TETHER_SRC:?}/tests/common/script_lib.sh" relaymem
 
 # Upstream: on the first port it sends 256 KiB chunks to every connection
 # for as long as the test runs; on the second it sends 8 MiB of a counting
@@ -61,7 +53,6 @@ FLOOD=$(cut -d' ' -f1 "$D/ports" 2>/dev/null) EXACT=$(cut -d' ' -f2 "$D/ports" 2
 [ -n "$FLOOD" ] && [ -n "$EXACT" ] || { echo "FAIL: upstream did not start" >&2; exit 1; }
 printf 'version: 1\nnetwork:\n  policies:\n    - name: t\n      binaries: [{path: /x/client}]\n      endpoints: [{cidr: 127.0.0.1/32, ports: [%s, %s]}]\n' \
 	"$FLOOD" "$EXACT" >"$D/p.yaml"
-freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 PORT=$(freeport) ADMIN=$(freeport)
 while [ "$ADMIN" = "$PORT" ]; do ADMIN=$(freeport); done
 "$BIN/net-supervisor" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
@@ -126,5 +117,4 @@ for _ in $(seq 100); do [ "$(metric tether_connections_active)" = 0 ] && break; 
 [ "$(metric tether_relay_buffered_bytes)" = 0 ] && ok "nothing held once the tunnels closed" ||
 	fail "still held after close: $(metric tether_relay_buffered_bytes) (active $(metric tether_connections_active))"
 
-[ "$FAILS" = 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }
-echo "all relay memory checks passed"
+finish "relay memory checks"

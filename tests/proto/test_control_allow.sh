@@ -6,16 +6,7 @@
 # about processes; the net-supervisor from an allowed source anchors as
 # usual, from a refused one it stays not ready. Bad values are refused at
 # start.
-set -u
-BIN="${TETHER_BIN:?}"
-D=$(mktemp -d /tmp/tether-ctlallow.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$D"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+. "${TETHER_SRC:?}/tests/common/script_lib.sh" ctlallow
 "$BIN/tether" keygen --out "$D/keys" >/dev/null || { echo "FAIL: keygen" >&2; exit 1; }
 
 # start_ps ALLOW: a proc-supervisor serving tcp:127.0.0.1:$CP, allowing ALLOW
@@ -98,5 +89,4 @@ rc=$?
 [ "$rc" = 125 ] && grep -q "applies to a tcp: control endpoint" "$D/out" &&
 	ok "--control-allow on a unix: endpoint is refused (125)" || fail "unix endpoint: rc $rc: $(cat "$D/out")"
 
-[ "$FAILS" = 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }
-echo "all --control-allow checks passed"
+finish "--control-allow checks"
