@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/fdpass.h"
 #include "common/util.h"
 #include "policy/policy.h"
 #include "proto/frame.h"
@@ -65,33 +66,15 @@ static int send_msg(int fd, const struct ctl_msg *m, const int *fds, size_t n_fd
 	int r = ctl_encode(m, &buf, &len);
 	if (r < 0)
 		return r;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 3)];
-		struct cmsghdr align;
-	} cm;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (n_fds) {
-		memset(&cm, 0, sizeof(cm));
-		mh.msg_control = cm.b;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-	}
 	size_t off = 0;
 	while (off < len) {
-		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
+		/* the descriptors ride on the first bytes only */
+		ssize_t n = fdpass_send_fds(fd, buf + off, len - off, fds, off ? 0 : n_fds, 0);
+		if (n == -EINTR)
 			continue;
 		if (n < 0)
-			return -errno;
+			return (int)n;
 		off += (size_t)n;
-		iov.iov_base = buf + off;
-		iov.iov_len = len - off;
-		mh.msg_control = NULL, mh.msg_controllen = 0;
 	}
 	return 0;
 }

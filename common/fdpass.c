@@ -10,23 +10,33 @@ union fd_cmsg {
 	struct cmsghdr align;
 };
 
-ssize_t fdpass_send(int sock, const void *buf, size_t len, int fd, int flags)
+ssize_t fdpass_send_fds(int sock, const void *buf, size_t len, const int *fds, size_t n_fds, int flags)
 {
+	if (n_fds > FDPASS_MAX_FDS)
+		return -E2BIG;
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	union fd_cmsg u;
-	memset(&u, 0, sizeof(u));
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * FDPASS_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (fd >= 0) {
+	if (n_fds) {
+		memset(u.buf, 0, CMSG_SPACE(sizeof(int) * n_fds));
 		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
 		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
 	}
 	ssize_t n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
 	return n < 0 ? -errno : n;
+}
+
+ssize_t fdpass_send(int sock, const void *buf, size_t len, int fd, int flags)
+{
+	return fdpass_send_fds(sock, buf, len, &fd, fd >= 0 ? 1 : 0, flags);
 }
 
 ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fd, int flags)

@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdpass.h"
 #include "proto/frame.h"
 #include "proto/message.h"
 
@@ -300,25 +301,9 @@ static int send_all(int fd, const uint8_t *buf, size_t len, const int *fds, size
 {
 	int64_t end = now_ms() + ms;
 	size_t off = 0;
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 253)];
-		struct cmsghdr align;
-	} cm;
 	while (off < len) {
-		struct iovec iov = { .iov_base = (void *)(buf + off), .iov_len = len - off };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-		if (n_fds && off == 0) {
-			memset(&cm, 0, sizeof(cm));
-			mh.msg_control = cm.b;
-			mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-			memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-		}
-		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-		if (n < 0 && errno == EAGAIN) {
+		ssize_t n = fdpass_send_fds(fd, buf + off, len - off, fds, off ? 0 : n_fds, 0);
+		if (n == -EAGAIN) {
 			struct pollfd pf = { .fd = fd, .events = POLLOUT };
 			int left = (int)(end - now_ms());
 			if (left <= 0)
@@ -327,7 +312,7 @@ static int send_all(int fd, const uint8_t *buf, size_t len, const int *fds, size
 			continue;
 		}
 		if (n < 0)
-			return -errno;
+			return (int)n;
 		off += (size_t)n;
 	}
 	return 0;
