@@ -519,6 +519,18 @@ int procfs_read_at(int dirfd, const char *name, size_t max, char **buf, size_t *
 	return 0;
 }
 
+uint64_t procfs_parse_forks(const char *buf)
+{
+	const char *p = strstr(buf, "\nprocesses ");
+	if (!p)
+		return 0;
+	char *end = NULL;
+	unsigned long long v = strtoull(p + 11, &end, 10);
+	if (end == p + 11 || *end != '\n')
+		return 0;
+	return (uint64_t)v;
+}
+
 int procfs_read_stat_at(int dirfd, const char *name, struct procfs_stat *out)
 {
 	char *buf = NULL;

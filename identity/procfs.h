@@ -39,6 +39,9 @@ struct procfs_stat {
 /* /proc/<pid>/stat. comm may contain spaces, '(' , ')' and newlines: the
  * comm ends at the LAST ')' in the buffer. */
 int procfs_parse_stat(const char *buf, size_t len, struct procfs_stat *out);
+/* The host's fork count, "processes" of /proc/stat (NUL-terminated buf);
+ * 0 when the line is missing or malformed. */
+uint64_t procfs_parse_forks(const char *buf);
 
 struct procfs_status {
 	pid_t tgid, pid, ppid;

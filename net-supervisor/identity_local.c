@@ -250,14 +250,7 @@ static uint64_t host_forks(struct worker_ctx *w)
 	if (n <= 0 || n >= STAT_BUF - 1)
 		return 0; /* error, or maybe truncated: unknown */
 	w->stat_buf[n] = '\0';
-	const char *p = strstr(w->stat_buf, "\nprocesses ");
-	if (!p)
-		return 0;
-	char *end = NULL;
-	unsigned long long v = strtoull(p + 11, &end, 10);
-	if (end == p + 11 || *end != '\n')
-		return 0;
-	return (uint64_t)v;
+	return procfs_parse_forks(w->stat_buf);
 }
 
 /* Is w's remembered listing of the anchor's descendants still a superset

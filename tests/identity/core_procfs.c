@@ -144,6 +144,18 @@ static void stat_garbage(void **state)
 	assert_int_equal(STAT(z, &st), -EINVAL);
 }
 
+/* The host fork counter of /proc/stat, as the local strategy reads it. */
+static void forks_counter(void **state)
+{
+	(void)state;
+	assert_int_equal(procfs_parse_forks("cpu 1 2 3\nctxt 9\nprocesses 12345\nprocs_running 1\n"), 12345);
+	assert_int_equal(procfs_parse_forks("cpu 1\nprocesses \n"), 0);
+	assert_int_equal(procfs_parse_forks("cpu 1\nprocesses 12x\n"), 0);
+	assert_int_equal(procfs_parse_forks("cpu 1\nprocesses 77"), 0); /* truncated */
+	assert_int_equal(procfs_parse_forks("processes 5\n"), 0);       /* not a line of its own */
+	assert_int_equal(procfs_parse_forks(""), 0);
+}
+
 static void stat_oversized(void **state)
 {
 	struct procfs_stat st;
@@ -538,7 +550,7 @@ int main(void)
 		cmocka_unit_test(stat_real),
 		cmocka_unit_test(stat_hostile_comm),
 		cmocka_unit_test(stat_truncated_everywhere),
-		cmocka_unit_test(stat_garbage),
+		cmocka_unit_test(stat_garbage), cmocka_unit_test(forks_counter),
 		cmocka_unit_test(stat_oversized),
 		cmocka_unit_test(status_real),
 		cmocka_unit_test(status_hostile),

@@ -1,5 +1,6 @@
 /* cmd_tree: see cmd_tree.h. */
 #include "cmd_tree.h"
+#include "identity/procfs.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,20 +18,10 @@
 /* The parent pid in /proc/<pid>/stat; 0 when unreadable. */
 static pid_t ppid_of(pid_t pid)
 {
-	char path[64], buf[256];
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	char *rp = strrchr(buf, ')');
-	int ppid = 0;
-	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-		return 0;
-	return (pid_t)ppid;
+	struct procfs_stat st;
+	return procfs_read_stat_at(AT_FDCWD, path, &st) == 0 ? st.ppid : 0;
 }
 
 static int g_port;

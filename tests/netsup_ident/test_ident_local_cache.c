@@ -42,6 +42,8 @@
 #include "common_test.h"
 #include "tests/common/loopback.h"
 #include "cmd_tree.h"
+#include "common/util.h"
+#include "identity/procfs.h"
 #include "net-supervisor/identity_local.h"
 
 static char g_self_sha[65];
@@ -51,16 +53,8 @@ static uint64_t g_forks_at_first; /* host fork count before the case's first res
 /* "processes" of /proc/stat: forks on the whole host since boot. */
 static uint64_t host_forks_now(void)
 {
-	char buf[8192];
-	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	const char *p = strstr(buf, "\nprocesses ");
-	return p ? strtoull(p + 11, NULL, 10) : 0;
+	static char buf[65536];
+	return read_file_at(AT_FDCWD, "/proc/stat", buf, sizeof(buf)) > 0 ? procfs_parse_forks(buf) : 0;
 }
 
 /* The loop may answer: nothing forked on the host since the first resolve. */
