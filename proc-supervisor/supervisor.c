@@ -66,8 +66,12 @@ static int glue_record(void *user, uint64_t cookie, const struct procref *ref)
 			if (v)
 				ps->debug_cookies = v, ps->debug_cookies_cap = cap;
 		}
+		/* at most 65536 kept: past that, the latest overwrite the oldest
+		 * (a storm's last connect is the one a test looks for) */
 		if (ps->debug_cookies_n < ps->debug_cookies_cap)
 			ps->debug_cookies[ps->debug_cookies_n++] = cookie;
+		else if (ps->debug_cookies_cap)
+			ps->debug_cookies[ps->debug_cookies_next++ % ps->debug_cookies_cap] = cookie;
 	}
 	return 0;
 }

@@ -119,6 +119,7 @@ struct procsup {
 	uint64_t debug_cookies_n;         /* --debug-registry: cookies seen */
 	uint64_t *debug_cookies;
 	size_t debug_cookies_cap;
+	uint64_t debug_cookies_next;      /* ring position once the cap is reached */
 	uv_signal_t sig_fwd[PROCSUP_NSIG_FWD];
 	uv_signal_t sig_chld;
 	uv_timer_t grace_timer;           /* SIGTERM -> SIGKILL */

@@ -48,8 +48,20 @@ srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 srv.bind(sys.argv[1]); srv.listen(1); srv.settimeout(15)
 c, _ = srv.accept()
 fds = array.array("i")
-msg, anc, _, _ = c.recvmsg(1, socket.CMSG_LEN(fds.itemsize))
+msg, anc, _, _ = c.recvmsg(32, socket.CMSG_LEN(fds.itemsize))
 fds.frombytes(anc[0][2][:fds.itemsize])
+# the message is the connector's pid: wait (up to 5 s) until it has exited,
+# so the request goes out on a socket only the outsider holds (a zombie
+# holds no descriptors)
+import time
+pid, deadline = int(msg), time.monotonic() + 5
+while time.monotonic() < deadline:
+    try:
+        if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+    except OSError:
+        break
+    time.sleep(0.01)
 s = socket.socket(fileno=fds[0]); s.settimeout(10)
 s.sendall(f"GET http://127.0.0.1:{sys.argv[2]}/ HTTP/1.1\r\nHost: 127.0.0.1:{sys.argv[2]}\r\nConnection: close\r\n\r\n".encode())
 print(s.recv(100).split(b"\r\n")[0].decode())
@@ -57,10 +69,10 @@ PYEOF
 # the workload: connect to the proxy, hand the socket over, exit; then
 # (a second python3) one request of its own
 cat >"$D/handoff.py" <<'PYEOF'
-import array, socket, sys
+import array, os, socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
 u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); u.connect(sys.argv[1])
-u.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [s.fileno()]))])
+u.sendmsg([str(os.getpid()).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [s.fileno()]))])
 PYEOF
 cat >"$D/own.py" <<'PYEOF'
 import socket, sys

@@ -71,13 +71,16 @@ start_harness() {
 	rm -f "$TMP/$name.ready"
 	if [ "${GW_SUP:-harness}" = procsup ]; then
 		# The real supervisor code: procsup_init + procsup_services_start.
-		rm -f "$TMP/$name.exec"
+		rm -f "$TMP/$name.exec" "$TMP/$name.ctl"
 		"${GW_PROCSUP:-$B/proc-supervisor}" --exec-socket "$TMP/$name.exec" --status-socket "$TMP/$name.status" \
 			--control "unix:$TMP/$name.ctl" --provisioning-key "$key" --audit "$TMP/$name.audit" \
 			--grace 1 "$@" -- sleep 60 >"$TMP/$name.ready" 2>"$TMP/$name.log" &
 		PIDS+=($!)
 		HPID=$!
-		wait_file "$TMP/$name.exec" 50 && return 0
+		# the control socket comes after the exec socket (the identity
+		# service hashes its own exe first): a client started before it
+		# would back off and fail its first request at once
+		wait_file "$TMP/$name.exec" 50 && wait_file "$TMP/$name.ctl" 50 && return 0
 		echo "supervisor $name did not start:"; cat "$TMP/$name.log"
 		return 1
 	fi
