@@ -5,7 +5,8 @@
  * SignedContext) is checked offline against the certificate of its
  * instance key: the `anchor_certificate` field (base64 of a serialized
  * SignedCertificate) of the same line, or of an earlier line (e.g. the
- * anchor_established / anchor_changed event). Checked: the certificate
+ * anchor_established / anchor_changed / anchor_renewed event; a context is
+ * valid when one of its instance's certificates covers it). Checked: the certificate
  * against the pinned provisioning key, the context's signature against the certificate's
  * instance key, the context's anchor against the certificate's, and every
  * time check at the context's own issue time. Other lines are skipped.
@@ -37,7 +38,8 @@ static void usage(FILE *out)
 }
 
 /* Certificates seen so far in the log (on decision lines or on
- * anchor_established/anchor_changed events), by instance key id. */
+ * anchor_established/anchor_changed/anchor_renewed events), with their
+ * instance key ids. */
 struct cert_book {
 	struct signed_cert *certs;
 	uint8_t (*ids)[PROTO_KEY_ID_LEN];
@@ -52,12 +54,27 @@ static void book_free(struct cert_book *b)
 	free(b->ids);
 }
 
-static const struct signed_cert *book_find(const struct cert_book *b, const uint8_t *id)
+/* The certificates of an instance key id, the latest first: *pos starts
+ * at b->n; NULL when there is none left. An instance has several when it
+ * renewed its certificate (anchor_renewed). */
+static const struct signed_cert *book_next(const struct cert_book *b, const uint8_t *id, size_t *pos)
 {
-	for (size_t i = b->n; i-- > 0;)
+	while (*pos > 0) {
+		size_t i = --*pos;
 		if (memcmp(b->ids[i], id, PROTO_KEY_ID_LEN) == 0)
 			return &b->certs[i];
+	}
 	return NULL;
+}
+
+static bool book_has(const struct cert_book *b, const uint8_t *id, const struct signed_cert *c)
+{
+	size_t pos = b->n;
+	const struct signed_cert *k;
+	while ((k = book_next(b, id, &pos)))
+		if (k->cert_len == c->cert_len && memcmp(k->cert, c->cert, c->cert_len) == 0)
+			return true;
+	return false;
 }
 
 /* Remember a certificate that verifies against the pin; the verified one
@@ -74,7 +91,7 @@ static enum reason book_add(struct cert_book *b, const struct pub_key *pin, cons
 		signed_cert_clear(&c);
 		return REASON_ANCHOR_CERTIFICATE_INVALID;
 	}
-	if (book_find(b, ac.instance.id)) {
+	if (book_has(b, ac.instance.id, &c)) {
 		signed_cert_clear(&c);
 		return REASON_OK;
 	}
@@ -94,13 +111,42 @@ static enum reason book_add(struct cert_book *b, const struct pub_key *pin, cons
 	return REASON_OK;
 }
 
+/* The context against one certificate of its instance. */
+static enum reason check_with(const struct pub_key *pin, const struct signed_context *sc,
+			      const struct signed_cert *cert, char *detail, size_t dsize)
+{
+	struct verifier *v = NULL;
+	if (verifier_new(pin, 1, NULL, &v) < 0)
+		return REASON_INTERNAL_ERROR;
+	/* Install at the certificate's own issue time: the context is then
+	 * checked at its own issue time (offline mode). */
+	struct anchor_cert ac;
+	struct anchor_event ev;
+	enum reason r;
+	if (cert_verify(pin, 1, cert, &ac) != REASON_OK ||
+	    verifier_install_cert(v, cert, verifier_channel_open(v), ac.issued_at_ns, &ev) != REASON_OK) {
+		r = REASON_ANCHOR_CERTIFICATE_INVALID;
+	} else {
+		struct verify_expect ex = { .offline = true };
+		struct identity_context *ctx = NULL;
+		r = verifier_check_context(v, sc, &ex, &ctx);
+		if (r == REASON_OK) {
+			snprintf(detail, dsize, "pid %d %s", (int)ctx->subject.pid, ctx->subject.exe.path);
+			context_free(ctx);
+		}
+	}
+	verifier_free(v);
+	return r;
+}
+
+/* Valid when some certificate of the context's instance covers it (each
+ * renewal adds one); otherwise the reason against the latest. */
 static enum reason check_line(const struct pub_key *pin, const char *b64ctx, const struct cert_book *book,
 			      char *detail, size_t dsize)
 {
 	_cleanup_free_ uint8_t *cbuf = NULL;
 	size_t clen;
 	struct signed_context sc = { 0 };
-	struct verifier *v = NULL;
 	enum reason r = REASON_PROTOCOL_ERROR;
 	detail[0] = '\0';
 
@@ -108,7 +154,8 @@ static enum reason check_line(const struct pub_key *pin, const char *b64ctx, con
 		snprintf(detail, dsize, "signed_context is not a SignedContext");
 		goto out;
 	}
-	const struct signed_cert *cert = book_find(book, sc.key_id);
+	size_t pos = book->n;
+	const struct signed_cert *cert = book_next(book, sc.key_id, &pos);
 	if (!cert) {
 		char hex[PROTO_KEY_ID_HEX];
 		key_id_hex(sc.key_id, hex);
@@ -116,28 +163,11 @@ static enum reason check_line(const struct pub_key *pin, const char *b64ctx, con
 		r = REASON_ANCHOR_UNKNOWN;
 		goto out;
 	}
-	if (verifier_new(pin, 1, NULL, &v) < 0) {
-		r = REASON_INTERNAL_ERROR;
-		goto out;
-	}
-	/* Install at the certificate's own issue time: the context is then
-	 * checked at its own issue time (offline mode). */
-	struct anchor_cert ac;
-	struct anchor_event ev;
-	if (cert_verify(pin, 1, cert, &ac) != REASON_OK ||
-	    (r = verifier_install_cert(v, cert, verifier_channel_open(v), ac.issued_at_ns, &ev)) != REASON_OK) {
-		r = REASON_ANCHOR_CERTIFICATE_INVALID;
-		goto out;
-	}
-	struct verify_expect ex = { .offline = true };
-	struct identity_context *ctx = NULL;
-	r = verifier_check_context(v, &sc, &ex, &ctx);
-	if (r == REASON_OK) {
-		snprintf(detail, dsize, "pid %d %s", (int)ctx->subject.pid, ctx->subject.exe.path);
-		context_free(ctx);
-	}
+	r = check_with(pin, &sc, cert, detail, dsize);
+	while (r != REASON_OK && (cert = book_next(book, sc.key_id, &pos)))
+		if (check_with(pin, &sc, cert, detail, dsize) == REASON_OK)
+			r = REASON_OK;
 out:
-	verifier_free(v);
 	signed_context_clear(&sc);
 	return r;
 }

@@ -39,6 +39,7 @@ const char *anchor_event_kind_word(enum anchor_event_kind k)
 	case ANCHOR_ESTABLISHED: return "anchor_established";
 	case ANCHOR_RECONNECTED: return "anchor_reconnected";
 	case ANCHOR_CHANGED: return "anchor_changed";
+	case ANCHOR_RENEWED: return "anchor_renewed";
 	}
 	return "anchor_unknown";
 }

@@ -154,18 +154,19 @@ static void on_local_refused(enum reason why, const char *detail, void *data)
 	audit_refused(data, "local", why, detail);
 }
 
-/* delegated: a new certificate replaced the previous instance. */
+/* delegated: a new certificate replaced the previous instance, or the
+ * same instance renewed its certificate. */
 static void on_delegated_event(enum anchor_event_kind kind, const char *word, const char *desc,
 			       void *data)
 {
 	struct netsup *ns = data;
-	if (kind != ANCHOR_CHANGED)
+	if (kind != ANCHOR_CHANGED && kind != ANCHOR_RENEWED)
 		return; /* established/lost are audited by on_anchor */
 	json_t *o = json_object();
 	json_object_set_new(o, "strategy", json_string("delegated"));
 	json_object_set_new(o, "kind", json_string(word));
 	json_object_set_new(o, "anchor", json_string(desc));
-	netsup_audit(ns, "anchor_changed", o);
+	netsup_audit(ns, word, o);
 }
 
 static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)

@@ -947,7 +947,8 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 			(void)proto_topology_from_word(ps->cfg.topology, &topo);
 		struct idservice_opts io = {
 			.endpoint = cfg->control, .caps = &ps->caps, .members = ps->members, .cookies = ps->cookies,
-			.provisioning = prov, .topology = topo, .audit = ps->audit,
+			.provisioning = prov, .provisioning_path = cfg->provisioning_key,
+			.cert_validity_ns = cfg->cert_validity_s * 1000000000ull, .topology = topo, .audit = ps->audit,
 			.strict_socket_owner = cfg->strict_socket_owner,
 		};
 		for (size_t i = 0; i < cfg->n_control_allow; i++) {

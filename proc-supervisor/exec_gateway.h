@@ -112,6 +112,7 @@ struct procsup_services_cfg {
 	const char *control_allow[IDSERVICE_MAX_PEERS]; /* --control-allow ADDR[/PREFIX] (tcp) */
 	size_t n_control_allow;
 	const char *provisioning_key; /* --provisioning-key FILE (required with --control) */
+	uint64_t cert_validity_s;     /* --cert-validity; 0: 30 days */
 	bool strict_socket_owner;     /* --strict-socket-owner (idservice.h) */
 };
 

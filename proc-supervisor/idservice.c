@@ -46,6 +46,12 @@ struct idservice {
 	struct sign_key *instance;
 	struct procref anchor; /* recorded, hashed */
 	struct signed_cert cert;
+	struct cert_input cert_in; /* what every certificate of this instance says */
+	struct pub_key instance_pub;
+	uint64_t cert_issued_ns, cert_not_after_ns;
+	unsigned renew_failures;
+	uv_timer_t renew_timer;    /* see renew_cb */
+	bool renew_timer_open;
 	struct proto_server *server;
 	struct exe_hash_cache *hashes;
 	pthread_mutex_t pool_lock;
@@ -502,7 +508,7 @@ static void on_identity(struct proto_server *srv, struct proto_request *req, voi
 	s->inflight++;
 }
 
-static void audit_anchor(struct idservice *s)
+static void audit_anchor(struct idservice *s, const char *event)
 {
 	if (!s->o.audit)
 		return;
@@ -520,7 +526,8 @@ static void audit_anchor(struct idservice *s)
 		json_object_set_new(ev, "anchor_certificate", json_string(b64));
 	free(packed);
 	free(b64);
-	audit_emit(s->o.audit, "anchor_established", ev);
+	json_object_set_new(ev, "not_after", json_integer((json_int_t)(s->cert_not_after_ns / 1000000000ull)));
+	audit_emit(s->o.audit, event, ev);
 	json_decref(ev);
 }
 
@@ -537,6 +544,7 @@ static void service_free(struct idservice *s)
 	signed_cert_clear(&s->cert);
 	sign_key_free(s->instance);
 	free((char *)s->o.endpoint);
+	free((char *)s->o.provisioning_path);
 	free(s);
 }
 
@@ -554,6 +562,83 @@ static bool peer_in_allow_list(const struct proto_peer *peer, void *userdata)
 		if (netcidr_contains(&s->o.allow_peers[i], &a))
 			return true;
 	return false;
+}
+
+/* Sign a certificate for this instance, valid from now, into s->cert. */
+static int issue_cert(struct idservice *s, const struct sign_key *prov)
+{
+	struct signed_cert nc;
+	struct cert_input ci = s->cert_in;
+	ci.issued_at_ns = now_real_ns();
+	int r = cert_issue(prov, &ci, &nc);
+	if (r < 0)
+		return r;
+	signed_cert_clear(&s->cert);
+	s->cert = nc;
+	s->cert_issued_ns = ci.issued_at_ns;
+	s->cert_not_after_ns = ci.issued_at_ns + (ci.validity_ns ? ci.validity_ns : PROTO_CERT_DEFAULT_VALIDITY_NS);
+	return 0;
+}
+
+/* Renewal is due two thirds into the certificate's validity; a failed one
+ * is tried again every minute (every tenth of what is left, if less)
+ * until the certificate runs out, after which the net side denies every
+ * flow (anchor_certificate_invalid) until one succeeds. */
+static void renew_cb(uv_timer_t *t);
+
+static void arm_renewal(struct idservice *s)
+{
+	if (!s->o.provisioning_path || !s->renew_timer_open || s->stopping)
+		return;
+	uint64_t now = now_real_ns(), life = s->cert_not_after_ns - s->cert_issued_ns;
+	uint64_t due = s->cert_issued_ns + life / 3 * 2;
+	uint64_t wait_ns = due > now ? due - now : 0;
+	if (s->renew_failures) {
+		uint64_t left = s->cert_not_after_ns > now ? s->cert_not_after_ns - now : 0;
+		wait_ns = left / 10 < 60ull * 1000000000ull ? left / 10 : 60ull * 1000000000ull;
+		if (wait_ns < 1000000000ull)
+			wait_ns = 1000000000ull;
+	}
+	uv_timer_start(&s->renew_timer, renew_cb, wait_ns / 1000000 + 1, 0);
+}
+
+static void renew_cb(uv_timer_t *t)
+{
+	struct idservice *s = t->data;
+	if (s->stopping)
+		return;
+	uint64_t now = now_real_ns();
+	uint64_t due = s->cert_issued_ns + (s->cert_not_after_ns - s->cert_issued_ns) / 3 * 2;
+	if (!s->renew_failures && now < due) { /* woke early (the timer is monotonic) */
+		arm_renewal(s);
+		return;
+	}
+	struct sign_key *prov = NULL;
+	int r = provkey_load_secret(s->o.provisioning_path, &prov);
+	if (r == 0) {
+		r = issue_cert(s, prov);
+		sign_key_free(prov);
+	}
+	if (r < 0) {
+		s->renew_failures++;
+		/* retried every second once it ran out: log attempts 1, 2, 4, 8, ... */
+		if ((s->renew_failures & (s->renew_failures - 1)) == 0)
+			log_error("identity service: renewing the anchor certificate (%s): %s; it %s at %llu (unix s); "
+				  "%u failed attempt(s), retrying",
+				  s->o.provisioning_path,
+				  r == -EPERM ? "readable by group/others or not a regular file" : strerror(-r),
+				  now > s->cert_not_after_ns ? "ran out" : "runs out",
+				  (unsigned long long)(s->cert_not_after_ns / 1000000000ull), s->renew_failures);
+		arm_renewal(s);
+		return;
+	}
+	s->renew_failures = 0;
+	s->stats.renewals++;
+	int sent = proto_server_set_cert(s->server, &s->cert);
+	log_info("identity service: anchor certificate renewed, valid until %llu (unix s); sent on %d connection(s)",
+		 (unsigned long long)(s->cert_not_after_ns / 1000000000ull), sent);
+	audit_anchor(s, "anchor_renewed");
+	arm_renewal(s);
 }
 
 int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct idservice **out)
@@ -601,10 +686,10 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		service_free(s);
 		return -EINVAL;
 	}
-	struct pub_key ipub;
-	sign_key_public(s->instance, &ipub);
-	struct cert_input ci = { .instance = &ipub, .anchor = &s->anchor, .topology = s->o.topology };
-	if ((r = pidns_id_of_pid(getpid(), &ci.pidns)) < 0 || (r = cert_issue(opts->provisioning, &ci, &s->cert)) < 0) {
+	sign_key_public(s->instance, &s->instance_pub);
+	s->cert_in = (struct cert_input){ .instance = &s->instance_pub, .anchor = &s->anchor,
+					  .topology = s->o.topology, .validity_ns = s->o.cert_validity_ns };
+	if ((r = pidns_id_of_pid(getpid(), &s->cert_in.pidns)) < 0 || (r = issue_cert(s, opts->provisioning)) < 0) {
 		log_error("identity service: issuing the anchor certificate: %s", strerror(-r));
 		service_free(s);
 		return r;
@@ -626,14 +711,24 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		return r;
 	}
 	s->o.provisioning = NULL; /* not kept */
-	audit_anchor(s);
+	if (s->o.provisioning_path && !(s->o.provisioning_path = strdup(s->o.provisioning_path))) {
+		proto_server_stop(s->server, NULL, NULL);
+		s->server = NULL;
+		service_free(s);
+		return -ENOMEM;
+	}
+	uv_timer_init(loop, &s->renew_timer);
+	s->renew_timer.data = s;
+	s->renew_timer_open = true;
+	arm_renewal(s);
+	audit_anchor(s, "anchor_established");
 	*out = s;
 	return 0;
 }
 
 static void service_maybe_done(struct idservice *s)
 {
-	if (!s->stopping || !s->server_stopped || s->inflight)
+	if (!s->stopping || !s->server_stopped || s->inflight || s->renew_timer_open)
 		return;
 	void (*done)(void *) = s->done;
 	void *ud = s->done_ud;
@@ -649,6 +744,13 @@ static void on_server_stopped(void *ud)
 	service_maybe_done(s);
 }
 
+static void renew_timer_closed(uv_handle_t *h)
+{
+	struct idservice *s = h->data;
+	s->renew_timer_open = false;
+	service_maybe_done(s);
+}
+
 void idservice_stop(struct idservice *s, void (*done)(void *userdata), void *userdata)
 {
 	if (!s || s->stopping)
@@ -656,6 +758,7 @@ void idservice_stop(struct idservice *s, void (*done)(void *userdata), void *use
 	s->stopping = true;
 	s->done = done;
 	s->done_ud = userdata;
+	uv_close((uv_handle_t *)&s->renew_timer, renew_timer_closed);
 	proto_server_stop(s->server, on_server_stopped, s);
 }
 

@@ -51,6 +51,11 @@ struct idservice_opts {
 	struct members *members;           /* required, borrowed */
 	struct cookie_registry *cookies;   /* may be NULL */
 	const struct sign_key *provisioning; /* required; used only in idservice_start */
+	/* The provisioning key's file: read again to renew the certificate two
+	 * thirds into its validity (and sent to connected peers). NULL: never
+	 * renewed, the service's answers are refused once it runs out. */
+	const char *provisioning_path;
+	uint64_t cert_validity_ns;         /* 0 => PROTO_CERT_DEFAULT_VALIDITY_NS (30 days) */
 	enum proto_topology topology;      /* 0 => split */
 	struct audit_log *audit;           /* may be NULL: no events */
 	uint64_t context_lifetime_ns;      /* 0 => PROTO_DEFAULT_LIFETIME_NS */
@@ -81,5 +86,6 @@ struct idservice_stats {
 	 * walked: the same process again (subject) or a new child of a
 	 * pinned parent (parent) */
 	uint64_t chain_subject_hits, chain_parent_hits;
+	uint64_t renewals; /* certificates renewed since start */
 };
 void idservice_get_stats(const struct idservice *s, struct idservice_stats *out);

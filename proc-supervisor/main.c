@@ -45,7 +45,10 @@ static void usage(FILE *f)
 		"  --exec-allow-gid GID   peer primary gid allowed (repeatable)\n"
 		"  --status-socket PATH   the supervised tree as JSON (tether ps)\n"
 		"  --control ENDPOINT     identity service: unix:PATH | tcp:HOST:PORT | vsock:CID:PORT\n"
-		"  --provisioning-key FILE  signs the anchor certificate (required with --control)\n"
+		"  --provisioning-key FILE  signs the anchor certificate (required with --control);\n"
+		"                         read again to renew it, so it must stay readable\n"
+		"  --cert-validity N[s|m|h|d]  anchor certificate validity (default 30d, at least\n"
+		"                         10s); renewed two thirds of the way through\n"
 		"  --control-allow ADDR[/PREFIX]  tcp: control endpoint: only peers from here may\n"
 		"                         connect (repeatable, up to 8; default any that can reach it)\n"
 		"  --strict-socket-owner  identity service: a socket counts as its connector's only\n"
@@ -110,6 +113,30 @@ static int parse_user(const char *arg, struct procsup_config *cfg)
 	return 0;
 }
 
+/* --cert-validity N[s|m|h|d]: 10 s (a test) to 365 days. */
+static int parse_validity(const char *arg, uint64_t *out_s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	if (errno || end == arg || arg[0] == '-')
+		return -EINVAL;
+	unsigned long long mul = 1;
+	switch (*end) {
+	case '\0': case 's': break;
+	case 'm': mul = 60; break;
+	case 'h': mul = 3600; break;
+	case 'd': mul = 86400; break;
+	default: return -EINVAL;
+	}
+	if (*end && end[1])
+		return -EINVAL;
+	if (v > 365ull * 86400 || v * mul < 10 || v * mul > 365ull * 86400)
+		return -EINVAL;
+	*out_s = v * mul;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	log_set_program("proc-supervisor");
@@ -118,7 +145,7 @@ int main(int argc, char **argv)
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
-	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_PROV_KEY, OPT_USER, OPT_STRICT_OWNER };
+	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
@@ -142,6 +169,7 @@ int main(int argc, char **argv)
 		{ "control", required_argument, NULL, OPT_CONTROL },
 		{ "control-allow", required_argument, NULL, OPT_CONTROL_ALLOW },
 		{ "provisioning-key", required_argument, NULL, OPT_PROV_KEY },
+		{ "cert-validity", required_argument, NULL, OPT_CERT_VALIDITY },
 		{ "user", required_argument, NULL, OPT_USER },
 		{ "strict-socket-owner", no_argument, NULL, OPT_STRICT_OWNER },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -238,6 +266,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PROV_KEY:
 			svc.provisioning_key = optarg;
+			break;
+		case OPT_CERT_VALIDITY:
+			if (parse_validity(optarg, &svc.cert_validity_s) < 0) {
+				fprintf(stderr, "proc-supervisor: --cert-validity: expected N[s|m|h|d] from 10s to 365d: %s\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case OPT_STRICT_OWNER:
 			svc.strict_socket_owner = true;

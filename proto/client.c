@@ -259,6 +259,21 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 		handle_response(c, m);
 		return;
 	}
+	if (c->state == ST_READY && m->kind == CTL_HELLO_ACK) {
+		/* A renewed certificate for the same instance (docs/protocol.md). */
+		struct anchor_event ev;
+		enum reason why = verifier_renew_cert(c->opts.verifier, &m->u.hello_ack.cert, c->channel, 0, &ev);
+		if (why != REASON_OK) {
+			log_warn("%s: renewed anchor certificate refused: %s: closing", c->ep.text, reason_word(why));
+			proto_conn_close(conn, -EACCES);
+			return;
+		}
+		log_info("%s: anchor certificate renewed, valid until %llu (unix s)", c->ep.text,
+			 (unsigned long long)(ev.cert->not_after_ns / 1000000000ull));
+		if (c->opts.on_anchor)
+			c->opts.on_anchor(c, &ev, c->opts.userdata);
+		return;
+	}
 	log_warn("%s: unexpected %s from the proc side: closing", c->ep.text, ctl_kind_name(m->kind));
 	proto_conn_close(conn, -EPROTO);
 }
@@ -284,8 +299,15 @@ static void on_close(struct proto_conn *conn, int err, void *ud)
 	}
 	if (err)
 		log_info("%s: identity channel closed: %s", c->ep.text, strerror(-err));
+	bool was_ready = c->state == ST_READY;
 	set_state_down(c, REASON_CONTROL_CHANNEL_LOST);
-	schedule_reconnect(c);
+	/* A channel that was up is tried again at once (the proc side may
+	 * have closed it to make room, see proto_server_opts.max_conns): the
+	 * backoff is for attempts that fail, and it was reset on READY. */
+	if (was_ready && c->state != ST_STOPPED)
+		uv_timer_start(&c->state_timer, backoff_cb, 0, 0);
+	else
+		schedule_reconnect(c);
 }
 
 static void poll_closed(uv_handle_t *h);

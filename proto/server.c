@@ -17,6 +17,8 @@ struct server_conn {
 	int refs; /* 1 while the conn lives + 1 per outstanding request */
 	size_t inflight;
 	bool hello_done;
+	bool evicting; /* closed by evict_one(), its close not yet complete */
+	uint64_t last_active; /* uv_hrtime() at accept, at each frame read or answered */
 };
 
 struct proto_server {
@@ -26,6 +28,8 @@ struct proto_server {
 	struct signed_cert cert;
 	struct server_conn *conns;
 	size_t n_conns;
+	size_t n_evicting; /* of n_conns, closed by evict_one() and still closing */
+	uint64_t evictions;
 	bool stopping;
 	bool listener_closed;
 	void (*done)(void *);
@@ -78,6 +82,8 @@ static void on_conn_close(struct proto_conn *c, int err, void *ud)
 	if (sc->next)
 		sc->next->prev = sc->prev;
 	s->n_conns--;
+	if (sc->evicting)
+		s->n_evicting--;
 	sc->server = NULL;
 	sc->conn = NULL;
 	sconn_unref(sc);
@@ -88,6 +94,7 @@ static void on_conn_msg(struct proto_conn *c, struct ctl_msg *m, void *ud)
 {
 	struct server_conn *sc = ud;
 	struct proto_server *s = sc->server;
+	sc->last_active = uv_hrtime();
 	if (!sc->hello_done) {
 		if (m->kind != CTL_HELLO) {
 			peer_log(s, log_warn, "control peer sent %s before Hello: closing", ctl_kind_name(m->kind));
@@ -165,6 +172,35 @@ static bool peer_allowed(struct proto_server *s, int fd)
 	return ok;
 }
 
+/* At the connection limit a new (allowed) peer takes the slot of one that
+ * has nothing outstanding: one that has not said Hello yet, else the one
+ * idle longest. Without it, 64 peers that say Hello and then wait held every
+ * slot for as long as they liked, and the real net-supervisor, closed at
+ * accept, could not anchor (test_proto_hostile_procsup case 1). A peer that
+ * keeps a request outstanding on every connection is not displaced. */
+static bool evict_one(struct proto_server *s, const struct server_conn *newcomer)
+{
+	struct server_conn *victim = NULL;
+	for (struct server_conn *sc = s->conns; sc; sc = sc->next) {
+		if (sc == newcomer || sc->inflight > 0 || !sc->conn || proto_conn_is_closing(sc->conn))
+			continue;
+		/* (the list is newest first: on a tie the older one) */
+		if (!victim || (victim->hello_done && !sc->hello_done) ||
+		    (victim->hello_done == sc->hello_done && sc->last_active <= victim->last_active))
+			victim = sc;
+	}
+	if (!victim)
+		return false;
+	s->evictions++;
+	peer_log(s, log_warn, "control connections at %zu: closing one %s for %llu ms to make room (%llu so far)",
+		 s->opts.max_conns, victim->hello_done ? "idle" : "silent",
+		 (unsigned long long)((uv_hrtime() - victim->last_active) / 1000000), (unsigned long long)s->evictions);
+	victim->evicting = true;
+	s->n_evicting++;
+	proto_conn_close(victim->conn, -ECONNRESET);
+	return true;
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
 	struct proto_server *s = listener->data;
@@ -184,18 +220,21 @@ static void on_connection(uv_stream_t *listener, int status)
 	sc->server = s;
 	sc->conn = c;
 	sc->refs = 1;
+	sc->last_active = uv_hrtime();
 	sc->next = s->conns;
 	if (s->conns)
 		s->conns->prev = sc;
 	s->conns = sc;
 	s->n_conns++;
-	if (s->n_conns > s->opts.max_conns) {
-		peer_log(s, log_warn, "control connections above %zu: refusing one", s->opts.max_conns);
-		proto_conn_close(c, -EMFILE);
-		return;
-	}
+	/* The peer check first: a refused peer must not displace anyone. */
 	if (!peer_allowed(s, proto_conn_fd(c))) {
 		proto_conn_close(c, -EPERM);
+		return;
+	}
+	if (s->n_conns - s->n_evicting > s->opts.max_conns && !evict_one(s, sc)) {
+		peer_log(s, log_warn, "control connections at %zu, each with a request outstanding: refusing one",
+			 s->opts.max_conns);
+		proto_conn_close(c, -EMFILE);
 		return;
 	}
 	proto_conn_expect(c); /* Hello within the deadline */
@@ -264,12 +303,33 @@ void proto_server_stop(struct proto_server *s, void (*done)(void *), void *ud)
 
 size_t proto_server_conn_count(const struct proto_server *s) { return s->n_conns; }
 
+uint64_t proto_server_evictions(const struct proto_server *s) { return s->evictions; }
+
+int proto_server_set_cert(struct proto_server *s, const struct signed_cert *cert)
+{
+	struct signed_cert copy;
+	if (!cert || !cert->cert || signed_cert_copy(&copy, cert) < 0)
+		return -ENOMEM;
+	signed_cert_clear(&s->cert);
+	s->cert = copy;
+	int n = 0;
+	struct ctl_msg ack = { .kind = CTL_HELLO_ACK };
+	ack.u.hello_ack.cert = s->cert;
+	for (struct server_conn *sc = s->conns; sc; sc = sc->next)
+		if (sc->hello_done && sc->conn && !proto_conn_is_closing(sc->conn) &&
+		    proto_conn_send(sc->conn, &ack) == 0)
+			n++;
+	return n;
+}
+
 static int answer(struct proto_request *req, const struct ctl_msg *m)
 {
 	struct server_conn *sc = req->conn;
 	int r = -ENOTCONN;
-	if (sc->conn && !proto_conn_is_closing(sc->conn))
+	if (sc->conn && !proto_conn_is_closing(sc->conn)) {
 		r = proto_conn_send(sc->conn, m);
+		sc->last_active = uv_hrtime();
+	}
 	sc->inflight--;
 	sconn_unref(sc);
 	free(req);

@@ -55,7 +55,9 @@ struct proto_server_opts {
 	bool (*peer_check)(const struct proto_peer *peer, void *userdata);
 	size_t max_frame;                 /* 0: PROTO_MAX_FRAME */
 	uint64_t read_deadline_ms;        /* 0: 5000 */
-	size_t max_conns;                 /* 0: 64 */
+	size_t max_conns;                 /* 0: 64; at the limit a new peer displaces one
+	                                   * with nothing outstanding (silent first, then
+	                                   * the one idle longest), else it is refused */
 	size_t max_inflight;              /* per connection; 0: 4096 */
 	const struct signed_cert *cert;   /* sent in every HelloAck (copied) */
 	void (*on_identity)(struct proto_server *s, struct proto_request *req, void *userdata);
@@ -70,6 +72,13 @@ int proto_server_start(uv_loop_t *loop, const struct proto_server_opts *opts,
  * answered or failed as usual (their answers are then dropped). */
 void proto_server_stop(struct proto_server *s, void (*done)(void *userdata), void *userdata);
 size_t proto_server_conn_count(const struct proto_server *s);
+/* Replace the certificate (copied): sent in every later HelloAck, and at
+ * once, as a HelloAck, on every connection past its Hello (a renewed
+ * certificate, docs/protocol.md). Returns how many connections it was sent
+ * on, or -ENOMEM (the old certificate stays). */
+int proto_server_set_cert(struct proto_server *s, const struct signed_cert *cert);
+/* Connections closed to make room for a new peer at max_conns. */
+uint64_t proto_server_evictions(const struct proto_server *s);
 
 /* Answer and free req. -ENOTCONN when the connection is gone meanwhile. */
 int proto_request_reply(struct proto_request *req, const struct signed_context *sc);

@@ -15,6 +15,10 @@ struct anchor_entry {
 	struct signed_cert signed_cert;
 	uint64_t channel;
 	bool channel_alive;
+	/* issued_at of the first certificate of this instance key: a renewed
+	 * certificate (verifier_renew_cert) moves cert.issued_at on, but the
+	 * instance's earlier contexts stay good. */
+	uint64_t instance_since_ns;
 };
 
 /* One generation of remembered nonces: open addressing, no deletion; a
@@ -178,17 +182,24 @@ void verifier_channel_closed(struct verifier *v, uint64_t channel)
 			v->anchors[i].channel_alive = false;
 }
 
+static struct anchor_entry *entry_for_key(const struct verifier *v, const uint8_t *id);
+
+/* A certificate signed by a pinned key and valid at now_ns (0: the clock). */
+static enum reason cert_admissible(const struct verifier *v, const struct signed_cert *sc, uint64_t now_ns,
+				   struct anchor_cert *c)
+{
+	enum reason r = cert_verify(v->pinned, v->n_pinned, sc, c);
+	if (r != REASON_OK)
+		return r;
+	return cert_time_check(c, now_ns ? now_ns : now_real_ns(), v->opts.clock_skew_ns);
+}
+
 enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
 				  uint64_t now_ns, struct anchor_event *ev)
 {
 	memset(ev, 0, sizeof(*ev));
-	if (!now_ns)
-		now_ns = now_real_ns();
 	struct anchor_cert c;
-	enum reason r = cert_verify(v->pinned, v->n_pinned, sc, &c);
-	if (r != REASON_OK)
-		return r;
-	r = cert_time_check(&c, now_ns, v->opts.clock_skew_ns);
+	enum reason r = cert_admissible(v, sc, now_ns, &c);
 	if (r != REASON_OK)
 		return r;
 
@@ -258,12 +269,44 @@ enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *
 		ev->old_instance = e->cert.instance;
 		ev->old_issued_at_ns = e->cert.issued_at_ns;
 	}
+	if (ev->kind != ANCHOR_RECONNECTED)
+		e->instance_since_ns = c.issued_at_ns;
+	else if (c.issued_at_ns < e->instance_since_ns)
+		e->instance_since_ns = c.issued_at_ns;
 	signed_cert_clear(&e->signed_cert);
 	e->used = true;
 	e->cert = c;
 	e->signed_cert = copy;
 	e->channel = channel;
 	e->channel_alive = true;
+	ev->cert = &e->cert;
+	return REASON_OK;
+}
+
+enum reason verifier_renew_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
+				uint64_t now_ns, struct anchor_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	struct anchor_cert c;
+	enum reason r = cert_admissible(v, sc, now_ns, &c);
+	if (r != REASON_OK)
+		return r;
+	struct anchor_entry *e = entry_for_key(v, c.instance.id);
+	/* Only for the anchor this channel presented, for the same process in
+	 * the same PID namespace, and only forward in time. */
+	if (!e || !e->channel_alive || e->channel != channel ||
+	    sodium_memcmp(e->cert.instance.pk, c.instance.pk, PROTO_PUBKEY_LEN) != 0 ||
+	    strcmp(e->cert.boot_id, c.boot_id) != 0 || e->cert.pidns.dev != c.pidns.dev ||
+	    e->cert.pidns.ino != c.pidns.ino || strcmp(e->cert.anchor.key, c.anchor.key) != 0 ||
+	    c.issued_at_ns <= e->cert.issued_at_ns)
+		return REASON_ANCHOR_CERTIFICATE_INVALID;
+	struct signed_cert copy;
+	if (signed_cert_copy(&copy, sc) < 0)
+		return REASON_INTERNAL_ERROR;
+	signed_cert_clear(&e->signed_cert);
+	e->cert = c;
+	e->signed_cert = copy;
+	ev->kind = ANCHOR_RENEWED;
 	ev->cert = &e->cert;
 	return REASON_OK;
 }
@@ -317,7 +360,7 @@ enum reason verifier_check_context(struct verifier *v, const struct signed_conte
 		 c->issued_at_ns > now + skew || now > c->expires_at_ns + skew)
 		r = REASON_CONTEXT_EXPIRED;
 	else if (cert_time_check(&e->cert, now, skew) != REASON_OK ||
-		 c->issued_at_ns + skew < e->cert.issued_at_ns)
+		 c->issued_at_ns + skew < e->instance_since_ns)
 		r = REASON_ANCHOR_CERTIFICATE_INVALID;
 	else if (!ex->offline) {
 		replay_rotate(v, now);

@@ -19,7 +19,8 @@
  * issued_at replaces it (ANCHOR_CHANGED, so the caller emits the audit event
  * `anchor_changed`), and contexts by the old instance key are refused from
  * then on. The same instance presenting its certificate again on a new
- * channel is ANCHOR_RECONNECTED.
+ * channel is ANCHOR_RECONNECTED; a newer certificate for it on the same
+ * channel is ANCHOR_RENEWED (verifier_renew_cert).
  *
  * Times are CLOCK_REALTIME ns (the two sides may be different machines);
  * now_ns 0 means "read the clock". Not thread-safe: one loop owns it. */
@@ -56,6 +57,7 @@ enum anchor_event_kind {
 	ANCHOR_ESTABLISHED = 1, /* first certificate for this (boot_id, pidns) */
 	ANCHOR_RECONNECTED,     /* same instance key, new channel */
 	ANCHOR_CHANGED,         /* replaced the previous instance (audit anchor_changed) */
+	ANCHOR_RENEWED,         /* a newer certificate for the same instance, same channel */
 };
 
 struct anchor_event {
@@ -71,6 +73,15 @@ struct anchor_event {
  * while the first one's channel lives, table full). */
 enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
 				  uint64_t now_ns, struct anchor_event *ev);
+
+/* A renewed certificate presented on a live channel (a HelloAck after the
+ * first, docs/protocol.md): the same instance key, anchor, boot_id and PID
+ * namespace as the certificate that channel presented, issued later. It
+ * replaces that certificate (ANCHOR_RENEWED); the instance's contexts
+ * issued under the previous one stay good. Anything else is
+ * REASON_ANCHOR_CERTIFICATE_INVALID and changes nothing. */
+enum reason verifier_renew_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
+				uint64_t now_ns, struct anchor_event *ev);
 
 /* The current signed certificate for an instance key id (for the audit
  * field `anchor_certificate`), or NULL. */

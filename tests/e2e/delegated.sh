@@ -19,6 +19,16 @@
 #                     certificate) -> allowed again; the old context still
 #                     verifies against the old certificate and is rejected
 #                     against the new one (`tether verify-context`).
+#   cert_renewal      a proc-supervisor whose certificate is valid 10 s
+#                     renews it on the live channel (anchor_renewed on both
+#                     sides, no reconnect); a flow after the first one ran
+#                     out is allowed; its context verifies only with the
+#                     renewed certificate, the earlier one with the first.
+#   cert_renewal_fails  the provisioning key file turns unreadable for it
+#                     (mode 0644): the renewal fails and is retried, and
+#                     once the certificate ran out flows are denied
+#                     anchor_certificate_invalid; the mode back to 0600, the
+#                     next retry renews and flows are allowed again.
 #   impostor          a proc-supervisor signing with another provisioning
 #                     key is refused (the net-supervisor never becomes
 #                     ready, flows are denied); then the genuine one is
@@ -84,7 +94,7 @@ stop_netsup() {
 start_procsup() {
 	inside timeout 40 unshare --pid --fork --kill-child --mount-proc \
 		"$PROCSUP_BIN" --topology "$TOPO" --cgroup none --grace 1 --audit "$WORK/proc$2.jsonl" \
-		--control "$CTL" --provisioning-key "$1" --proxy "http://$PROXY" -- "$WORK/w.sh" \
+		--control "$CTL" --provisioning-key "$1" ${PS_EXTRA:-} --proxy "http://$PROXY" -- "$WORK/w.sh" \
 		>"$WORK/proc$2.log" 2>&1 &
 	PS_TO=$!
 	PS_PID=$(find_daemon "$PS_TO" "$PROCSUP_BIN") || fail "proc-supervisor $2 not found: $(cat "$WORK/proc$2.log")"
@@ -267,6 +277,76 @@ PY
 	cat "$WORK/cert2.jsonl" "$WORK/new_ctx.jsonl" >"$WORK/v_new_new.jsonl"
 	"$TETHER" verify-context --pubkey "$PUB" "$WORK/v_new_new.jsonl" >"$WORK/v3.out" 2>&1 ||
 		fail "new context does not verify against the new certificate: $(cat "$WORK/v3.out")"
+	check_all_audits
+	;;
+cert_renewal)
+	start_netsup "$WORK/keys/provisioning.pub"
+	PS_EXTRA="--cert-validity 10s" start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "net-supervisor never ready"
+	[ "$(req 1)" = 200 ] || fail "request 1 not allowed: $(cat "$WORK/rw/curl.1")"
+	NA=$(json_field "$WORK/proc1.jsonl" anchor_established not_after)
+	[ -n "$NA" ] || fail "anchor_established has no not_after"
+	# past the first certificate's end and the verifier's 1 s of skew
+	for _ in $(seq 300); do [ "$(date +%s)" -gt $((NA + 1)) ] && break; sleep 0.1; done
+	[ "$(date +%s)" -gt $((NA + 1)) ] || fail "the clock did not pass $NA"
+	grep -q '"event":"anchor_renewed"' "$WORK/proc1.jsonl" || fail "the proc side audited no anchor_renewed"
+	L=$(audit_lines)
+	[ "$(req 2)" = 200 ] || fail "request 2, after the first certificate ran out, not allowed: $(cat "$WORK/rw/curl.2")"
+	wait_for 5 sh -c "tail -n +$((L + 1)) $AUDIT | grep -q '\"decision\":\"allow\"'" || fail "no allow audited for request 2"
+	grep -q '"event":"anchor_renewed"' "$AUDIT" || fail "the net side audited no anchor_renewed"
+	grep -q "lost" "$WORK/out" && fail "the control channel was lost: $(grep lost "$WORK/out")"
+	[ "$(grep -c '"event":"anchor_established"' "$AUDIT")" = 1 ] || fail "the net side anchored more than once"
+	python3 - "$AUDIT" "$WORK" <<'PY' || fail "fewer than two delegated allows with a signed_context"
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == "egress_decision" and e.get("decision") == "allow" and e.get("signed_context"):
+        n += 1
+        open(f"{sys.argv[2]}/ctx{n}.jsonl", "w").write(l)
+sys.exit(0 if n == 2 else 1)
+PY
+	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/cert1.jsonl"
+	grep '"event":"anchor_renewed"' "$WORK/proc1.jsonl" | head -1 >"$WORK/certr.jsonl"
+	PUB="$WORK/keys/provisioning.pub"
+	cat "$WORK/cert1.jsonl" "$WORK/ctx1.jsonl" >"$WORK/v1.jsonl"
+	"$TETHER" verify-context --pubkey "$PUB" "$WORK/v1.jsonl" >"$WORK/v1.out" 2>&1 ||
+		fail "context 1 does not verify with the first certificate: $(cat "$WORK/v1.out")"
+	cat "$WORK/cert1.jsonl" "$WORK/ctx2.jsonl" >"$WORK/v2.jsonl"
+	"$TETHER" verify-context --pubkey "$PUB" "$WORK/v2.jsonl" >"$WORK/v2.out" 2>&1
+	rc=$?
+	[ "$rc" = 1 ] && grep -q "^line 2: invalid: anchor_certificate_invalid" "$WORK/v2.out" ||
+		fail "context 2 with only the first certificate: rc $rc: $(cat "$WORK/v2.out")"
+	cat "$WORK/cert1.jsonl" "$WORK/certr.jsonl" "$WORK/ctx1.jsonl" "$WORK/ctx2.jsonl" >"$WORK/v3.jsonl"
+	"$TETHER" verify-context --pubkey "$PUB" "$WORK/v3.jsonl" >"$WORK/v3.out" 2>&1 ||
+		fail "the two contexts with both certificates: $(cat "$WORK/v3.out")"
+	[ "$(grep -c ': valid' "$WORK/v3.out")" = 2 ] || fail "verify-context: $(cat "$WORK/v3.out")"
+	stop_workload
+	check_all_audits
+	;;
+cert_renewal_fails)
+	start_netsup "$WORK/keys/provisioning.pub"
+	PS_EXTRA="--cert-validity 10s" start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "net-supervisor never ready"
+	[ "$(req 1)" = 200 ] || fail "request 1 not allowed: $(cat "$WORK/rw/curl.1")"
+	chmod 0644 "$WORK/keys/provisioning.key"
+	NA=$(json_field "$WORK/proc1.jsonl" anchor_established not_after)
+	for _ in $(seq 300); do [ "$(date +%s)" -gt $((NA + 1)) ] && break; sleep 0.1; done
+	grep -q "renewing the anchor certificate" "$WORK/proc1.log" || fail "no failed renewal logged: $(cat "$WORK/proc1.log")"
+	grep -q '"event":"anchor_renewed"' "$WORK/proc1.jsonl" && fail "renewed with an unreadable key file"
+	L=$(audit_lines)
+	code=$(req 2)
+	[ "$code" = 403 ] || fail "request 2, after the certificate ran out: HTTP $code"
+	wait_for 5 sh -c "[ -n \"\$(tail -n +$((L + 1)) $AUDIT | grep egress_decision)\" ]" || fail "request 2 not audited"
+	got=$(decisions_after "$L")
+	echo "after the end of the certificate: $got"
+	# no binary: a context the net side could not verify names nobody
+	[ "$got" = "deny:anchor_certificate_invalid:None" ] || fail "request 2: $got"
+	chmod 0600 "$WORK/keys/provisioning.key"
+	wait_for 5 grep -qs '"event":"anchor_renewed"' "$WORK/proc1.jsonl" || fail "no renewal after the key file was fixed"
+	wait_for 5 grep -qs '"event":"anchor_renewed"' "$AUDIT" || fail "the net side audited no anchor_renewed"
+	[ "$(req 3)" = 200 ] || fail "request 3, after the renewal, not allowed: $(cat "$WORK/rw/curl.3")"
+	stop_workload
 	check_all_audits
 	;;
 impostor)

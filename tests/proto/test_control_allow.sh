@@ -4,7 +4,8 @@
 # accept (no HelloAck, well before the 5 s Hello deadline that holds a
 # silent allowed peer), so it can neither hold one of the 64 slots nor ask
 # about processes; the net-supervisor from an allowed source anchors as
-# usual, from a refused one it stays not ready. Bad values are refused at
+# usual (also while 64 allowed peers idle in every slot: one of them makes
+# room), from a refused one it stays not ready. Bad values are refused at
 # start.
 . "${TETHER_SRC:?}/tests/common/script_lib.sh" ctlallow
 "$BIN/tether" keygen --out "$D/keys" >/dev/null || { echo "FAIL: keygen" >&2; exit 1; }
@@ -75,6 +76,45 @@ awk -v t="$t" 'BEGIN { exit !(t >= 2.5) }' && ok "an allowed silent peer waits f
 	fail "allowed peer closed after ${t}s"
 [ "$(ns_ready 50)" = 200 ] && ok "a net-supervisor from an allowed source anchors (ready)" ||
 	fail "not ready from an allowed source: $(cat "$D/ns.err")"
+# 64 allowed peers that say Hello and then idle hold every slot: the
+# net-supervisor still anchors, in the slot of the one idle longest.
+python3 - "$CP" "$D" <<'EOF' &
+import os, socket, sys, time
+port, d = int(sys.argv[1]), sys.argv[2]
+hello = bytes.fromhex("00000007" "0801" "1a03" "0a0178")  # Frame{1.0, Hello{role "x"}}
+conns = []
+for _ in range(64):
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    s.sendall(hello)
+    n = int.from_bytes(s.recv(4, socket.MSG_WAITALL), "big")
+    if n and len(s.recv(n, socket.MSG_WAITALL)) == n:
+        conns.append(s)
+open(d + "/held", "w").write("%d\n" % len(conns))
+end = time.time() + 20
+while time.time() < end and not os.path.exists(d + "/stop"):
+    time.sleep(0.05)
+closed = 0
+for s in conns:
+    s.setblocking(False)
+    try:
+        closed += s.recv(1) == b""
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+open(d + "/closed", "w").write("%d\n" % closed)
+EOF
+HOLDER=$!
+PIDS+=("$HOLDER")
+for _ in $(seq 100); do [ -s "$D/held" ] && break; sleep 0.05; done
+[ "$(cat "$D/held" 2>/dev/null)" = 64 ] && ok "64 peers said Hello and idle" || fail "held: $(cat "$D/held" 2>/dev/null)"
+[ "$(ns_ready 50)" = 200 ] && ok "a net-supervisor still anchors next to 64 idle peers (ready)" ||
+	fail "not ready next to 64 idle peers: $(cat "$D/ns.err")"
+touch "$D/stop"
+wait "$HOLDER" 2>/dev/null
+[ "$(cat "$D/closed" 2>/dev/null)" = 1 ] && ok "exactly one idle peer made room for it" ||
+	fail "idle peers closed: $(cat "$D/closed" 2>/dev/null)"
+grep -q "closing one idle for" "$D/ps.err" && ok "the eviction is logged" || fail "no eviction line in: $(cat "$D/ps.err")"
 kill "$PSPID"; wait "$PSPID" 2>/dev/null
 
 # bad values

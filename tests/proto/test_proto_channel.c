@@ -40,6 +40,9 @@ struct srv {
 	pthread_t th;
 	uv_loop_t loop;
 	uv_async_t stop;
+	uv_async_t renew; /* proto_server_set_cert(renewed) on the server's loop */
+	struct signed_cert renewed;
+	int renew_sent;
 	uv_timer_t later;
 	struct proto_server *s;
 	struct proto_server_opts o;
@@ -119,7 +122,14 @@ static void stop_cb(uv_async_t *a)
 	s->n_held = 0;
 	proto_server_stop(s->s, NULL, NULL);
 	uv_close((uv_handle_t *)&s->stop, NULL);
+	uv_close((uv_handle_t *)&s->renew, NULL);
 	uv_close((uv_handle_t *)&s->later, NULL);
+}
+
+static void renew_cb(uv_async_t *a)
+{
+	struct srv *s = a->data;
+	s->renew_sent = proto_server_set_cert(s->s, &s->renewed);
 }
 
 static void *srv_main(void *arg)
@@ -127,8 +137,9 @@ static void *srv_main(void *arg)
 	struct srv *s = arg;
 	uv_loop_init(&s->loop);
 	uv_async_init(&s->loop, &s->stop, stop_cb);
+	uv_async_init(&s->loop, &s->renew, renew_cb);
 	uv_timer_init(&s->loop, &s->later);
-	s->stop.data = s->later.data = s;
+	s->stop.data = s->later.data = s->renew.data = s;
 	s->o.endpoint = s->ep;
 	s->o.cert = &s->cert;
 	s->o.on_identity = on_identity;
@@ -139,6 +150,7 @@ static void *srv_main(void *arg)
 	sem_post(&s->ready);
 	if (s->rc < 0) {
 		uv_close((uv_handle_t *)&s->stop, NULL);
+		uv_close((uv_handle_t *)&s->renew, NULL);
 		uv_close((uv_handle_t *)&s->later, NULL);
 	}
 	uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -173,6 +185,7 @@ static void srv_stop(struct srv *s)
 	pthread_join(s->th, NULL);
 	sign_key_free(s->inst);
 	signed_cert_clear(&s->cert);
+	signed_cert_clear(&s->renewed);
 	sem_destroy(&s->ready);
 	free(s);
 }
@@ -616,6 +629,162 @@ static void test_hostile_peers(void **state)
 	fix_free(&f);
 }
 
+/* Send Hello and wait (bounded) for the HelloAck: the server has then
+ * accepted this peer and holds it. */
+static bool hello_acked(int fd)
+{
+	struct ctl_msg hello = { .kind = CTL_HELLO };
+	strcpy(hello.u.hello.role, "test");
+	if (!send_frame(fd, &hello))
+		return false;
+	struct frame_decoder d;
+	frame_decoder_init(&d, 0);
+	int frames = 0;
+	uint8_t buf[8192];
+	uint64_t end = now_mono_ns() + 2000000000ull;
+	while (frames < 1 && now_mono_ns() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		ssize_t k = read(fd, buf, sizeof(buf));
+		if (k <= 0 || frame_decoder_feed(&d, buf, (size_t)k, count_frame, &frames) < 0)
+			break;
+	}
+	frame_decoder_free(&d);
+	return frames == 1;
+}
+
+static void send_request(int fd, uint64_t id)
+{
+	struct ctl_msg q = { .kind = CTL_IDENTITY_REQUEST };
+	q.u.identity_request.request_id = id;
+	q.u.identity_request.tuple = flow((uint16_t)(41000 + id));
+	assert_true(send_frame(fd, &q));
+}
+
+/* At max_conns a new peer takes the slot of one with nothing outstanding:
+ * a silent one first, else the one idle longest; with a request
+ * outstanding everywhere the newcomer is refused. */
+static void test_eviction(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "evict.sock", 0x79, 0x1009, NEVER, NULL);
+	s->o.max_conns = 3;
+	s->o.read_deadline_ms = 5000; /* silent peers stay for the test */
+	srv_run(s);
+	int busy = raw_connect(s);
+	assert_true(hello_acked(busy));
+	send_request(busy, 1); /* held: busy has a request outstanding */
+	int idle = raw_connect(s);
+	assert_true(hello_acked(idle));
+	int silent = raw_connect(s);
+	usleep(100000);
+	/* full: the newcomer displaces the silent peer, not the older idle one */
+	int a = raw_connect(s);
+	assert_true(hello_acked(a));
+	assert_true(closed_within(silent, 1000));
+	assert_false(closed_within(idle, 200));
+	/* full again: now the one idle longest goes, not the busy one */
+	int b = raw_connect(s);
+	assert_true(hello_acked(b));
+	assert_true(closed_within(idle, 1000));
+	assert_false(closed_within(a, 200));
+	assert_false(closed_within(busy, 200));
+	/* a request outstanding on every connection: the newcomer is refused */
+	send_request(a, 2);
+	send_request(b, 3);
+	usleep(100000);
+	int c = raw_connect(s);
+	assert_false(hello_acked(c));
+	assert_true(closed_within(c, 1000));
+	assert_false(closed_within(busy, 200));
+	assert_false(closed_within(a, 200));
+	assert_false(closed_within(b, 200));
+	close(c);
+	close(b);
+	close(a);
+	close(busy);
+	close(idle);
+	close(silent);
+	usleep(100000);
+
+	/* A client whose idle channel is displaced reconnects at once, not
+	 * after its backoff (1 s here), and displaces the idle intruder. */
+	struct net n;
+	net_init(&n, &f);
+	struct proto_client_opts o = {
+		.endpoint = s->ep, .verifier = n.v, .request_timeout_ms = 2000,
+		.backoff_min_ms = 1000, .backoff_max_ms = 1000, .on_anchor = on_anchor,
+		.on_state = on_state, .userdata = &n,
+	};
+	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
+	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	int x = raw_connect(s);
+	assert_true(hello_acked(x));
+	int y = raw_connect(s);
+	assert_true(hello_acked(y));
+	int z = raw_connect(s);
+	assert_true(hello_acked(z)); /* the fourth: displaces the client, idle longest */
+	uint64_t t0 = uv_now(&n.loop);
+	assert_true(run_until(&n.loop, &n.ready, 2, 3000));
+	assert_true(uv_now(&n.loop) - t0 < 500);
+	assert_true(closed_within(x, 1000)); /* x was then idle longest */
+	assert_false(closed_within(y, 200));
+	assert_false(closed_within(z, 200));
+	/* and it is served */
+	s->mode = ANSWER;
+	struct waiter w = { 0 };
+	struct proto_tuple t = flow(40900);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_OK);
+	close(x);
+	close(y);
+	close(z);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	fix_free(&f);
+}
+
+/* The proc side renews its certificate: proto_server_set_cert sends it on
+ * the live channel, the client installs it (ANCHOR_RENEWED) without
+ * reconnecting, and answers keep verifying. */
+static void test_renewal_on_channel(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "renew.sock", 0x7a, 0x100a, ANSWER, NULL);
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	client_start(&n, s->ep, 2000);
+	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	assert_int_equal(n.anchor_events, 1);
+	usleep(2000);
+	assert_int_equal(fix_cert(&f, f.prov, s->inst, now_real_ns(), 0x100a, &s->renewed), 0);
+	uv_async_send(&s->renew);
+	assert_true(run_until(&n.loop, &n.anchor_events, 2, 3000));
+	assert_int_equal(s->renew_sent, 1);
+	assert_int_equal(n.ready, 1); /* no reconnect */
+	struct pub_key ip;
+	sign_key_public(s->inst, &ip);
+	const struct signed_cert *cur = verifier_cert_for_key(n.v, ip.id);
+	assert_non_null(cur);
+	assert_int_equal(cur->cert_len, s->renewed.cert_len);
+	assert_memory_equal(cur->cert, s->renewed.cert, cur->cert_len);
+	struct waiter w = { 0 };
+	struct proto_tuple t = flow(40950);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_OK);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	fix_free(&f);
+}
+
 static void test_peer_uid_refused(void **state)
 {
 	struct fixture f;
@@ -839,7 +1008,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	const char *names[] = { "rt.sock", "err.sock", "drop.sock", "a.sock", "b.sock", "imp.sock",
-				"hostile.sock", "uid.sock", "pidfd.sock" };
+				"hostile.sock", "uid.sock", "pidfd.sock", "evict.sock", "renew.sock" };
 	char p[128];
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		snprintf(p, sizeof(p), "%s/%s", sockdir, names[i]);
@@ -862,6 +1031,8 @@ int main(void)
 		cmocka_unit_test(test_anchor_replaced),
 		cmocka_unit_test(test_impostor_certificate),
 		cmocka_unit_test(test_hostile_peers),
+		cmocka_unit_test(test_eviction),
+		cmocka_unit_test(test_renewal_on_channel),
 		cmocka_unit_test(test_peer_uid_refused),
 		cmocka_unit_test(test_peer_pidfd_fallback),
 		cmocka_unit_test(test_tcp_loopback),

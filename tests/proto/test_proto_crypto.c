@@ -306,6 +306,60 @@ static void test_anchor_replacement(void **state)
 	sign_key_free(inst2);
 }
 
+/* A renewed certificate on the live channel (verifier_renew_cert): only
+ * for the same instance, process and PID namespace, only newer; contexts
+ * the instance signed under the previous certificate stay good, and its
+ * new ones are good past the first certificate's end. */
+static void test_renewal(void **state)
+{
+	struct vfix *x = *state;
+	struct anchor_event ev;
+	struct sign_key *inst2;
+	assert_int_equal(fix_seeded_key(0x67, &inst2), 0);
+	const uint64_t T = FIX_T0 + 2400 * SEC; /* two thirds of the first one's hour */
+	struct signed_cert renewed, other_inst, other_ns;
+	assert_int_equal(fix_cert(&x->f, x->f.prov, x->f.inst, T, 0xeffff, &renewed), 0);
+	assert_int_equal(fix_cert(&x->f, x->f.prov, inst2, T, 0xeffff, &other_inst), 0);
+	assert_int_equal(fix_cert(&x->f, x->f.prov, x->f.inst, T, 0x1234, &other_ns), 0);
+	uint64_t ch2 = verifier_channel_open(x->v);
+	assert_int_equal(verifier_renew_cert(x->v, &renewed, ch2, T + SEC, &ev), REASON_ANCHOR_CERTIFICATE_INVALID);
+	assert_int_equal(verifier_renew_cert(x->v, &other_inst, x->ch, T + SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID);
+	assert_int_equal(verifier_renew_cert(x->v, &other_ns, x->ch, T + SEC, &ev), REASON_ANCHOR_CERTIFICATE_INVALID);
+	assert_int_equal(verifier_renew_cert(x->v, &x->f.cert, x->ch, T + SEC, &ev),
+			 REASON_ANCHOR_CERTIFICATE_INVALID); /* not newer */
+	const struct signed_cert *cur = verifier_cert_for_key(x->v, x->f.inst_pub.id);
+	assert_memory_equal(cur->cert, x->f.cert.cert, x->f.cert.cert_len); /* nothing changed */
+
+	assert_int_equal(verifier_renew_cert(x->v, &renewed, x->ch, T + SEC, &ev), REASON_OK);
+	assert_int_equal(ev.kind, ANCHOR_RENEWED);
+	cur = verifier_cert_for_key(x->v, x->f.inst_pub.id);
+	assert_int_equal(cur->cert_len, renewed.cert_len);
+	assert_memory_equal(cur->cert, renewed.cert, renewed.cert_len);
+	/* a context signed 3 s before the renewal, arriving after it */
+	uint8_t n1[32], n2[32];
+	memset(n1, 0x31, sizeof(n1));
+	memset(n2, 0x32, sizeof(n2));
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&x->f, NULL, n1, NULL, T - 3 * SEC, &sc), 0);
+	assert_int_equal(check(x, &sc, n1, NULL, T + SEC), REASON_OK);
+	signed_context_clear(&sc);
+	/* past the first certificate's hour: good under the renewed one */
+	assert_int_equal(fix_sign(&x->f, NULL, n2, NULL, FIX_T0 + 3700 * SEC, &sc), 0);
+	assert_int_equal(check(x, &sc, n2, NULL, FIX_T0 + 3700 * SEC + SEC), REASON_OK);
+	signed_context_clear(&sc);
+	/* once its channel is gone, nothing renews it */
+	verifier_channel_closed(x->v, x->ch);
+	struct signed_cert later;
+	assert_int_equal(fix_cert(&x->f, x->f.prov, x->f.inst, T + 60 * SEC, 0xeffff, &later), 0);
+	assert_int_equal(verifier_renew_cert(x->v, &later, x->ch, T + 61 * SEC, &ev), REASON_ANCHOR_CERTIFICATE_INVALID);
+	signed_cert_clear(&later);
+	signed_cert_clear(&renewed);
+	signed_cert_clear(&other_inst);
+	signed_cert_clear(&other_ns);
+	sign_key_free(inst2);
+}
+
 /* A full anchor table reuses the oldest entry whose channel is gone: a
  * long-lived net-supervisor accepts any number of proc-supervisor
  * restarts; while every channel lives, one more anchor is refused. */
@@ -395,6 +449,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_context_anchor_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_certificates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anchor_replacement, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_renewal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anchor_table_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_signed_context, setup, teardown),
 	};
