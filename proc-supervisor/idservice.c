@@ -654,11 +654,13 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 	s->loop = loop;
 	s->o = *opts;
 	s->o.endpoint = strdup(opts->endpoint);
+	/* ours from here on: service_free() frees it on every path */
+	s->o.provisioning_path = opts->provisioning_path ? strdup(opts->provisioning_path) : NULL;
 	if (!s->o.topology)
 		s->o.topology = PROTO_TOPOLOGY_SPLIT;
 	pthread_mutex_init(&s->pool_lock, NULL);
 	s->hashes = exe_hash_cache_new(1024);
-	if (!s->o.endpoint || !s->hashes) {
+	if (!s->o.endpoint || !s->hashes || (opts->provisioning_path && !s->o.provisioning_path)) {
 		service_free(s);
 		return -ENOMEM;
 	}
@@ -711,12 +713,6 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		return r;
 	}
 	s->o.provisioning = NULL; /* not kept */
-	if (s->o.provisioning_path && !(s->o.provisioning_path = strdup(s->o.provisioning_path))) {
-		proto_server_stop(s->server, NULL, NULL);
-		s->server = NULL;
-		service_free(s);
-		return -ENOMEM;
-	}
 	uv_timer_init(loop, &s->renew_timer);
 	s->renew_timer.data = s;
 	s->renew_timer_open = true;

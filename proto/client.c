@@ -41,6 +41,7 @@ struct proto_client {
 	uint64_t channel;
 	uint8_t channel_key[PROTO_KEY_ID_LEN];
 	uint64_t backoff_ms;
+	uint64_t ready_at_ns; /* uv_hrtime() at READY */
 	struct request *head, *tail;
 	size_t n_reqs;
 	uint64_t next_id;
@@ -245,7 +246,7 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 		memcpy(c->channel_key, ev.cert->instance.id, PROTO_KEY_ID_LEN);
 		uv_timer_stop(&c->state_timer);
 		c->state = ST_READY;
-		c->backoff_ms = c->opts.backoff_min_ms;
+		c->ready_at_ns = uv_hrtime();
 		if (c->opts.on_anchor)
 			c->opts.on_anchor(c, &ev, c->opts.userdata);
 		if (c->opts.on_state && c->state == ST_READY)
@@ -299,15 +300,20 @@ static void on_close(struct proto_conn *conn, int err, void *ud)
 	}
 	if (err)
 		log_info("%s: identity channel closed: %s", c->ep.text, strerror(-err));
-	bool was_ready = c->state == ST_READY;
+	bool stable = c->state == ST_READY && uv_hrtime() - c->ready_at_ns >= PROTO_CLIENT_STABLE_MS * 1000000ull;
 	set_state_down(c, REASON_CONTROL_CHANNEL_LOST);
-	/* A channel that was up is tried again at once (the proc side may
-	 * have closed it to make room, see proto_server_opts.max_conns): the
-	 * backoff is for attempts that fail, and it was reset on READY. */
-	if (was_ready && c->state != ST_STOPPED)
+	/* A channel that stayed up a while is tried again at once (the proc
+	 * side may have closed it to make room, see proto_server_opts.max_conns),
+	 * and the backoff starts over. One that closes soon after READY counts
+	 * as a failed attempt: an endpoint that acks Hello and drops the
+	 * channel would otherwise be redialled in a tight loop, with an
+	 * anchor_established and an anchor_lost audited each time. */
+	if (stable && c->state != ST_STOPPED) {
+		c->backoff_ms = c->opts.backoff_min_ms;
 		uv_timer_start(&c->state_timer, backoff_cb, 0, 0);
-	else
+	} else {
 		schedule_reconnect(c);
+	}
 }
 
 static void poll_closed(uv_handle_t *h);

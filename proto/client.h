@@ -14,14 +14,19 @@
  *   not connected / too many in flight ........... REASON_IDENTITY_UNAVAILABLE
  *
  * A dropped or refused channel is reconnected with exponential backoff
- * (backoff_min_ms doubling to backoff_max_ms, 25% jitter). Requests made
- * while connecting or handshaking wait (their timeout running); requests
- * made while backing off fail at once. Fail closed: nothing hangs.
+ * (backoff_min_ms doubling to backoff_max_ms, 25% jitter). A channel that
+ * was up for PROTO_CLIENT_STABLE_MS or more is redialled at once and the
+ * backoff starts over; one that closes sooner counts as a failed attempt.
+ * Requests made while connecting or handshaking wait (their timeout
+ * running); requests made while backing off fail at once. Fail closed:
+ * nothing hangs.
  *
  * Not thread-safe: one loop thread owns the client and its verifier. */
 #pragma once
 
 #include <stdbool.h>
+
+#define PROTO_CLIENT_STABLE_MS 1000
 #include <stdint.h>
 #include <uv.h>
 

@@ -17,7 +17,6 @@ struct server_conn {
 	int refs; /* 1 while the conn lives + 1 per outstanding request */
 	size_t inflight;
 	bool hello_done;
-	bool evicting; /* closed by evict_one(), its close not yet complete */
 	uint64_t last_active; /* uv_hrtime() at accept, at each frame read or answered */
 };
 
@@ -28,7 +27,6 @@ struct proto_server {
 	struct signed_cert cert;
 	struct server_conn *conns;
 	size_t n_conns;
-	size_t n_evicting; /* of n_conns, closed by evict_one() and still closing */
 	uint64_t evictions;
 	bool stopping;
 	bool listener_closed;
@@ -82,8 +80,6 @@ static void on_conn_close(struct proto_conn *c, int err, void *ud)
 	if (sc->next)
 		sc->next->prev = sc->prev;
 	s->n_conns--;
-	if (sc->evicting)
-		s->n_evicting--;
 	sc->server = NULL;
 	sc->conn = NULL;
 	sconn_unref(sc);
@@ -195,10 +191,20 @@ static bool evict_one(struct proto_server *s, const struct server_conn *newcomer
 	peer_log(s, log_warn, "control connections at %zu: closing one %s for %llu ms to make room (%llu so far)",
 		 s->opts.max_conns, victim->hello_done ? "idle" : "silent",
 		 (unsigned long long)((uv_hrtime() - victim->last_active) / 1000000), (unsigned long long)s->evictions);
-	victim->evicting = true;
-	s->n_evicting++;
 	proto_conn_close(victim->conn, -ECONNRESET);
 	return true;
+}
+
+/* Connections that hold a slot: not closing (a refused, evicted or
+ * finished one stays listed until its close callback, which may come only
+ * after the whole accept batch), other than the newcomer. */
+static size_t live_conns(const struct proto_server *s, const struct server_conn *newcomer)
+{
+	size_t n = 0;
+	for (const struct server_conn *sc = s->conns; sc; sc = sc->next)
+		if (sc != newcomer && sc->conn && !proto_conn_is_closing(sc->conn))
+			n++;
+	return n;
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -231,7 +237,7 @@ static void on_connection(uv_stream_t *listener, int status)
 		proto_conn_close(c, -EPERM);
 		return;
 	}
-	if (s->n_conns - s->n_evicting > s->opts.max_conns && !evict_one(s, sc)) {
+	if (live_conns(s, sc) >= s->opts.max_conns && !evict_one(s, sc)) {
 		peer_log(s, log_warn, "control connections at %zu, each with a request outstanding: refusing one",
 			 s->opts.max_conns);
 		proto_conn_close(c, -EMFILE);

@@ -129,4 +129,18 @@ rc=$?
 [ "$rc" = 125 ] && grep -q "applies to a tcp: control endpoint" "$D/out" &&
 	ok "--control-allow on a unix: endpoint is refused (125)" || fail "unix endpoint: rc $rc: $(cat "$D/out")"
 
+# an endpoint someone else holds: one clear error and 125 (it freed a
+# pointer it did not own and aborted, 134, before)
+BP=$(freeport)
+python3 -c "import socket,time,sys; s=socket.socket(); s.bind(('127.0.0.1',$BP)); s.listen(1); open(sys.argv[1],'w').close(); time.sleep(10)" "$D/held_port" &
+HOLD=$!
+PIDS+=("$HOLD")
+for _ in $(seq 100); do [ -e "$D/held_port" ] && break; sleep 0.05; done
+"$BIN/proc-supervisor" --control "tcp:127.0.0.1:$BP" --provisioning-key "$D/keys/provisioning.key" \
+	-- true >"$D/out" 2>&1
+rc=$?
+[ "$rc" = 125 ] && grep -q "Address already in use" "$D/out" && ! grep -q "free()" "$D/out" &&
+	ok "a control endpoint in use: a clear error, 125" || fail "endpoint in use: rc $rc: $(cat "$D/out")"
+kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
+
 finish "--control-allow checks"

@@ -42,7 +42,7 @@ struct srv {
 	uv_async_t stop;
 	uv_async_t renew; /* proto_server_set_cert(renewed) on the server's loop */
 	struct signed_cert renewed;
-	int renew_sent;
+	volatile int renew_sent; /* set on the server's thread, -1 until then */
 	uv_timer_t later;
 	struct proto_server *s;
 	struct proto_server_opts o;
@@ -57,6 +57,7 @@ struct srv {
 	int n_held;
 	int requests;
 	struct peer_seen *seen;
+	volatile int refuse_left; /* refuse_some(): peers still to refuse */
 };
 
 static char sockdir[64];
@@ -720,12 +721,14 @@ static void test_eviction(void **state)
 	};
 	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
 	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	usleep((PROTO_CLIENT_STABLE_MS + 100) * 1000); /* a channel that stayed up */
 	int x = raw_connect(s);
 	assert_true(hello_acked(x));
 	int y = raw_connect(s);
 	assert_true(hello_acked(y));
 	int z = raw_connect(s);
 	assert_true(hello_acked(z)); /* the fourth: displaces the client, idle longest */
+	uv_update_time(&n.loop); /* (the loop slept above) */
 	uint64_t t0 = uv_now(&n.loop);
 	assert_true(run_until(&n.loop, &n.ready, 2, 3000));
 	assert_true(uv_now(&n.loop) - t0 < 500);
@@ -748,6 +751,54 @@ static void test_eviction(void **state)
 	fix_free(&f);
 }
 
+/* The peer check refuses the first REFUSE_N peers; the first of them
+ * blocks the server's loop for 300 ms, so the rest and an allowed
+ * newcomer arrive in one accept batch, before any refused one finished
+ * closing. */
+#define REFUSE_N 10
+static bool refuse_some(const struct proto_peer *p, void *ud)
+{
+	struct srv *s = ud;
+	if (s->refuse_left <= 0)
+		return true;
+	if (s->refuse_left-- == REFUSE_N)
+		usleep(300000);
+	return false;
+}
+
+/* Refused peers do not hold slots: with max_conns 2, one idle peer and an
+ * allowed newcomer behind ten refused ones, nobody is displaced and the
+ * newcomer is served. (Before, refused connections still closing counted,
+ * and the idle peer was evicted.) */
+static void test_refused_do_not_count(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "refuse.sock", 0x7c, 0x100c, NEVER, NULL);
+	s->o.max_conns = 2;
+	s->o.read_deadline_ms = 5000;
+	s->o.peer_check = refuse_some;
+	srv_run(s);
+	int idle = raw_connect(s);
+	assert_true(hello_acked(idle));
+	s->refuse_left = REFUSE_N;
+	int refused[REFUSE_N];
+	for (int i = 0; i < REFUSE_N; i++)
+		refused[i] = raw_connect(s);
+	int newcomer = raw_connect(s);
+	assert_true(hello_acked(newcomer));
+	for (int i = 0; i < REFUSE_N; i++) {
+		assert_true(closed_within(refused[i], 1000));
+		close(refused[i]);
+	}
+	assert_false(closed_within(idle, 300));
+	assert_int_equal(s->refuse_left, 0);
+	close(newcomer);
+	close(idle);
+	srv_stop(s);
+	fix_free(&f);
+}
+
 /* The proc side renews its certificate: proto_server_set_cert sends it on
  * the live channel, the client installs it (ANCHOR_RENEWED) without
  * reconnecting, and answers keep verifying. */
@@ -764,8 +815,13 @@ static void test_renewal_on_channel(void **state)
 	assert_int_equal(n.anchor_events, 1);
 	usleep(2000);
 	assert_int_equal(fix_cert(&f, f.prov, s->inst, now_real_ns(), 0x100a, &s->renewed), 0);
+	s->renew_sent = -1;
 	uv_async_send(&s->renew);
 	assert_true(run_until(&n.loop, &n.anchor_events, 2, 3000));
+	/* the client may see the certificate before proto_server_set_cert
+	 * has returned on the server's thread */
+	for (int i = 0; i < 1000 && s->renew_sent < 0; i++)
+		usleep(1000);
 	assert_int_equal(s->renew_sent, 1);
 	assert_int_equal(n.ready, 1); /* no reconnect */
 	struct pub_key ip;
@@ -964,6 +1020,83 @@ static void test_silent_server(void **state)
 	fix_free(&f);
 }
 
+/* A proc side that acks Hello with a valid certificate and closes at once,
+ * again and again: the client backs off (a channel that did not stay up
+ * PROTO_CLIENT_STABLE_MS is a failed attempt) instead of redialling in a
+ * tight loop. Before, it reconnected ~7000 times in 2 s. */
+struct flapper {
+	int lfd;
+	const struct signed_cert *cert;
+	int accepts;
+	volatile int stop;
+};
+
+static void *flapper_main(void *arg)
+{
+	struct flapper *fl = arg;
+	while (!fl->stop) {
+		struct pollfd p = { .fd = fl->lfd, .events = POLLIN };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		int fd = accept4(fl->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		fl->accepts++;
+		uint8_t buf[4096];
+		struct pollfd q = { .fd = fd, .events = POLLIN };
+		if (poll(&q, 1, 1000) > 0 && read(fd, buf, sizeof(buf)) > 0) { /* the Hello */
+			struct ctl_msg ack = { .kind = CTL_HELLO_ACK };
+			ack.u.hello_ack.cert = *fl->cert;
+			send_frame(fd, &ack);
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static void test_flapping_server(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	char path[128], ep[140];
+	snprintf(path, sizeof(path), "%s/flap.sock", sockdir);
+	snprintf(ep, sizeof(ep), "unix:%s", path);
+	struct sign_key *inst;
+	struct signed_cert cert;
+	assert_int_equal(fix_seeded_key(0x7b, &inst), 0);
+	assert_int_equal(fix_cert(&f, f.prov, inst, now_real_ns(), 0x100b, &cert), 0);
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	strcpy(un.sun_path, path);
+	unlink(path);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&un, sizeof(un)), 0);
+	assert_int_equal(listen(lfd, 64), 0);
+	struct flapper fl = { .lfd = lfd, .cert = &cert };
+	pthread_t th;
+	pthread_create(&th, NULL, flapper_main, &fl);
+	struct net n;
+	net_init(&n, &f);
+	struct proto_client_opts o = { .endpoint = ep, .verifier = n.v, .request_timeout_ms = 2000,
+				       .backoff_min_ms = 50, .backoff_max_ms = 400, .on_anchor = on_anchor,
+				       .on_state = on_state, .userdata = &n };
+	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
+	int never = 0;
+	run_until(&n.loop, &never, 1, 2000);
+	/* 50 + 100 + 200 + 400 + 400 ... ms (+25 % jitter): about 6 in 2 s */
+	print_message("flapping proc side: %d connections, %d ready in 2 s\n", fl.accepts, n.ready);
+	assert_true(n.ready >= 2); /* it did come back */
+	assert_true(fl.accepts <= 12);
+	client_stop(&n);
+	net_fini(&n);
+	fl.stop = 1;
+	pthread_join(th, NULL);
+	close(lfd);
+	unlink(path);
+	signed_cert_clear(&cert);
+	sign_key_free(inst);
+	fix_free(&f);
+}
+
 static void noop_close(struct proto_conn *c, int err, void *ud) { *(int *)ud = 1; }
 
 /* Frames sent back to back (the later ones coalescing behind the first
@@ -1008,7 +1141,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	const char *names[] = { "rt.sock", "err.sock", "drop.sock", "a.sock", "b.sock", "imp.sock",
-				"hostile.sock", "uid.sock", "pidfd.sock", "evict.sock", "renew.sock" };
+				"hostile.sock", "uid.sock", "pidfd.sock", "evict.sock", "renew.sock", "flap.sock", "refuse.sock" };
 	char p[128];
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		snprintf(p, sizeof(p), "%s/%s", sockdir, names[i]);
@@ -1032,11 +1165,13 @@ int main(void)
 		cmocka_unit_test(test_impostor_certificate),
 		cmocka_unit_test(test_hostile_peers),
 		cmocka_unit_test(test_eviction),
+		cmocka_unit_test(test_refused_do_not_count),
 		cmocka_unit_test(test_renewal_on_channel),
 		cmocka_unit_test(test_peer_uid_refused),
 		cmocka_unit_test(test_peer_pidfd_fallback),
 		cmocka_unit_test(test_tcp_loopback),
 		cmocka_unit_test(test_silent_server),
+		cmocka_unit_test(test_flapping_server),
 		cmocka_unit_test(test_send_then_close),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
