@@ -191,10 +191,18 @@ static const struct rule rules[] = {
 	  DOC("socket", "AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6", "EPERM", "as ICMP ping sockets") },
 };
 
+/* The sends that can open a TCP connection, and where their flags are. */
+static const struct {
+	const char *name;
+	unsigned flags_arg;
+} fastopen_sends[] = { { "sendto", 3 }, { "sendmsg", 2 }, { "sendmmsg", 3 } };
+
 static const struct workload_rule_doc extra_docs[] = {
 	{ "connect", "always (not with --no-seccomp)", "USER_NOTIF",
 	  "the supervisor records socket cookie -> calling process before the connect proceeds; "
 	  "no listener => ENOSYS (fail closed)" },
+	{ "sendto, sendmsg, sendmmsg", "flags & MSG_FASTOPEN (not with --no-seccomp)", "USER_NOTIF",
+	  "TCP Fast Open connects inside the send: recorded as a connect; other sends are not notified" },
 	{ "kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_open",
 	  "pid == supervisor (or -pgid, or kill(-1)); only without Landlock signal scoping",
 	  "EPERM", "a workload must not signal the supervisor (threat 10)" },
@@ -315,6 +323,14 @@ int workload_filter_build(const struct workload_filter_opts *o, struct workload_
 		r = add_rule(ctx, SCMP_ACT_NOTIFY, "connect", 0, NULL, &count);
 		if (r < 0)
 			goto out;
+		/* TCP Fast Open connects inside a send: sendto/sendmsg/sendmmsg
+		 * with MSG_FASTOPEN. Their fd is argument 0 as in connect, so
+		 * the notifier handles them alike; other sends are not notified. */
+		for (size_t i = 0; i < ARRAY_SIZE(fastopen_sends); i++) {
+			struct rule_cmp c = { fastopen_sends[i].flags_arg, SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN };
+			if ((r = add_rule(ctx, SCMP_ACT_NOTIFY, fastopen_sends[i].name, 1, &c, &count)) < 0)
+				goto out;
+		}
 	}
 	r = export_prog(ctx, &out->prog);
 	if (r < 0)

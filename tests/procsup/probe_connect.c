@@ -1,7 +1,9 @@
 /* probe_connect: loopback helpers for the attribution tests.
  *   serve PORTFILE SECONDS     listen on 127.0.0.1:0, write the port, accept
  *                              and close connections until SECONDS pass
- *   connect PORT               connect, print "cookie=N pid=P", exit
+ *   connect PORT [HOW]         connect, print "cookie=N pid=P", exit; HOW is
+ *                              connect (default), or sendto, sendmsg or
+ *                              sendmmsg with MSG_FASTOPEN (TCP Fast Open)
  *   connect-later PORT OUT MS  wait MS, connect, write "connect=OK|ERRNO" to OUT */
 #include <errno.h>
 #include <poll.h>
@@ -39,8 +41,17 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc >= 3 && !strcmp(argv[1], "connect")) {
+		static const char *const hows[] = { "connect", "sendto", "sendmsg", "sendmmsg" };
+		int how = argc >= 4 ? -1 : LOOPBACK_CONNECT;
+		for (int i = 0; argc >= 4 && i < 4; i++)
+			if (!strcmp(argv[3], hows[i]))
+				how = i;
+		if (how < 0) {
+			fprintf(stderr, "probe_connect: unknown way to connect '%s'\n", argv[3]);
+			return 2;
+		}
 		uint64_t cookie = 0;
-		int r = loopback_connect(atoi(argv[2]), &cookie);
+		int r = loopback_connect_how(atoi(argv[2]), (enum loopback_how)how, &cookie);
 		if (r < 0) {
 			printf("connect=%s\n", strerrorname_np(-r));
 			return 1;
@@ -59,6 +70,6 @@ int main(int argc, char **argv)
 		fclose(f);
 		return 0;
 	}
-	fprintf(stderr, "usage: probe_connect serve PORTFILE SECONDS | connect PORT | connect-later PORT OUT MS\n");
+	fprintf(stderr, "usage: probe_connect serve PORTFILE SECONDS | connect PORT [connect|sendto|sendmsg|sendmmsg] | connect-later PORT OUT MS\n");
 	return 2;
 }

@@ -28,6 +28,19 @@ for fb in "" all; do
 	[ "$rec" -ge 1 ] && ok "[${fb:-fast}] stats.recorded=$rec" || fail "stats: $(cat "$D/reg.json")"
 done
 
+# TCP Fast Open: the connect happens inside sendto/sendmsg/sendmmsg with
+# MSG_FASTOPEN; the workload exits at once, so only the registry can
+# attribute it (it was not notified before: no entry, found by nothing)
+for how in sendto sendmsg sendmmsg; do
+	out=$(timeout 20 "$PS" --debug-registry "$D/reg_$how.json" -- "$T/probe_connect" connect "$port" "$how")
+	expect_eq "[fastopen $how] rc" "$?" 0
+	cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
+	pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
+	[ -n "$cookie" ] && [ "$cookie" != 0 ] || fail "[fastopen $how] no cookie: $out"
+	got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid) \(.exe)"' "$D/reg_$how.json")
+	expect_eq "[fastopen $how] registry: cookie -> workload" "$got" "true $pid $T/probe_connect"
+done
+
 # a double-forked daemon (its parent exited) connects: attributed to it
 rm -f "$D/c2"
 timeout 20 "$PS" --debug-registry "$D/reg2.json" -- sh -c "(setsid $T/probe_connect connect $port >$D/c2 &); sleep 0.5; while [ ! -s $D/c2 ]; do sleep 0.1; done"

@@ -242,6 +242,36 @@ static void test_sockets(void **state)
 			 ERR(EPERM));
 }
 
+/* TCP Fast Open connects inside a send: sendto/sendmsg/sendmmsg with
+ * MSG_FASTOPEN meet the connect hook, plain sends never do. */
+static void test_fastopen_sends(void **state)
+{
+	(void)state;
+	const uint64_t plain[] = { 0, MSG_DONTWAIT | MSG_NOSIGNAL, ~(uint64_t)MSG_FASTOPEN };
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendto, 6, ARG(3), ARG(0x1000), ARG(5), ARG(plain[i]),
+				     ARG(0x2000), ARG(16)),
+				 SECCOMP_RET_ALLOW);
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmsg, 3, ARG(3), ARG(0x1000), ARG(plain[i])),
+				 SECCOMP_RET_ALLOW);
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmmsg, 4, ARG(3), ARG(0x1000), ARG(2), ARG(plain[i])),
+				 SECCOMP_RET_ALLOW);
+	}
+	const uint64_t fo[] = { MSG_FASTOPEN, MSG_FASTOPEN | MSG_NOSIGNAL, (1ULL << 40) | MSG_FASTOPEN };
+	for (size_t i = 0; i < sizeof(fo) / sizeof(fo[0]); i++) {
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendto, 6, ARG(3), ARG(0x1000), ARG(5), ARG(fo[i]),
+				     ARG(0x2000), ARG(16)),
+				 SECCOMP_RET_USER_NOTIF);
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmsg, 3, ARG(3), ARG(0x1000), ARG(fo[i])),
+				 SECCOMP_RET_USER_NOTIF);
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmmsg, 4, ARG(3), ARG(0x1000), ARG(2), ARG(fo[i])),
+				 SECCOMP_RET_USER_NOTIF);
+	}
+	/* the flag in another argument is not a Fast Open send */
+	assert_int_equal(run(&F_notify, NATIVE, SYS_sendmsg, 4, ARG(3), ARG(0x1000), ARG(0), ARG(MSG_FASTOPEN)),
+			 SECCOMP_RET_ALLOW);
+}
+
 /* Nobody's limits but one's own may be set: a hard RLIMIT_CPU on the
  * supervisor is a SIGKILL from the kernel, which Landlock does not scope. */
 static void test_prlimit(void **state)
@@ -314,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_clone_flags),
 		cmocka_unit_test(test_prctl_ioctl_low32),
 		cmocka_unit_test(test_sockets),
+		cmocka_unit_test(test_fastopen_sends),
 		cmocka_unit_test(test_prlimit),
 		cmocka_unit_test(test_protect_pid),
 	};
