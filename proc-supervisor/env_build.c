@@ -3,12 +3,15 @@
  * explains each group). */
 #include "proc-supervisor/env_build.h"
 
+#include <limits.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "proc-supervisor/env_redact.h"
@@ -427,19 +430,55 @@ static bool extra_key_allowed(const char *name)
 	return strncmp(name, "TETHER_", 7) == 0 || strcmp(name, "GIT_SSH_COMMAND") == 0;
 }
 
-/* exec.shell, else the target user's passwd shell, else /bin/sh. getpwuid_r:
- * the supervisor has threads (libuv pool). */
+bool envb_shell_usable(const char *path)
+{
+	struct stat st;
+	return path && path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+	       access(path, X_OK) == 0;
+}
+
+/* 1: path is a line of /etc/shells; 0: it is not; -1: no /etc/shells. */
+static int listed_in_etc_shells(const char *path)
+{
+	FILE *f = fopen("/etc/shells", "re");
+	if (!f)
+		return -1;
+	char line[PATH_MAX];
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\r\n")] = '\0';
+		found = strcmp(line, path) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+bool envb_passwd_shell(uid_t uid, char *out, size_t size)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[4096];
+	if (getpwuid_r(uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res || !envb_shell_usable(res->pw_shell))
+		return false;
+	int listed = listed_in_etc_shells(res->pw_shell);
+	if (listed == 0)
+		return false;
+	if (listed < 0) {
+		const char *base = strrchr(res->pw_shell, '/') + 1;
+		if (!strcmp(base, "nologin") || !strcmp(base, "false"))
+			return false;
+	}
+	return strscpy(out, res->pw_shell, size) == 0;
+}
+
+/* exec.shell, else the target user's passwd shell when it is a shell
+ * (envb_passwd_shell), else /bin/sh. getpwuid_r: the supervisor has
+ * threads (libuv pool). */
 static const char *shell_for(const struct policy *p, const struct envb_extra *x, char *buf, size_t size)
 {
 	if (p->exec.shell)
 		return p->exec.shell;
-	if (x && x->has_target_uid) {
-		struct passwd pw, *res = NULL;
-		char tmp[4096];
-		if (getpwuid_r(x->target_uid, &pw, tmp, sizeof(tmp), &res) == 0 && res && res->pw_shell &&
-		    res->pw_shell[0] == '/' && strscpy(buf, res->pw_shell, size) == 0)
-			return buf;
-	}
+	if (x && x->has_target_uid && envb_passwd_shell(x->target_uid, buf, size))
+		return buf;
 	return "/bin/sh";
 }
 

@@ -112,3 +112,15 @@ json_t *envb_audit_json(const struct envb_result *r);
  * and warnings; then, if argv is non-NULL, the command with secrets
  * redacted ("command: ..."). Never prints a value except PATH. */
 void envb_dry_run_print(FILE *out, const struct envb_result *r, char *const *argv);
+
+/* A file that can be a shell: an absolute path to a non-empty regular file
+ * we may execute. */
+bool envb_shell_usable(const char *path);
+
+/* uid's login shell from its passwd entry, when that is a shell to run
+ * commands with: usable (above) and listed in /etc/shells, so
+ * /usr/sbin/nologin and /bin/false are not (without /etc/shells, any
+ * usable file not named nologin or false). Copies it to out and returns
+ * true; false otherwise (no entry, not a shell, too long). The workload's
+ * SHELL and the exec gateway's shell both come from here before /bin/sh. */
+bool envb_passwd_shell(uid_t uid, char *out, size_t size);

@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "proc-supervisor/env_build.h"
 #include "proto/conn.h"
 #include "proto/endpoint.h"
 #include "proto/frame.h"
@@ -103,20 +103,13 @@ bool exec_gw_peer_allowed(const uid_t *uids, size_t n_uids, const gid_t *gids, s
 	return false;
 }
 
-static bool usable_shell(const char *p)
-{
-	struct stat st;
-	return p && p[0] == '/' && stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-	       access(p, X_OK) == 0;
-}
-
 int exec_gw_resolve_shell(const char *policy_shell, uid_t uid, char *out, size_t size, char *msg,
 			  size_t msg_size)
 {
 	/* An explicit policy choice that does not work is an error, not a
 	 * silent fallback: the operator asked for that shell. */
 	if (policy_shell && policy_shell[0]) {
-		if (!usable_shell(policy_shell)) {
+		if (!envb_shell_usable(policy_shell)) {
 			snprintf(msg, msg_size, "exec.shell %s is not an executable file", policy_shell);
 			return -ENOENT;
 		}
@@ -124,14 +117,10 @@ int exec_gw_resolve_shell(const char *policy_shell, uid_t uid, char *out, size_t
 		return 0;
 	}
 	/* The passwd shell of an image is often bash in /etc/passwd while the
-	 * image ships none: then fall through to /bin/sh. */
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res && usable_shell(res->pw_shell)) {
-		strscpy(out, res->pw_shell, size);
+	 * image ships none, or nologin for a service user: then /bin/sh. */
+	if (envb_passwd_shell(uid, out, size))
 		return 0;
-	}
-	if (usable_shell("/bin/sh")) {
+	if (envb_shell_usable("/bin/sh")) {
 		strscpy(out, "/bin/sh", size);
 		return 0;
 	}

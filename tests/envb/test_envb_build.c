@@ -306,6 +306,18 @@ static void test_extra(void **state)
 	build(p, parent2, &x2, &r);
 	struct passwd *pw = getpwuid(0);
 	assert_string_equal(envp_get(r.envp, "SHELL"), pw && pw->pw_shell[0] == '/' ? pw->pw_shell : "/bin/sh");
+	envb_result_done(&r);
+	/* a passwd shell that is no shell (nobody's nologin: not in
+	 * /etc/shells) gives /bin/sh: ssh runs its ProxyCommand with $SHELL */
+	pw = getpwuid(65534);
+	if (pw && strstr(pw->pw_shell, "nologin")) {
+		struct envb_extra xn = x2;
+		xn.target_uid = 65534;
+		build(p, parent2, &xn, &r);
+		assert_string_equal(envp_get(r.envp, "SHELL"), "/bin/sh");
+		envb_result_done(&r);
+	}
+	build(p, parent2, &x2, &r);
 	assert_string_equal(envp_get(r.envp, "TMPDIR"), "/tmp");
 	assert_null(envp_get(r.envp, "TETHER_CREDENTIAL_SOCKET"));
 	assert_null(envp_get(r.envp, "HTTP_PROXY"));

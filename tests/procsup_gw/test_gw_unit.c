@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "proc-supervisor/env_build.h"
 #include "proc-supervisor/exec_gateway.h"
 #include "proto/frame.h"
 #include "proto/message.h"
@@ -55,6 +57,20 @@ static void t_resolve_shell(void **st)
 	/* No passwd entry: /bin/sh. */
 	assert_int_equal(exec_gw_resolve_shell(NULL, 3999999, out, sizeof(out), msg, sizeof(msg)), 0);
 	assert_string_equal(out, "/bin/sh");
+	/* A passwd shell that refuses to run commands (nobody's nologin, not
+	 * in /etc/shells) is no shell: /bin/sh (it was nologin before). */
+	struct passwd *pw = getpwuid(65534);
+	if (pw && strstr(pw->pw_shell, "nologin")) {
+		assert_int_equal(exec_gw_resolve_shell(NULL, 65534, out, sizeof(out), msg, sizeof(msg)), 0);
+		assert_string_equal(out, "/bin/sh");
+	}
+	/* root's shell, when /etc/shells lists it, is kept */
+	pw = getpwuid(0);
+	char want[256];
+	if (pw && envb_passwd_shell(0, want, sizeof(want))) {
+		assert_int_equal(exec_gw_resolve_shell(NULL, 0, out, sizeof(out), msg, sizeof(msg)), 0);
+		assert_string_equal(out, pw->pw_shell);
+	}
 }
 
 /* ---- hostile first frames against a live gateway ---- */
