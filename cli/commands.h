@@ -15,3 +15,4 @@ TETHER_CMD(cmd_env);
 TETHER_CMD(cmd_keygen);
 TETHER_CMD(cmd_verify_context);
 TETHER_CMD(cmd_fence);
+TETHER_CMD(cmd_connect);

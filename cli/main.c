@@ -23,6 +23,7 @@ static const struct command commands[] = {
 	{ "keygen", cmd_keygen, "write a provisioning key pair" },
 	{ "verify-context", cmd_verify_context, "verify signed contexts from an audit log" },
 	{ "fence", cmd_fence, "install or remove the nftables egress fence" },
+	{ "connect", cmd_connect, "tunnel stdin/stdout to HOST PORT through the egress proxy (ssh ProxyCommand)" },
 };
 
 static void usage(FILE *out)

@@ -234,6 +234,54 @@ bogus: 1" >"$WORK/bad.yaml"
 	[ "$(grep -c . "$WORK/out")" = 1 ] || fail "bad policy: not one line: $(cat "$WORK/out")"
 	check_audit_common
 	;;
+ssh_connect)
+	# git-over-ssh's shape: ssh with ProxyCommand 'tether connect %h %p'
+	# to a real sshd in the fake internet; the flow is tether connect's,
+	# allowed by a policy that names ssh as its ancestor
+	for t in /usr/sbin/sshd /usr/bin/ssh ssh-keygen; do command -v "$t" >/dev/null || skip "$t missing"; done
+	mkdir -p /run/sshd
+	ssh-keygen -q -t ed25519 -N '' -f "$WORK/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/rw/userkey" ||
+		fail "ssh-keygen"
+	cp "$WORK/rw/userkey.pub" "$WORK/authorized_keys"
+	printf '%s\n' "ListenAddress 198.51.100.10" "Port 2222" "HostKey $WORK/hostkey" "PidFile none" \
+		"AuthorizedKeysFile $WORK/authorized_keys" "PermitRootLogin prohibit-password" \
+		"PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" "StrictModes no" \
+		>"$WORK/sshd_config"
+	ip netns exec "$INET" /usr/sbin/sshd -D -e -f "$WORK/sshd_config" 2>"$WORK/sshd.log" &
+	SERVER_PID="$SERVER_PID $!"
+	for _ in $(seq 50); do
+		ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2222' 2>/dev/null && break
+		sleep 0.1
+	done
+	# the workload runs tether from a path it can read whatever its uid
+	cp "$(readlink -f "$TETHER")" "$WORK/tether" && chmod 755 "$WORK/tether"
+	[ "$POD" = 1 ] && chown nobody "$WORK/rw/userkey"
+	chmod 600 "$WORK/rw/userkey"
+	{
+		cat "$WORK/p.yaml"
+		echo "    - name: ssh-tunnel"
+		echo "      binaries:"
+		echo "        - path: $WORK/tether"
+		echo "      ancestors:"
+		echo "        - path: /usr/bin/ssh"
+		echo "      endpoints:"
+		echo "        - cidr: 198.51.100.0/24"
+		echo "          ports: [2222]"
+	} >"$WORK/ssh.yaml"
+	run --policy "$WORK/ssh.yaml" -- /usr/bin/ssh -F none -i "$WORK/rw/userkey" -p 2222 -o BatchMode=yes \
+		-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=${SSH_LOGLEVEL:-ERROR} \
+		-o ProxyCommand="$WORK/tether connect %h %p" root@198.51.100.10 'echo via-ssh-$((6*7))'
+	[ "$RC" = 0 ] || { cat "$WORK/out" >&2; fail "ssh through tether connect: rc $RC"; }
+	grep -qx via-ssh-42 "$WORK/out" || fail "no output from the ssh command"
+	expect_decision "$WORK/tether" allow:allowed
+	# the same tunnel without ssh above it: the ancestor rule refuses it
+	: >"$AUDIT"
+	run --policy "$WORK/ssh.yaml" -- "$WORK/tether" connect 198.51.100.10 2222
+	[ "$RC" = 1 ] || fail "tether connect without ssh: rc $RC (want 1)"
+	grep -q "403 Forbidden (reason: ancestor_requirement_unmet)" "$WORK/out" || fail "no reason printed"
+	expect_decision "$WORK/tether" deny:ancestor_requirement_unmet
+	check_audit_common
+	;;
 *) fail "unknown case" ;;
 esac
 # a sanitizer build reports on stderr; any report is a failure

@@ -1,0 +1,397 @@
+/* tether connect HOST PORT: a tunnel through the sandbox's egress proxy
+ * (HTTP CONNECT), relayed over standard input and output, for clients that
+ * do not speak HTTP proxies but take a command to connect with: ssh's
+ * ProxyCommand (and through it git over ssh), rsync -e ssh, and the like.
+ * The flow belongs to this process, so the policy names this binary (with
+ * `ancestors` to scope it to ssh or git; docs/network-policy.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <http_parser.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+
+enum {
+	EXIT_TUNNEL_DONE = 0,
+	EXIT_REFUSED = 1,     /* the proxy answered, not with 2xx */
+	EXIT_USAGE = 2,
+	EXIT_UNREACHABLE = 3, /* no proxy, or no valid answer from it */
+};
+
+#define HEAD_MAX 16384     /* the proxy's answer head, as its own request limit */
+#define RELAY_BUF 65536
+
+static const char *const proxy_vars[] = { "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+					  "all_proxy",   "HTTP_PROXY",  "http_proxy" };
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: tether connect [--proxy ADDR] [--timeout SECONDS] HOST PORT\n"
+		"\n"
+		"Open a tunnel to HOST:PORT through the sandbox's egress proxy (HTTP CONNECT)\n"
+		"and relay it over standard input and output, for clients that do not speak\n"
+		"HTTP proxies but take a command to connect with:\n"
+		"\n"
+		"  ssh -o ProxyCommand='tether connect %%h %%p' git@github.com\n"
+		"  GIT_SSH_COMMAND=\"ssh -o ProxyCommand='tether connect %%h %%p'\" git clone git@github.com:o/r\n"
+		"\n"
+		"The proxy is ADDR (http://HOST:PORT, HOST:PORT or [IPV6]:PORT), else the first\n"
+		"set of HTTPS_PROXY, https_proxy, ALL_PROXY, all_proxy, HTTP_PROXY, http_proxy\n"
+		"(tether run sets them). The flow is this process's: a policy allows it by this\n"
+		"binary's path, scoped with `ancestors` (docs/network-policy.md).\n"
+		"\n"
+		"--timeout: seconds to reach the proxy and get its answer (default 30).\n"
+		"Exit status: 0 the tunnel ran and ended; 1 the proxy refused it (its status and\n"
+		"reason on stderr); 2 usage; 3 no proxy set, or none reachable or answering.\n");
+}
+
+/* "http://host:port/", "host:port", "[v6]:port" -> host, port. The scheme
+ * may be http only (the proxy is plain HTTP; https:// would need TLS). */
+static int parse_proxy(const char *s, char *host, size_t host_size, char *port, size_t port_size)
+{
+	if (!strncasecmp(s, "http://", 7))
+		s += 7;
+	else if (strstr(s, "://")) {
+		log_error("connect: proxy '%s': only http:// proxies are supported", s);
+		return -1;
+	}
+	const char *at = strrchr(s, '@');
+	if (at) {
+		log_error("connect: proxy addresses with credentials are not supported");
+		return -1;
+	}
+	const char *h = s, *he, *p;
+	if (*s == '[') {
+		h = s + 1;
+		he = strchr(h, ']');
+		if (!he || he[1] != ':')
+			goto bad;
+		p = he + 2;
+	} else {
+		he = strchr(s, ':');
+		if (!he)
+			goto bad;
+		p = he + 1;
+	}
+	size_t hl = (size_t)(he - h), pl = strcspn(p, "/");
+	if (hl == 0 || hl >= host_size || pl == 0 || pl >= port_size || (p[pl] && strcmp(p + pl, "/") != 0))
+		goto bad;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	memcpy(port, p, pl);
+	port[pl] = '\0';
+	char *end;
+	unsigned long v = strtoul(port, &end, 10);
+	if (*end || v == 0 || v > 65535)
+		goto bad;
+	return 0;
+bad:
+	log_error("connect: proxy address '%s': expected http://HOST:PORT, HOST:PORT or [IPV6]:PORT", s);
+	return -1;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int remaining_ms(int64_t deadline)
+{
+	int64_t left = deadline - now_ms();
+	return left < 0 ? 0 : (int)left;
+}
+
+/* Connect to the proxy, each of its addresses in turn, non-blocking under
+ * the deadline. The connected fd (blocking again), or -1. */
+static int dial(const char *host, const char *port, int64_t deadline)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+	int r = getaddrinfo(host, port, &hints, &res);
+	if (r != 0) {
+		log_error("connect: proxy %s: %s", host, gai_strerror(r));
+		return -1;
+	}
+	int fd = -1, err = ETIMEDOUT;
+	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+		int s = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (s < 0) {
+			err = errno;
+			continue;
+		}
+		if (connect(s, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+			err = errno;
+			close(s);
+			continue;
+		}
+		struct pollfd p = { .fd = s, .events = POLLOUT };
+		int soerr = 0;
+		socklen_t len = sizeof(soerr);
+		if (poll(&p, 1, remaining_ms(deadline)) != 1 || getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 ||
+		    soerr) {
+			err = soerr ? soerr : ETIMEDOUT;
+			close(s);
+			continue;
+		}
+		fd = s;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		log_error("connect: cannot reach the proxy at %s port %s: %s", host, port, strerror(err));
+		return -1;
+	}
+	int fl = fcntl(fd, F_GETFL); /* blocking from here: the relay polls before it reads */
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		log_error("connect: fcntl: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* What the answer head said. */
+struct answer {
+	bool headers_done;
+	char reason[64];      /* X-Tether-Reason */
+	bool in_reason_field;
+	bool last_was_value;
+};
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+	struct answer *a = p->data;
+	/* a field name may come in pieces; only a whole short one can match */
+	a->in_reason_field = len == strlen("X-Tether-Reason") && !strncasecmp(at, "X-Tether-Reason", len);
+	return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+	struct answer *a = p->data;
+	if (a->in_reason_field) {
+		size_t have = strlen(a->reason);
+		for (size_t i = 0; i < len && have + 1 < sizeof(a->reason); i++) {
+			char c = at[i]; /* a reason word: [a-z_], nothing to escape */
+			if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')
+				a->reason[have++] = c;
+		}
+		a->reason[have] = '\0';
+	}
+	return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	((struct answer *)p->data)->headers_done = true;
+	return 2; /* no body here: what follows a 2xx is the tunnel */
+}
+
+static const http_parser_settings answer_settings = {
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
+	.on_headers_complete = on_headers_complete,
+};
+
+/* Send CONNECT and read the answer head. Returns the status code (>= 100)
+ * or -1; *extra gets the bytes read past the head (already tunnel data). */
+static int handshake(int fd, const char *host, const char *port, int64_t deadline, struct answer *a, char *buf,
+		     size_t *extra_off, size_t *extra_len)
+{
+	char req[1200];
+	bool v6 = strchr(host, ':') != NULL;
+	int n = snprintf(req, sizeof(req), "CONNECT %s%s%s:%s HTTP/1.1\r\nHost: %s%s%s:%s\r\n\r\n", v6 ? "[" : "",
+			 host, v6 ? "]" : "", port, v6 ? "[" : "", host, v6 ? "]" : "", port);
+	if (n < 0 || (size_t)n >= sizeof(req) || write_all(fd, req, (size_t)n) < 0) {
+		log_error("connect: sending the request to the proxy failed: %s", strerror(errno));
+		return -1;
+	}
+	http_parser parser;
+	http_parser_init(&parser, HTTP_RESPONSE);
+	parser.data = a;
+	size_t len = 0;
+	while (!a->headers_done) {
+		if (len == HEAD_MAX) {
+			log_error("connect: the proxy's answer head is over %d bytes", HEAD_MAX);
+			return -1;
+		}
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int pr = poll(&p, 1, remaining_ms(deadline));
+		if (pr == 0) {
+			log_error("connect: no answer from the proxy in time");
+			return -1;
+		}
+		ssize_t got = pr < 0 ? -1 : read(fd, buf + len, HEAD_MAX - len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			log_error("connect: the proxy closed the connection before answering");
+			return -1;
+		}
+		size_t used = http_parser_execute(&parser, &answer_settings, buf + len, (size_t)got);
+		if (!a->headers_done && (parser.http_errno != HPE_OK || used != (size_t)got)) {
+			log_error("connect: malformed answer from the proxy (%s)",
+				  http_errno_description(HTTP_PARSER_ERRNO(&parser)));
+			return -1;
+		}
+		*extra_off = len + used;
+		*extra_len = (size_t)got - used;
+		len += (size_t)got;
+	}
+	return parser.status_code;
+}
+
+/* stdin -> sock, sock -> stdout, until the tunnel's far end closes (then
+ * what it sent is out and we are done) or both directions ended. */
+static int relay(int sock, char *buf)
+{
+	bool in_open = true;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = in_open ? 0 : -1, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (p[0].revents) {
+			ssize_t n = read(sock, buf, RELAY_BUF);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				return n < 0 ? -errno : 0; /* the far end is done */
+			int r = write_all(1, buf, (size_t)n);
+			if (r < 0)
+				return r == -EPIPE ? 0 : r; /* our reader went away */
+		}
+		if (in_open && p[1].revents) {
+			ssize_t n = read(0, buf, RELAY_BUF);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				in_open = false;
+				shutdown(sock, SHUT_WR);
+				continue;
+			}
+			int r = write_all(sock, buf, (size_t)n);
+			if (r < 0)
+				return r;
+		}
+	}
+}
+
+int cmd_connect(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "proxy", required_argument, NULL, 'p' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *proxy = NULL;
+	long timeout_s = 30;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': proxy = optarg; break;
+		case 't': {
+			char *end;
+			timeout_s = strtol(optarg, &end, 10);
+			if (*end || timeout_s <= 0 || timeout_s > 3600) {
+				log_error("connect: --timeout: expected 1 to 3600 seconds, got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		}
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *host = argv[optind], *port = argv[optind + 1];
+	char *end;
+	unsigned long pv = strtoul(port, &end, 10);
+	if (!*host || strlen(host) > 253 || strpbrk(host, " \t\r\n/@[]") || *end || pv == 0 || pv > 65535) {
+		log_error("connect: expected HOST PORT, got '%s' '%s'", host, port);
+		return EXIT_USAGE;
+	}
+	const char *from = "--proxy";
+	for (size_t i = 0; !proxy && i < sizeof(proxy_vars) / sizeof(proxy_vars[0]); i++) {
+		const char *v = getenv(proxy_vars[i]);
+		if (v && *v) {
+			proxy = v;
+			from = proxy_vars[i];
+		}
+	}
+	if (!proxy) {
+		log_error("connect: no proxy: give --proxy, or run inside 'tether run' (it sets HTTPS_PROXY)");
+		return EXIT_UNREACHABLE;
+	}
+	char phost[256], pport[8];
+	if (parse_proxy(proxy, phost, sizeof(phost), pport, sizeof(pport)) < 0) {
+		log_error("connect: (the proxy came from %s)", from);
+		return EXIT_USAGE;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	int64_t deadline = now_ms() + timeout_s * 1000;
+	int fd = dial(phost, pport, deadline);
+	if (fd < 0)
+		return EXIT_UNREACHABLE;
+	static char buf[HEAD_MAX > RELAY_BUF ? HEAD_MAX : RELAY_BUF];
+	struct answer a = { 0 };
+	size_t extra_off = 0, extra_len = 0;
+	int status = handshake(fd, host, port, deadline, &a, buf, &extra_off, &extra_len);
+	if (status < 0) {
+		close(fd);
+		return EXIT_UNREACHABLE;
+	}
+	if (status < 200 || status > 299) {
+		log_error("connect: the proxy refused %s:%s: %d %s (reason: %s)", host, port, status,
+			  http_status_str((enum http_status)status), a.reason[0] ? a.reason : "none given");
+		close(fd);
+		return EXIT_REFUSED;
+	}
+	if (extra_len > 0 && write_all(1, buf + extra_off, extra_len) < 0) {
+		close(fd);
+		return EXIT_TUNNEL_DONE;
+	}
+	int r = relay(fd, buf);
+	close(fd);
+	if (r < 0) {
+		log_error("connect: tunnel to %s:%s: %s", host, port, strerror(-r));
+		return EXIT_UNREACHABLE;
+	}
+	return EXIT_TUNNEL_DONE;
+}
