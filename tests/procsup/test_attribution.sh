@@ -12,16 +12,24 @@ disown "$!" # no "Killed" job report when cleanup ends it
 wait_file "$D/port" || { fail "server never listened"; finish; }
 port=$(cat "$D/port")
 
+# registry_has LABEL REGFILE OUTPUT: probe_connect printed "cookie=N pid=P";
+# the registry written at exit holds N -> that pid and the probe's exe.
+# Sets COOKIE.
+registry_has() {
+	local pid got
+	COOKIE=$(printf '%s' "$3" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
+	pid=$(printf '%s' "$3" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
+	[ -n "$COOKIE" ] && [ "$COOKIE" != 0 ] || fail "[$1] no cookie: $3"
+	got=$(jq -r --arg c "$COOKIE" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid) \(.exe)"' "$2")
+	expect_eq "[$1] registry: cookie -> workload" "$got" "true $pid $T/probe_connect"
+}
+
 # connect-and-exit, with the kernel's pidfs keys and with every fallback
 for fb in "" all; do
 	out=$(TETHER_FORCE_FALLBACK=$fb timeout 20 "$PS" --debug-registry "$D/reg.json" -- "$T/probe_connect" connect "$port")
 	expect_eq "[${fb:-fast}] connect rc" "$?" 0
-	cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
-	pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
-	[ -n "$cookie" ] && [ "$cookie" != 0 ] || fail "[${fb:-fast}] no cookie: $out"
-	got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid) \(.exe)"' "$D/reg.json")
-	expect_eq "[${fb:-fast}] registry: cookie -> workload" "$got" "true $pid $T/probe_connect"
-	key=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | .key' "$D/reg.json")
+	registry_has "${fb:-fast}" "$D/reg.json" "$out"
+	key=$(jq -r --arg c "$COOKIE" '.attributions[] | select(.cookie == $c) | .key' "$D/reg.json")
 	nparts=$(printf '%s' "$key" | awk -F: '{print NF}')
 	expect_eq "[${fb:-fast}] key shape ($key)" "$nparts" "$([ -z "$fb" ] && echo 2 || echo 3)"
 	rec=$(jq -r '.stats.recorded' "$D/reg.json")
@@ -34,21 +42,13 @@ done
 for how in sendto sendmsg sendmmsg; do
 	out=$(timeout 20 "$PS" --debug-registry "$D/reg_$how.json" -- "$T/probe_connect" connect "$port" "$how")
 	expect_eq "[fastopen $how] rc" "$?" 0
-	cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
-	pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
-	[ -n "$cookie" ] && [ "$cookie" != 0 ] || fail "[fastopen $how] no cookie: $out"
-	got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid) \(.exe)"' "$D/reg_$how.json")
-	expect_eq "[fastopen $how] registry: cookie -> workload" "$got" "true $pid $T/probe_connect"
+	registry_has "fastopen $how" "$D/reg_$how.json" "$out"
 done
 
 # a double-forked daemon (its parent exited) connects: attributed to it
 rm -f "$D/c2"
 timeout 20 "$PS" --debug-registry "$D/reg2.json" -- sh -c "(setsid $T/probe_connect connect $port >$D/c2 &); sleep 0.5; while [ ! -s $D/c2 ]; do sleep 0.1; done"
-out=$(cat "$D/c2")
-cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
-pid=$(printf '%s' "$out" | sed -n 's/.* pid=\([0-9]*\)$/\1/p')
-got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.pid)"' "$D/reg2.json")
-expect_eq "registry: daemon's cookie -> daemon" "$got" "true $pid"
+registry_has "daemon" "$D/reg2.json" "$(cat "$D/c2")"
 
 # with --no-seccomp nothing is attributed (the test can fail)
 timeout 20 "$PS" --no-seccomp --debug-registry "$D/reg3.json" -- "$T/probe_connect" connect "$port" >/dev/null 2>&1
