@@ -270,30 +270,51 @@ static int handshake(int fd, const char *host, const char *port, int64_t deadlin
 	return parser.status_code;
 }
 
-/* stdin -> sock, sock -> stdout, until the tunnel's far end closes (then
- * what it sent is out and we are done) or both directions ended. */
-static int relay(int sock, char *buf)
+/* stdin -> sock, sock -> stdout, until the far end has closed and all it
+ * sent is out. The socket is non-blocking and what stdin gave is held
+ * until the socket takes it, so a far end that writes without reading
+ * (while we write to it) never stops us reading it: two writers waiting on
+ * each other would deadlock. stdin and stdout are left as we got them
+ * (they may be a terminal others share); a slow reader of our stdout
+ * slows the tunnel, as it should. */
+static int relay(int sock, char *down, char *up)
 {
+	size_t up_len = 0, up_off = 0; /* from stdin, not yet taken by the socket */
 	bool in_open = true;
+	int fl = fcntl(sock, F_GETFL);
+	if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
 	for (;;) {
-		struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = in_open ? 0 : -1, .events = POLLIN } };
+		struct pollfd p[2] = {
+			{ .fd = sock, .events = POLLIN | (up_len ? POLLOUT : 0) },
+			{ .fd = in_open && !up_len ? 0 : -1, .events = POLLIN },
+		};
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (p[0].revents) {
-			ssize_t n = read(sock, buf, RELAY_BUF);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				return n < 0 ? -errno : 0; /* the far end is done */
-			int r = write_all(1, buf, (size_t)n);
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t n = read(sock, down, RELAY_BUF);
+			if (n == 0)
+				return 0; /* the far end is done */
+			if (n < 0 && errno != EINTR && errno != EAGAIN)
+				return -errno;
+			int r = n > 0 ? write_all(1, down, (size_t)n) : 0;
 			if (r < 0)
 				return r == -EPIPE ? 0 : r; /* our reader went away */
 		}
-		if (in_open && p[1].revents) {
-			ssize_t n = read(0, buf, RELAY_BUF);
+		if (up_len && (p[0].revents & POLLOUT)) {
+			ssize_t n = write(sock, up + up_off, up_len);
+			if (n < 0 && errno != EINTR && errno != EAGAIN)
+				return -errno;
+			if (n > 0) {
+				up_off += (size_t)n;
+				up_len -= (size_t)n;
+			}
+		}
+		if (p[1].revents) {
+			ssize_t n = read(0, up, RELAY_BUF);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0) {
@@ -301,9 +322,8 @@ static int relay(int sock, char *buf)
 				shutdown(sock, SHUT_WR);
 				continue;
 			}
-			int r = write_all(sock, buf, (size_t)n);
-			if (r < 0)
-				return r;
+			up_len = (size_t)n;
+			up_off = 0;
 		}
 	}
 }
@@ -387,7 +407,8 @@ int cmd_connect(int argc, char **argv)
 		close(fd);
 		return EXIT_TUNNEL_DONE;
 	}
-	int r = relay(fd, buf);
+	static char up[RELAY_BUF];
+	int r = relay(fd, buf, up);
 	close(fd);
 	if (r < 0) {
 		log_error("connect: tunnel to %s:%s: %s", host, port, strerror(-r));

@@ -11,13 +11,20 @@
 TETHER=$(readlink -f "$BIN/tether")
 
 # Upstreams: ECHO echoes until the client half-closes, then closes; BANNER
-# sends a line first, then echoes the same way.
+# sends a line first, then echoes the same way; WRITER sends 32 MiB before
+# it reads anything, then reads to the client's end and closes.
 cat >"$D/up.py" <<'EOF'
 import socket, sys, threading, time
 def serve(s, banner):
     while True:
         c, _ = s.accept()
         def run(c=c):
+            if banner == "writer":
+                c.sendall(b"w" * (32 << 20))
+                while c.recv(65536):
+                    pass
+                c.close()
+                return
             if banner:
                 c.sendall(b"SSH-2.0-tether-test\r\n")
             while True:
@@ -28,20 +35,21 @@ def serve(s, banner):
             c.close()
         threading.Thread(target=run, daemon=True).start()
 ports = []
-for banner in (False, True):
+for banner in (False, True, "writer"):
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", 0)); s.listen(64); ports.append(s.getsockname()[1])
     threading.Thread(target=serve, args=(s, banner), daemon=True).start()
-open(sys.argv[1], "w").write("%d %d" % tuple(ports))
+open(sys.argv[1], "w").write("%d %d %d" % tuple(ports))
 time.sleep(120)
 EOF
 python3 "$D/up.py" "$D/ports" & PIDS+=("$!")
 for _ in $(seq 50); do [ -s "$D/ports" ] && break; sleep 0.1; done
 ECHO=$(cut -d' ' -f1 "$D/ports" 2>/dev/null) BANNER=$(cut -d' ' -f2 "$D/ports" 2>/dev/null)
-[ -n "$ECHO" ] && [ -n "$BANNER" ] || { echo "FAIL: upstream did not start" >&2; exit 1; }
+WRITER=$(cut -d' ' -f3 "$D/ports" 2>/dev/null)
+[ -n "$ECHO" ] && [ -n "$BANNER" ] && [ -n "$WRITER" ] || { echo "FAIL: upstream did not start" >&2; exit 1; }
 DENIED=$(freeport)
-printf 'version: 1\nnetwork:\n  policies:\n    - name: ssh-through-tether\n      binaries: [{path: %s}]\n      endpoints: [{cidr: 127.0.0.1/32, ports: [%s, %s]}]\n' \
-	"$TETHER" "$ECHO" "$BANNER" >"$D/p.yaml"
+printf 'version: 1\nnetwork:\n  policies:\n    - name: ssh-through-tether\n      binaries: [{path: %s}]\n      endpoints: [{cidr: 127.0.0.1/32, ports: [%s, %s, %s]}]\n' \
+	"$TETHER" "$ECHO" "$BANNER" "$WRITER" >"$D/p.yaml"
 PORT=$(freeport) ADMIN=$(freeport)
 while [ "$ADMIN" = "$PORT" ]; do ADMIN=$(freeport); done
 "$BIN/net-supervisor" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
@@ -63,6 +71,14 @@ head -c 8388608 /dev/urandom >"$D/in"
 tc "$TETHER" connect --proxy "127.0.0.1:$PORT" 127.0.0.1 "$ECHO"
 [ "$RC" = 0 ] && cmp -s "$D/in" "$D/out" && ok "8 MiB byte-exact both ways" ||
 	fail "8 MiB: rc $RC, $(stat -c %s "$D/out") bytes back: $(cat "$D/err")"
+
+# both ends write 32 MiB before reading: a relay that blocks on one
+# direction's write while the other fills would wait forever
+head -c 33554432 /dev/zero >"$D/in"
+tc "$TETHER" connect --proxy "127.0.0.1:$PORT" 127.0.0.1 "$WRITER"
+[ "$RC" = 0 ] && [ "$(stat -c %s "$D/out")" = 33554432 ] &&
+	ok "32 MiB each way while the far end writes before it reads: no deadlock" ||
+	fail "writer: rc $RC (124: timed out), $(stat -c %s "$D/out") bytes: $(cat "$D/err")"
 
 printf 'after the banner\n' >"$D/in"
 tc HTTPS_PROXY="http://127.0.0.1:$PORT/" "$TETHER" connect 127.0.0.1 "$BANNER"
