@@ -110,8 +110,10 @@ int cmd_env(int argc, char **argv)
 	for (size_t i = 0; i < p->n_warnings; i++)
 		fprintf(stderr, "tether: warning: %s\n", p->warnings[i]);
 
+	char tether[PATH_MAX];
 	struct envb_extra x = { .cwd = cwd, .has_target_uid = true, .target_uid = getuid(),
-				.proxy_url = proxy };
+				.proxy_url = proxy,
+				.tether_path = envb_sibling_tether(tether, sizeof(tether)) ? tether : NULL };
 	struct envb_result res;
 	r = envb_build(p, environ, &x, &res);
 	if (json) {

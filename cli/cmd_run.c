@@ -102,9 +102,10 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 	printf("# tether run --dry-run: nothing was created or started\n");
 	topology_plan_write(cfg->topo, stdout);
 	launch_plan_write(cfg, &plan, stdout);
-	char cwd[PATH_MAX];
+	char cwd[PATH_MAX], tether[PATH_MAX];
 	struct envb_extra x = { .cwd = getcwd(cwd, sizeof(cwd)), .has_target_uid = true,
-				.target_uid = getuid(), .proxy_url = plan.proxy_url };
+				.target_uid = getuid(), .proxy_url = plan.proxy_url,
+				.tether_path = envb_sibling_tether(tether, sizeof(tether)) ? tether : NULL };
 	struct envb_result res;
 	r = envb_build(pol, environ, &x, &res);
 	printf("# environment of the entrypoint\n");

@@ -197,6 +197,7 @@ struct policy_env {
 	size_t n_set;
 	bool path_strict; /* OR over layers: a layer can tighten, never loosen */
 	bool broker;      /* `broker: true`: inject a credential-broker socket */
+	bool git_ssh_via_proxy; /* GIT_SSH_COMMAND: ssh through `tether connect` */
 };
 
 struct policy_exec {

@@ -211,7 +211,7 @@ static int parse_set(struct pctx *ctx, const struct pnode *n)
 int policy_env_parse(struct pctx *ctx, const struct pnode *node)
 {
 	static const char *const keys[] = { "mode", "pass_through", "deny", "set", "path_strict",
-					    "broker", NULL };
+					    "broker", "git_ssh_via_proxy", NULL };
 	static const char *const baseline_keys[] = { "pass_through", NULL };
 	struct policy_env *env = &ctx->policy->env;
 	int r = pnode_expect_map(ctx, node, "environment");
@@ -271,6 +271,11 @@ int policy_env_parse(struct pctx *ctx, const struct pnode *node)
 					   policy_layer_name(ctx->layer));
 		env->broker = b;
 	}
+	/* Routes git's ssh through the proxy, where the network policy still
+	 * decides: it widens nothing, so any layer may set it. */
+	const struct pnode *gs = pmap_get(node, "git_ssh_via_proxy");
+	if (gs && (r = pnode_expect_bool(ctx, gs, "environment.git_ssh_via_proxy", &env->git_ssh_via_proxy)) < 0)
+		return r;
 	return 0;
 }
 

@@ -470,6 +470,42 @@ bool envb_passwd_shell(uid_t uid, char *out, size_t size)
 	return strscpy(out, res->pw_shell, size) == 0;
 }
 
+bool envb_sibling_tether(char *out, size_t size)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return false;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return false;
+	*slash = '\0';
+	int w = snprintf(out, size, "%s/tether", self);
+	return w > 0 && (size_t)w < size && envb_shell_usable(out);
+}
+
+/* environment.git_ssh_via_proxy: git runs ssh with `tether connect` as
+ * its ProxyCommand. The path travels inside single quotes through git's
+ * shell and ssh's (which also expands %-tokens), so only plain path
+ * characters are taken. */
+static int put_git_ssh(struct envb_result *r, const struct envb_extra *x)
+{
+	static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-+,@";
+	const char *t = x->tether_path;
+	if (!x->proxy_url || !x->proxy_url[0])
+		return warn(r, "GIT_SSH_COMMAND not set: environment.git_ssh_via_proxy needs the egress proxy, "
+			       "and this spawn has none") < 0 ? -ENOMEM : 0;
+	if (!t || t[0] != '/' || strspn(t, plain) != strlen(t) || strlen(t) > PATH_MAX)
+		return warn(r, "GIT_SSH_COMMAND not set: environment.git_ssh_via_proxy: no usable path of the tether "
+			       "binary (%s)", t ? "characters a shell would read" : "not found beside the supervisor") < 0
+			       ? -ENOMEM
+			       : 0;
+	char v[PATH_MAX + 64];
+	snprintf(v, sizeof(v), "ssh -o ProxyCommand='%s connect %%h %%p'", t);
+	return env_put(r, "GIT_SSH_COMMAND", v);
+}
+
 /* exec.shell, else the target user's passwd shell when it is a shell
  * (envb_passwd_shell), else /bin/sh. getpwuid_r: the supervisor has
  * threads (libuv pool). */
@@ -635,6 +671,8 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 		if ((rc = env_put(r, "NO_PROXY", np)) < 0 || (rc = env_put(r, "no_proxy", np)) < 0)
 			return rc;
 	}
+	if (env->git_ssh_via_proxy && (rc = put_git_ssh(r, x)) < 0)
+		return rc;
 	if (x->credential_socket) {
 		if (env->mode == POLICY_ENV_SECRETS_OFF) {
 			if (warn(r, "TETHER_CREDENTIAL_SOCKET not set: secrets-off never injects the credential broker") < 0)
@@ -675,7 +713,7 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 	/* Report what the supervisor set (names only). */
 	static const char *const report[] = { "PATH", "PWD", "TMPDIR", "SHELL", "HTTP_PROXY",
 					      "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
-					      "TETHER_CREDENTIAL_SOCKET" };
+					      "TETHER_CREDENTIAL_SOCKET", "GIT_SSH_COMMAND" };
 	for (size_t i = 0; i < ARRAY_SIZE(report); i++) {
 		if (!env_get(r, report[i]))
 			continue;

@@ -42,6 +42,10 @@ struct envb_extra {
 	const char *proxy_url;        /* net-supervisor URL → HTTP(S)_PROXY, ALL_PROXY, lowercase */
 	const char *no_proxy;         /* comma list; NULL or "" → "localhost,127.0.0.1,::1" */
 	const char *credential_socket;/* broker socket path (never set in secrets-off) */
+	/* The tether CLI as the workload sees it: with environment.git_ssh_via_proxy
+	 * and a proxy_url, GIT_SSH_COMMAND is
+	 * "ssh -o ProxyCommand='TETHER_PATH connect %h %p'". */
+	const char *tether_path;
 	/* Further "KEY=VALUE" the supervisor sets. Allowed keys: TETHER_*,
 	 * GIT_SSH_COMMAND. Anything else is a programming error: abort() in
 	 * debug builds, dropped with a warning otherwise. */
@@ -112,6 +116,11 @@ json_t *envb_audit_json(const struct envb_result *r);
  * and warnings; then, if argv is non-NULL, the command with secrets
  * redacted ("command: ..."). Never prints a value except PATH. */
 void envb_dry_run_print(FILE *out, const struct envb_result *r, char *const *argv);
+
+/* The tether CLI installed beside this executable (dirname of
+ * /proc/self/exe + "/tether"), for envb_extra.tether_path: true and its
+ * path in out when it is an executable file. */
+bool envb_sibling_tether(char *out, size_t size);
 
 /* A file that can be a shell: an absolute path to a non-empty regular file
  * we may execute. */

@@ -280,6 +280,31 @@ ssh_connect)
 	[ "$RC" = 1 ] || fail "tether connect without ssh: rc $RC (want 1)"
 	grep -q "403 Forbidden (reason: ancestor_requirement_unmet)" "$WORK/out" || fail "no reason printed"
 	expect_decision "$WORK/tether" deny:ancestor_requirement_unmet
+	# environment.git_ssh_via_proxy: GIT_SSH_COMMAND runs ssh through the
+	# tether beside the supervisor; run it as git does (its shell, ssh's
+	# arguments appended). Not in the pod topologies: their workload is
+	# nobody, who may not reach the build tree's tether.
+	if [ "$POD" = 0 ]; then
+		T=$(readlink -f "$TETHER")
+		{
+			sed "s|path: $WORK/tether|path: $T|" "$WORK/ssh.yaml"
+			echo "environment:"
+			echo "  git_ssh_via_proxy: true"
+		} >"$WORK/git.yaml"
+		cat >"$WORK/git-ssh.sh" <<EOF
+#!/bin/sh
+[ -n "\$GIT_SSH_COMMAND" ] || { echo "no GIT_SSH_COMMAND"; exit 9; }
+exec sh -c "\$GIT_SSH_COMMAND \\"\\\$@\\"" "\$GIT_SSH_COMMAND" -F none -i "$WORK/rw/userkey" -p 2222 \
+	-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+	root@198.51.100.10 'echo via-git-ssh-\$((6*7))'
+EOF
+		chmod 755 "$WORK/git-ssh.sh"
+		: >"$AUDIT"
+		run --policy "$WORK/git.yaml" -- "$WORK/git-ssh.sh"
+		[ "$RC" = 0 ] || { cat "$WORK/out" >&2; fail "GIT_SSH_COMMAND through tether connect: rc $RC"; }
+		grep -qx via-git-ssh-42 "$WORK/out" || fail "no output through GIT_SSH_COMMAND"
+		expect_decision "$T" allow:allowed
+	fi
 	check_audit_common
 	;;
 *) fail "unknown case" ;;

