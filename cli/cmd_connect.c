@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <http_parser.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/connect_answer.h"
 #include "common/log.h"
 
 enum {
@@ -179,53 +179,10 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* What the answer head said. */
-struct answer {
-	bool headers_done;
-	char reason[64];      /* X-Tether-Reason */
-	bool in_reason_field;
-	bool last_was_value;
-};
-
-static int on_header_field(http_parser *p, const char *at, size_t len)
-{
-	struct answer *a = p->data;
-	/* a field name may come in pieces; only a whole short one can match */
-	a->in_reason_field = len == strlen("X-Tether-Reason") && !strncasecmp(at, "X-Tether-Reason", len);
-	return 0;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t len)
-{
-	struct answer *a = p->data;
-	if (a->in_reason_field) {
-		size_t have = strlen(a->reason);
-		for (size_t i = 0; i < len && have + 1 < sizeof(a->reason); i++) {
-			char c = at[i]; /* a reason word: [a-z_], nothing to escape */
-			if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')
-				a->reason[have++] = c;
-		}
-		a->reason[have] = '\0';
-	}
-	return 0;
-}
-
-static int on_headers_complete(http_parser *p)
-{
-	((struct answer *)p->data)->headers_done = true;
-	return 2; /* no body here: what follows a 2xx is the tunnel */
-}
-
-static const http_parser_settings answer_settings = {
-	.on_header_field = on_header_field,
-	.on_header_value = on_header_value,
-	.on_headers_complete = on_headers_complete,
-};
-
 /* Send CONNECT and read the answer head. Returns the status code (>= 100)
  * or -1; *extra gets the bytes read past the head (already tunnel data). */
-static int handshake(int fd, const char *host, const char *port, int64_t deadline, struct answer *a, char *buf,
-		     size_t *extra_off, size_t *extra_len)
+static int handshake(int fd, const char *host, const char *port, int64_t deadline, struct connect_answer *a,
+		     char *buf, size_t *extra_off, size_t *extra_len)
 {
 	char req[1200];
 	bool v6 = strchr(host, ':') != NULL;
@@ -235,9 +192,7 @@ static int handshake(int fd, const char *host, const char *port, int64_t deadlin
 		log_error("connect: sending the request to the proxy failed: %s", strerror(errno));
 		return -1;
 	}
-	http_parser parser;
-	http_parser_init(&parser, HTTP_RESPONSE);
-	parser.data = a;
+	connect_answer_init(a);
 	size_t len = 0;
 	while (!a->headers_done) {
 		if (len == HEAD_MAX) {
@@ -257,17 +212,17 @@ static int handshake(int fd, const char *host, const char *port, int64_t deadlin
 			log_error("connect: the proxy closed the connection before answering");
 			return -1;
 		}
-		size_t used = http_parser_execute(&parser, &answer_settings, buf + len, (size_t)got);
-		if (!a->headers_done && (parser.http_errno != HPE_OK || used != (size_t)got)) {
+		ssize_t used = connect_answer_feed(a, buf + len, (size_t)got);
+		if (used < 0) {
 			log_error("connect: malformed answer from the proxy (%s)",
-				  http_errno_description(HTTP_PARSER_ERRNO(&parser)));
+				  http_errno_description(HTTP_PARSER_ERRNO(&a->parser)));
 			return -1;
 		}
-		*extra_off = len + used;
-		*extra_len = (size_t)got - used;
+		*extra_off = len + (size_t)used;
+		*extra_len = (size_t)got - (size_t)used;
 		len += (size_t)got;
 	}
-	return parser.status_code;
+	return a->parser.status_code;
 }
 
 /* stdin -> sock, sock -> stdout, until the far end has closed and all it
@@ -390,7 +345,7 @@ int cmd_connect(int argc, char **argv)
 	if (fd < 0)
 		return EXIT_UNREACHABLE;
 	static char buf[HEAD_MAX > RELAY_BUF ? HEAD_MAX : RELAY_BUF];
-	struct answer a = { 0 };
+	struct connect_answer a;
 	size_t extra_off = 0, extra_len = 0;
 	int status = handshake(fd, host, port, deadline, &a, buf, &extra_off, &extra_len);
 	if (status < 0) {

@@ -132,6 +132,8 @@ while b"\r\n\r\n" not in head:
     head += b
 if mode == "garbage":
     c.sendall(b"garbage garbage\r\n\r\n")
+elif mode == "shortstatus":
+    c.sendall(b"HTTP/1.1 2 OK\r\n\r\n")
 elif mode == "huge":
     c.sendall(b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 20000 + b"\r\n\r\n")
 elif mode == "extra":
@@ -150,6 +152,10 @@ fake() { # MODE: start a stand-in proxy, FAKE=its port
 fake garbage
 tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
 [ "$RC" = 3 ] && grep -q "malformed answer" "$D/err" && ok "garbage answer: exit 3" || fail "garbage: rc $RC $(cat "$D/err")"
+fake shortstatus
+tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
+[ "$RC" = 3 ] && grep -q "malformed answer" "$D/err" && ok "a one-digit status (http-parser takes it): exit 3" ||
+	fail "short status: rc $RC $(cat "$D/err")"
 fake huge
 tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
 [ "$RC" = 3 ] && grep -q "over 16384 bytes" "$D/err" && ok "a 20 KiB answer head: exit 3" || fail "huge: rc $RC $(cat "$D/err")"
