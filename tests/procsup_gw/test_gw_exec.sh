@@ -132,14 +132,17 @@ chmod 0600 "$SOCK"
 # 11. tether ps
 "$B/tether" ps --socket "$STATUS" --json >"$TMP/ps.json"; rc=$?
 check "tether ps --json" [ "$rc" = 0 ]
-check "ps: exec sessions recorded as exec_session under the anchor" python3 - "$TMP/ps.json" "$HPID" <<'EOF'
+# (A session that exits before the supervisor reads its ref - the quick
+# `sh -c 'exit 7'` ones, on a loaded machine - is not in the table; the
+# disconnect test's leader lived for seconds, so it must be.)
+check "ps: exec sessions recorded as exec_session under the anchor" python3 - "$TMP/ps.json" "$HPID" "${LEAD:-0}" <<'EOF'
 import json, sys
-d = json.load(open(sys.argv[1])); anchor = int(sys.argv[2])
+d = json.load(open(sys.argv[1])); anchor = int(sys.argv[2]); lead = int(sys.argv[3])
 procs = d["processes"]
 akey = [p["key"] for p in procs if p["pid"] == anchor][0]
 assert akey == d["anchor_key"], "anchor key"
 sess = [p for p in procs if p["join"] == "exec_session"]
-assert len(sess) >= 5, len(sess)
+assert any(p["pid"] == lead for p in sess), ("the long-lived session", lead, len(sess))
 assert all(p["parent_key"] == akey for p in sess)
 assert d["mode"] in ("lineage", "cgroup")
 EOF
