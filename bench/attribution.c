@@ -134,19 +134,6 @@ static int read_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	for (size_t done = 0; done < len;) {
-		ssize_t n = write(fd, (const char *)buf + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 static void child_main(const struct sockaddr_in *dst, int k, pid_t parent)
 {
 	close_range(REP_WR + 1, ~0U, 0); /* keep stdio and the report pipe */

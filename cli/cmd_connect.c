@@ -5,7 +5,6 @@
  * The flow belongs to this process, so the policy names this binary (with
  * `ancestors` to scope it to ssh or git; docs/network-policy.md). */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
@@ -17,12 +16,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/connect_answer.h"
 #include "common/log.h"
+#include "common/util.h"
 
 enum {
 	EXIT_TUNNEL_DONE = 0,
@@ -104,12 +103,7 @@ bad:
 	return -1;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t now_ms(void) { return (int64_t)(now_mono_ns() / 1000000); }
 
 static int remaining_ms(int64_t deadline)
 {
@@ -117,8 +111,9 @@ static int remaining_ms(int64_t deadline)
 	return left < 0 ? 0 : (int)left;
 }
 
-/* Connect to the proxy, each of its addresses in turn, non-blocking under
- * the deadline. The connected fd (blocking again), or -1. */
+/* Connect to the proxy, each of its addresses in turn, under the deadline.
+ * The connected fd, non-blocking (the handshake and the relay poll before
+ * they read or write), or -1. */
 static int dial(const char *host, const char *port, int64_t deadline)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
@@ -155,28 +150,7 @@ static int dial(const char *host, const char *port, int64_t deadline)
 		log_error("connect: cannot reach the proxy at %s port %s: %s", host, port, strerror(err));
 		return -1;
 	}
-	int fl = fcntl(fd, F_GETFL); /* blocking from here: the relay polls before it reads */
-	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-		log_error("connect: fcntl: %s", strerror(errno));
-		close(fd);
-		return -1;
-	}
 	return fd;
-}
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 /* Send CONNECT and read the answer head. Returns the status code (>= 100)
@@ -188,6 +162,8 @@ static int handshake(int fd, const char *host, const char *port, int64_t deadlin
 	bool v6 = strchr(host, ':') != NULL;
 	int n = snprintf(req, sizeof(req), "CONNECT %s%s%s:%s HTTP/1.1\r\nHost: %s%s%s:%s\r\n\r\n", v6 ? "[" : "",
 			 host, v6 ? "]" : "", port, v6 ? "[" : "", host, v6 ? "]" : "", port);
+	/* the socket is non-blocking; a fresh connection's empty send buffer
+	 * takes these few hundred bytes whole */
 	if (n < 0 || (size_t)n >= sizeof(req) || write_all(fd, req, (size_t)n) < 0) {
 		log_error("connect: sending the request to the proxy failed: %s", strerror(errno));
 		return -1;
@@ -236,9 +212,6 @@ static int relay(int sock, char *down, char *up)
 {
 	size_t up_len = 0, up_off = 0; /* from stdin, not yet taken by the socket */
 	bool in_open = true;
-	int fl = fcntl(sock, F_GETFL);
-	if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
 	for (;;) {
 		struct pollfd p[2] = {
 			{ .fd = sock, .events = POLLIN | (up_len ? POLLOUT : 0) },

@@ -139,19 +139,6 @@ static bool env_wanted(const char *e)
 	return !strncmp(e, "TERM=", 5) || !strncmp(e, "LANG=", 5) || !strncmp(e, "LC_", 3);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w, n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int exit_from(const struct ctl_msg *m)
 {
 	if (m->u.exec_exited.signal > 0)

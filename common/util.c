@@ -67,5 +67,20 @@ static unsigned long long clock_ns(clockid_t id)
 	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
+int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 unsigned long long now_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 unsigned long long now_real_ns(void) { return clock_ns(CLOCK_REALTIME); }

@@ -69,6 +69,10 @@ static inline int strscpy(char *dst, const char *src, size_t size)
 	return 0;
 }
 
+/* Write all len bytes to a blocking fd (retrying EINTR and short writes):
+ * 0, or -errno of the failing write. */
+int write_all(int fd, const void *buf, size_t len);
+
 /* Read a whole small file (procfs) into buf; returns bytes read or -errno.
  * The result is NUL-terminated; a file larger than size-1 is -EFBIG. */
 ssize_t read_file_at(int dirfd, const char *path, char *buf, size_t size);

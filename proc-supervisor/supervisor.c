@@ -350,6 +350,9 @@ static int load_policy(struct procsup *ps)
 	}
 	for (size_t i = 0; i < ps->policy->n_warnings; i++)
 		log_warn("%s", ps->policy->warnings[i]);
+	/* resolved once: every spawn's GIT_SSH_COMMAND names the same binary */
+	if (ps->policy->env.git_ssh_via_proxy && envb_sibling_tether(ps->tether_path_buf, sizeof(ps->tether_path_buf)))
+		ps->tether_path = ps->tether_path_buf;
 	return 0;
 }
 
@@ -358,14 +361,13 @@ static int load_policy(struct procsup *ps)
 static int build_env(struct procsup *ps, const struct procsup_spawn_req *req, struct envb_result *res)
 {
 	extern char **environ;
-	char cwd[PATH_MAX], tether[PATH_MAX];
+	char cwd[PATH_MAX];
 	struct envb_extra x = {
 		.cwd = req->cwd ? req->cwd : getcwd(cwd, sizeof(cwd)),
 		.has_target_uid = true,
 		.target_uid = ps->cfg.run_as ? ps->cfg.run_uid : getuid(),
 		.proxy_url = ps->cfg.proxy_url,
-		.tether_path = ps->policy->env.git_ssh_via_proxy && envb_sibling_tether(tether, sizeof(tether)) ? tether
-													      : NULL,
+		.tether_path = ps->tether_path,
 	};
 	char *const *parent = req->parent_envp ? req->parent_envp : environ;
 	if (!ps->cfg.run_as)

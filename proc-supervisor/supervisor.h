@@ -14,6 +14,7 @@
  * left is killed (cgroup.kill and/or pidfds of every descendant). */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -111,6 +112,8 @@ struct procsup {
 	struct members *members;          /* NULL if the table could not be built */
 	struct procref anchor;            /* ourselves, recorded */
 	struct policy *policy;            /* env boundary policy */
+	const char *tether_path;          /* the tether beside us, for git_ssh_via_proxy; NULL: none */
+	char tether_path_buf[PATH_MAX];
 	struct procsup_child *children;   /* spawned by us, live or not yet reported */
 	struct procsup_child *entrypoint;
 	int exit_code;                    /* valid once the entrypoint exited */

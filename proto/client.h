@@ -25,8 +25,6 @@
 #pragma once
 
 #include <stdbool.h>
-
-#define PROTO_CLIENT_STABLE_MS 1000
 #include <stdint.h>
 #include <uv.h>
 
@@ -34,6 +32,9 @@
 #include "proto/context.h"
 #include "proto/signed.h"
 #include "proto/verifier.h"
+
+/* A channel up this long before it closed is redialled at once. */
+#define PROTO_CLIENT_STABLE_MS 1000
 
 struct proto_client;
 

@@ -518,7 +518,7 @@ static void test_git_ssh_via_proxy(void **state)
 	envb_result_done(&r);
 
 	const char *bad[] = { "/opt/te ther/tether", "/opt/it's/tether", "/opt/%h/tether", "tether", NULL };
-	for (size_t i = 0; i <= 4; i++) {
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) { /* NULL: none found */
 		struct envb_extra b = x;
 		b.tether_path = bad[i];
 		build(on, parent, &b, &r);

@@ -149,20 +149,17 @@ fake() { # MODE: start a stand-in proxy, FAKE=its port
 	for _ in $(seq 50); do [ -s "$D/fport" ] && break; sleep 0.1; done
 	FAKE=$(cat "$D/fport")
 }
-fake garbage
-tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
-[ "$RC" = 3 ] && grep -q "malformed answer" "$D/err" && ok "garbage answer: exit 3" || fail "garbage: rc $RC $(cat "$D/err")"
-fake shortstatus
-tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
-[ "$RC" = 3 ] && grep -q "malformed answer" "$D/err" && ok "a one-digit status (http-parser takes it): exit 3" ||
-	fail "short status: rc $RC $(cat "$D/err")"
-fake huge
-tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
-[ "$RC" = 3 ] && grep -q "over 16384 bytes" "$D/err" && ok "a 20 KiB answer head: exit 3" || fail "huge: rc $RC $(cat "$D/err")"
-fake close
-tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
-[ "$RC" = 3 ] && grep -q "closed the connection before answering" "$D/err" && ok "closed before answering: exit 3" ||
-	fail "close: rc $RC $(cat "$D/err")"
+# no_answer MODE MESSAGE WHAT: against a stand-in proxy in MODE, exit 3
+# with MESSAGE on stderr
+no_answer() {
+	fake "$1"
+	tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
+	[ "$RC" = 3 ] && grep -q "$2" "$D/err" && ok "$3: exit 3" || fail "$3: rc $RC $(cat "$D/err")"
+}
+no_answer garbage "malformed answer" "garbage answer"
+no_answer shortstatus "malformed answer" "a one-digit status (http-parser takes it)"
+no_answer huge "over 16384 bytes" "a 20 KiB answer head"
+no_answer close "closed the connection before answering" "closed before answering"
 fake extra
 tc "$TETHER" connect --proxy "127.0.0.1:$FAKE" example.test 22
 [ "$RC" = 0 ] && [ "$(cat "$D/out")" = EXTRA ] && ok "tunnel bytes in the answer's segment are relayed" ||

@@ -247,25 +247,25 @@ static void test_sockets(void **state)
 static void test_fastopen_sends(void **state)
 {
 	(void)state;
-	const uint64_t plain[] = { 0, MSG_DONTWAIT | MSG_NOSIGNAL, ~(uint64_t)MSG_FASTOPEN };
-	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
-		assert_int_equal(run(&F_notify, NATIVE, SYS_sendto, 6, ARG(3), ARG(0x1000), ARG(5), ARG(plain[i]),
-				     ARG(0x2000), ARG(16)),
-				 SECCOMP_RET_ALLOW);
-		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmsg, 3, ARG(3), ARG(0x1000), ARG(plain[i])),
-				 SECCOMP_RET_ALLOW);
-		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmmsg, 4, ARG(3), ARG(0x1000), ARG(2), ARG(plain[i])),
-				 SECCOMP_RET_ALLOW);
-	}
-	const uint64_t fo[] = { MSG_FASTOPEN, MSG_FASTOPEN | MSG_NOSIGNAL, (1ULL << 40) | MSG_FASTOPEN };
-	for (size_t i = 0; i < sizeof(fo) / sizeof(fo[0]); i++) {
-		assert_int_equal(run(&F_notify, NATIVE, SYS_sendto, 6, ARG(3), ARG(0x1000), ARG(5), ARG(fo[i]),
-				     ARG(0x2000), ARG(16)),
-				 SECCOMP_RET_USER_NOTIF);
-		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmsg, 3, ARG(3), ARG(0x1000), ARG(fo[i])),
-				 SECCOMP_RET_USER_NOTIF);
-		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmmsg, 4, ARG(3), ARG(0x1000), ARG(2), ARG(fo[i])),
-				 SECCOMP_RET_USER_NOTIF);
+	const struct {
+		uint64_t flags;
+		uint32_t want;
+	} cases[] = {
+		{ 0, SECCOMP_RET_ALLOW },
+		{ MSG_DONTWAIT | MSG_NOSIGNAL, SECCOMP_RET_ALLOW },
+		{ ~(uint64_t)MSG_FASTOPEN, SECCOMP_RET_ALLOW },
+		{ MSG_FASTOPEN, SECCOMP_RET_USER_NOTIF },
+		{ MSG_FASTOPEN | MSG_NOSIGNAL, SECCOMP_RET_USER_NOTIF },
+		{ (1ULL << 40) | MSG_FASTOPEN, SECCOMP_RET_USER_NOTIF },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t f = cases[i].flags;
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendto, 6, ARG(3), ARG(0x1000), ARG(5), ARG(f), ARG(0x2000),
+				     ARG(16)),
+				 cases[i].want);
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmsg, 3, ARG(3), ARG(0x1000), ARG(f)), cases[i].want);
+		assert_int_equal(run(&F_notify, NATIVE, SYS_sendmmsg, 4, ARG(3), ARG(0x1000), ARG(2), ARG(f)),
+				 cases[i].want);
 	}
 	/* the flag in another argument is not a Fast Open send */
 	assert_int_equal(run(&F_notify, NATIVE, SYS_sendmsg, 4, ARG(3), ARG(0x1000), ARG(0), ARG(MSG_FASTOPEN)),

@@ -256,26 +256,13 @@ static int unix_connect(const char *path)
 	return fd;
 }
 
-static bool write_all(int fd, const uint8_t *b, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return false;
-		b += k, n -= (size_t)k;
-	}
-	return true;
-}
-
 static bool send_msg(int fd, const struct ctl_msg *m)
 {
 	uint8_t *b;
 	size_t n;
 	if (ctl_encode(m, &b, &n) < 0)
 		return false;
-	bool ok = write_all(fd, b, n);
+	bool ok = write_all(fd, b, n) == 0;
 	free(b);
 	return ok;
 }
@@ -434,7 +421,7 @@ static void burst(const char *sock, const char *when)
 		len += n;
 		free(b);
 	}
-	bool wrote = write_all(fd, all, len);
+	bool wrote = write_all(fd, all, len) == 0;
 	free(all);
 	unsigned answers = 0;
 	int got;
@@ -811,7 +798,7 @@ static int part_procsup(void)
 		int hc = unix_connect(sock);
 		if (hc < 0)
 			continue;
-		write_all(hc, (const uint8_t *)"\x00\x00\x00\x04junk", 8);
+		write_all(hc, "\x00\x00\x00\x04junk", 8);
 		bool cl = closed_within(hc, 1000);
 		close(hc);
 		if (!cl) {
@@ -1084,7 +1071,7 @@ static int tcp_connect(int port, int *local_port)
 /* Send req, read the response head (and a little body) within ms. */
 static int http_exchange(int s, const char *req, char *resp, size_t cap, int ms)
 {
-	if (!write_all(s, (const uint8_t *)req, strlen(req)))
+	if (write_all(s, req, strlen(req)) < 0)
 		return -1;
 	size_t len = 0;
 	uint64_t end = ms_now() + (uint64_t)ms;
