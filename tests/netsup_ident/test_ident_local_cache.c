@@ -130,7 +130,7 @@ static bool new_flows(uv_loop_t *loop, struct identity_strategy *s, int lfd, str
  * for this very set of processes, does not search it again, and the pool
  * answers. */
 static void many_fds_again(uv_loop_t *loop, struct identity_strategy *s, int lfd, struct tree *t,
-			   const struct identity_local_stats *before)
+			   const struct identity_local_stats *before, bool tried_before)
 {
 	struct proxy_flow f;
 	int c = write(t->cmd_l, "c", 1) == 1 ? accept_within(lfd, 5000, &f) : -1;
@@ -142,7 +142,11 @@ static void many_fds_again(uv_loop_t *loop, struct identity_strategy *s, int lfd
 	struct identity_local_stats st;
 	identity_local_stats(s, &st);
 	CHECK(r == REASON_OK && bx.id->pid == t->l, "many fds: second connection: %s", answer_word(r));
-	CHECK(st.inline_over_budget == before->inline_over_budget,
+	/* Judged only when the first flow's loop attempt did run into the
+	 * budget: on a busy host (forks elsewhere) the loop may have passed
+	 * the first flow to the pool without trying, and then this is its
+	 * first search of the tree, rightly. */
+	CHECK(!tried_before || st.inline_over_budget == before->inline_over_budget,
 	      "many fds: the loop searched the same over-budget tree again");
 	CHECK(st.inline_answers == before->inline_answers, "many fds: second connection answered on the loop");
 	flow_identity_free(bx.id);
@@ -305,7 +309,7 @@ static void one_case(uv_loop_t *loop, int lfd, int port, enum change ch)
 		CHECK((!g_pool_only && !host_quiet("many fds")) ||
 			      st2.inline_over_budget == st1.inline_over_budget + !g_pool_only,
 		      "many fds: the loop's attempt did not run into its budget");
-		many_fds_again(loop, s, lfd, &t, &st2);
+		many_fds_again(loop, s, lfd, &t, &st2, st2.inline_over_budget == st1.inline_over_budget + 1);
 		break;
 	}
 	flow_identity_free(b.id);
