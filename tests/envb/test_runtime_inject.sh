@@ -10,7 +10,7 @@
 #      variable "dropped NAME hard_deny".
 # A runtime that is not installed is skipped and counted. Runtimes not in
 # Debian (bun, deno, dotnet) and R are covered by the table test in
-# test_envb_build.c only.
+# test_envb_build.c; bun also here when one is on PATH.
 set -euo pipefail
 H="$TETHER_TESTS/envb_exec"
 tmp=$(mktemp -d /tmp/tether-inject-XXXXXX)
@@ -94,7 +94,7 @@ environment:
     npm_config_node_options, PYTHONPATH, PYTHONSTARTUP, PYTHONUSERBASE, PYTHONWARNINGS,
     PYTHONBREAKPOINT, PYTHONPYCACHEPREFIX, PERL5OPT, PERL5LIB, PERLLIB, PERL5DB, RUBYOPT,
     RUBYLIB, RUBYPATH, LUA_INIT, LUA_INIT_5_4, LUA_PATH, LUA_PATH_5_4, PHPRC, PHP_INI_SCAN_DIR,
-    JAVA_TOOL_OPTIONS, _JAVA_OPTIONS, JDK_JAVA_OPTIONS]
+    JAVA_TOOL_OPTIONS, _JAVA_OPTIONS, JDK_JAVA_OPTIONS, BUN_OPTIONS, BUN_BE_BUN]
 EOF
 
 bin() { command -v "$1" 2>/dev/null || true; }
@@ -204,6 +204,18 @@ if [ -n "$JAVA" ] && [ -n "$JAVAC" ] && [ -n "$JAR" ]; then
 	done
 else
 	skip java "java, javac or jar not installed"
+fi
+
+# ── bun (not in Debian: runs only where a bun is on PATH) ──────────────────
+BUN=$(bin bun)
+if [ -n "$BUN" ]; then
+	# the OpenShell #1496 shape: a compiled app (as Claude Code's native build)
+	printf 'console.log("app")\n' >"$L/app.js"
+	(cd "$L" && "$BUN" build app.js --compile --outfile "$L/bunapp" >/dev/null)
+	check "bun BUN_OPTIONS --preload (compiled app)" "BUN_OPTIONS=--preload $L/evil.js" -- "$L/bunapp"
+	check "bun BUN_BE_BUN (compiled app runs as bun)" BUN_BE_BUN=1 -- "$L/bunapp" -e "require('fs').writeFileSync('$M', '')"
+else
+	skip bun "bun not installed (not in Debian; the table test covers BUN_OPTIONS, BUN_BE_BUN)"
 fi
 
 echo "test_runtime_inject: $passed passed, $failed failed, $skipped skipped"
