@@ -94,7 +94,7 @@ environment:
     npm_config_node_options, PYTHONPATH, PYTHONSTARTUP, PYTHONUSERBASE, PYTHONWARNINGS,
     PYTHONBREAKPOINT, PYTHONPYCACHEPREFIX, PERL5OPT, PERL5LIB, PERLLIB, PERL5DB, RUBYOPT,
     RUBYLIB, RUBYPATH, LUA_INIT, LUA_INIT_5_4, LUA_PATH, LUA_PATH_5_4, PHPRC, PHP_INI_SCAN_DIR,
-    JAVA_TOOL_OPTIONS, _JAVA_OPTIONS, JDK_JAVA_OPTIONS, BUN_OPTIONS, BUN_BE_BUN]
+    JAVA_TOOL_OPTIONS, _JAVA_OPTIONS, JDK_JAVA_OPTIONS, BUN_OPTIONS, BUN_BE_BUN, PYTHONHOME, LUA_CPATH]
 EOF
 
 bin() { command -v "$1" 2>/dev/null || true; }
@@ -123,6 +123,13 @@ if [ -n "$PY" ]; then
 	check "python PYTHONPATH sitecustomize" "PYTHONPATH=$L/py" -- "$PY" -c pass
 	check "python PYTHONSTARTUP" "PYTHONSTARTUP=$L/evil.py" -- "$PY" -i
 	ver=$("$PY" -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+	# a home with the os.py landmark: the first import (encodings) is ours
+	mkdir -p "$L/pyhome/lib/$ver/encodings"
+	: >"$L/pyhome/lib/$ver/os.py"
+	# (that early, open() does not exist yet: posix does)
+	printf 'import posix\nposix.close(posix.open("%s", posix.O_WRONLY | posix.O_CREAT))\n' "$M" \
+		>"$L/pyhome/lib/$ver/encodings/__init__.py"
+	check "python PYTHONHOME encodings" "PYTHONHOME=$L/pyhome" -- "$PY" -c pass
 	mkdir -p "$L/userbase/lib/$ver/site-packages"
 	printf 'import runpy; runpy.run_path("%s")\n' "$L/evil.py" >"$L/userbase/lib/$ver/site-packages/evil.pth"
 	check "python PYTHONUSERBASE .pth" "PYTHONUSERBASE=$L/userbase" -- "$PY" -c pass
@@ -177,6 +184,15 @@ if [ -n "$LUA" ]; then
 	check "lua LUA_INIT_5_4 @file" "LUA_INIT_5_4=@$L/lua/evil.lua" -- "$LUA" -e ''
 	check "lua LUA_PATH" "LUA_PATH=$L/lua/?.lua" -- "$LUA" -e 'require "evil"'
 	check "lua LUA_PATH_5_4" "LUA_PATH_5_4=$L/lua/?.lua" -- "$LUA" -e 'require "evil"'
+	CC=$(bin cc)
+	if [ -n "$CC" ]; then
+		printf '#include <stdio.h>\nint luaopen_evilc(void *L) { (void)L; FILE *f = fopen("%s", "w"); if (f) fclose(f); return 0; }\n' \
+			"$M" >"$L/lua/evilc.c"
+		"$CC" -shared -fPIC -o "$L/lua/evilc.so" "$L/lua/evilc.c"
+		check "lua LUA_CPATH C module" "LUA_CPATH=$L/lua/?.so" -- "$LUA" -e 'require "evilc"'
+	else
+		skip "lua LUA_CPATH" "no C compiler"
+	fi
 else
 	skip lua "lua5.4 not installed (ci/install-deps.sh installs it)"
 fi
