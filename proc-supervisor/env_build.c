@@ -30,10 +30,22 @@ static const char *const hard_deny[] = {
 	/* code at every sh -c */
 	"BASH_ENV", "ENV", "ZDOTDIR", "FPATH", "PS4", "SHELLOPTS", "BASHOPTS", "GLOBIGNORE", "IFS",
 	"CDPATH", "NULLCMD", "READNULLCMD", "TMPPREFIX", "BASH_FUNC_*", "PROMPT_COMMAND",
-	/* interpreter preload */
+	/* interpreter preload: a runtime loads code the exe hash never saw
+	 * (docs/environment.md, "Runtime code loading", lists the source of each) */
 	"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONUSERBASE",
-	"NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "PERLIO_DEBUG", "RUBYOPT",
-	"RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+	"PYTHONWARNINGS", "PYTHONBREAKPOINT", "PYTHONPYCACHEPREFIX", "PYTHONPLATLIBDIR",
+	"NODE_OPTIONS", "NODE_REPL_EXTERNAL_MODULE", "ELECTRON_RUN_AS_NODE", "NPM_CONFIG_NODE_OPTIONS",
+	"BUN_OPTIONS", "BUN_INSPECT*", "BUN_BE_BUN",
+	"PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "PERLDB_OPTS", "PERLIO_DEBUG",
+	"RUBYOPT", "RUBYLIB", "RUBYPATH",
+	"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+	"DOTNET_STARTUP_HOOKS", "DOTNET_ADDITIONAL_DEPS", "DOTNET_SHARED_STORE", "CORECLR_*",
+	"COR_ENABLE_PROFILING", "COR_PROFILER*", "DOTNET_DIAGNOSTICPORTS", "COMPLUS_DIAGNOSTICPORTS",
+	"DOTNET_GCNAME", "COMPLUS_GCNAME", "DOTNET_GCPATH", "COMPLUS_GCPATH", "DOTNET_ALTJIT*",
+	"COMPLUS_ALTJIT*", "DOTNET_JITNAME", "COMPLUS_JITNAME", "DOTNET_JITPATH", "COMPLUS_JITPATH",
+	"LUA_INIT*", "LUA_PATH*", "LUA_CPATH*",
+	"PHPRC", "PHP_INI_SCAN_DIR",
+	"R_PROFILE*", "R_ENVIRON*", "R_LIBS*",
 	/* git config / ssh injection past file denies */
 	"GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_*", "GIT_CONFIG_VALUE_*", "GIT_CONFIG_PARAMETERS",
 	"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_DIR",
@@ -42,7 +54,8 @@ static const char *const hard_deny[] = {
 	/* terminal parsers load attacker files */
 	"TERMINFO", "TERMINFO_DIRS", "TERMCAP", "TERMPATH",
 	/* config/keytab swap, TLS key exfiltration */
-	"KRB5_CONFIG*", "KRB5_KTNAME", "OPENSSL_CONF", "SSLKEYLOGFILE",
+	"KRB5_CONFIG*", "KRB5_KTNAME", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+	"SSLKEYLOGFILE",
 	/* handles to host capabilities */
 	"SSH_AUTH_SOCK", "SSH_AGENT_PID", "DBUS_SESSION_BUS_ADDRESS", "XAUTHORITY",
 };
@@ -55,7 +68,10 @@ static const char *const supervisor_owned[] = {
 };
 
 /* Toolchain locations: allowed only when named exactly in pass_through. */
-static const char *const toolchain[] = { "NODE_PATH", "CARGO_HOME", "RUSTUP_HOME", "NVM_DIR" };
+static const char *const toolchain[] = {
+	"NODE_PATH", "CARGO_HOME", "RUSTUP_HOME", "NVM_DIR", "DENO_DIR", "GEM_HOME", "GEM_PATH", "CLASSPATH",
+	"DOTNET_ROOT",
+};
 
 #define DEFAULT_PATH_INPUT "/usr/local/bin:/usr/bin:/bin"
 #define EMPTY_PATH_RESULT "/usr/bin:/bin"

@@ -73,13 +73,28 @@ static const char *const hard_names[] = {
 	"GIT_WORK_TREE", "TERMINFO", "TERMINFO_DIRS", "TERMCAP", "TERMPATH", "KRB5_CONFIG",
 	"KRB5_CONFIG_X", "KRB5_KTNAME", "OPENSSL_CONF", "SSLKEYLOGFILE", "SSH_AUTH_SOCK", "SSH_AGENT_PID",
 	"DBUS_SESSION_BUS_ADDRESS", "XAUTHORITY",
+	/* runtimes that load code named by a variable (issue 19 item 10); the
+	 * ones installed here also have a real-interpreter test in
+	 * test_runtime_inject.sh, the rest (bun, deno, dotnet, R, electron)
+	 * only this table */
+	"PYTHONWARNINGS", "PYTHONBREAKPOINT", "PYTHONPYCACHEPREFIX", "PYTHONPLATLIBDIR",
+	"NODE_REPL_EXTERNAL_MODULE", "ELECTRON_RUN_AS_NODE", "npm_config_node_options",
+	"NPM_CONFIG_NODE_OPTIONS", "BUN_OPTIONS", "BUN_INSPECT", "BUN_INSPECT_CONNECT_TO", "BUN_BE_BUN", "PERLDB_OPTS",
+	"RUBYPATH", "DOTNET_STARTUP_HOOKS", "DOTNET_ADDITIONAL_DEPS", "DOTNET_SHARED_STORE",
+	"CORECLR_ENABLE_PROFILING", "CORECLR_PROFILER", "CORECLR_PROFILER_PATH", "CORECLR_PROFILER_PATH_64",
+	"CORECLR_NOTIFICATION_PROFILERS", "COR_ENABLE_PROFILING", "COR_PROFILER", "COR_PROFILER_PATH",
+	"DOTNET_DiagnosticPorts", "COMPlus_DiagnosticPorts", "DOTNET_GCName", "COMPlus_GCName",
+	"DOTNET_GCPath", "DOTNET_AltJit", "DOTNET_AltJitName", "COMPlus_AltJitName", "DOTNET_JitName",
+	"COMPlus_JitPath", "LUA_INIT", "LUA_INIT_5_4", "LUA_PATH", "LUA_PATH_5_3", "LUA_CPATH",
+	"LUA_CPATH_5_4", "PHPRC", "PHP_INI_SCAN_DIR", "R_PROFILE", "R_PROFILE_USER", "R_ENVIRON",
+	"R_ENVIRON_USER", "R_LIBS", "R_LIBS_USER", "R_LIBS_SITE", "OPENSSL_ENGINES", "OPENSSL_MODULES",
 };
 
 static void test_hard_deny_table(void **state)
 {
 	size_t n = sizeof(hard_names) / sizeof(*hard_names);
 	/* project AND command layers list every name; agent preset too */
-	char proj[8192], cmd[8192];
+	char proj[16384], cmd[16384];
 	size_t o = (size_t)snprintf(proj, sizeof(proj), "version: 1\nenvironment:\n  pass_through: [");
 	for (size_t i = 0; i < n; i++)
 		o += (size_t)snprintf(proj + o, sizeof(proj) - o, "%s%s", i ? ", " : "", hard_names[i]);
@@ -87,11 +102,11 @@ static void test_hard_deny_table(void **state)
 	memcpy(cmd, proj, sizeof(cmd));
 	static const char *const modes[] = { "sanitized", "explicit", "baseline", "secrets-off" };
 	for (size_t m = 0; m < 4; m++) {
-		char cmdm[8300];
+		char cmdm[16500];
 		snprintf(cmdm, sizeof(cmdm), "%s  mode: %s\n", cmd, modes[m]);
 		struct policy *p = mkpol(NULL, proj, "claude", cmdm);
-		char *parent[2 * 80 + 2];
-		char bufs[2 * 80][96];
+		char *parent[2 * 160 + 2];
+		static char bufs[2 * 160][96];
 		size_t k = 0;
 		for (size_t i = 0; i < n; i++) {
 			snprintf(bufs[k], sizeof(bufs[k]), "%s=/tmp/evil", hard_names[i]);
@@ -132,6 +147,14 @@ static void test_hard_deny_table(void **state)
 	assert_false(envb_hard_denied("PATH"));
 	assert_false(envb_hard_denied("LDFLAGS") && false);
 	assert_false(envb_hard_denied("EDITOR"));
+	/* neighbours of the runtime entries that load no code stay passable */
+	static const char *const harmless[] = { "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING",
+						"NODE_ENV", "NODE_EXTRA_CA_CERTS", "PERL_UNICODE", "RUBY_GC_HEAP_INIT_SLOTS",
+						"DOTNET_CLI_TELEMETRY_OPTOUT", "DOTNET_NOLOGO", "R_HOME", "LUAROCKS_CONFIG",
+						"PHP_VERSION", "BUNDLE_PATH", "PERLIO" };
+	for (size_t i = 0; i < sizeof(harmless) / sizeof(*harmless); i++)
+		if (envb_hard_denied(harmless[i]))
+			fail_msg("%s is hard-denied but loads no code", harmless[i]);
 }
 
 static void test_modes(void **state)
@@ -182,6 +205,36 @@ static void test_modes(void **state)
 	expect_parent(&r, "HOME", true, 0);
 	expect_parent(&r, "EDITOR", true, 0);
 	expect_parent(&r, "ANTHROPIC_API_KEY", false, REASON_SECRET_SHAPED);
+	envb_result_done(&r);
+	policy_free(p);
+}
+
+/* Toolchain locations that decide which code a runtime loads (DENO_DIR,
+ * GEM_HOME, GEM_PATH, CLASSPATH, DOTNET_ROOT) pass only when named exactly,
+ * with a warning; a wildcard never passes them. */
+static void test_toolchain_exact(void **state)
+{
+	static const char *const names[] = { "DENO_DIR", "GEM_HOME", "GEM_PATH", "CLASSPATH", "DOTNET_ROOT" };
+	char *parent[] = { "DENO_DIR=/d", "GEM_HOME=/g", "GEM_PATH=/g", "CLASSPATH=/c", "DOTNET_ROOT=/r", NULL };
+	struct policy *p = mkpol(NULL, "version: 1\nenvironment:\n  pass_through: [\"DENO_*\", \"GEM_*\", \"CLASS*\", \"DOTNET_*\"]\n",
+				 NULL, NULL);
+	struct envb_result r;
+	build(p, parent, NULL, &r);
+	for (size_t i = 0; i < 5; i++)
+		expect_parent(&r, names[i], false, REASON_NOT_ALLOWED);
+	envb_result_done(&r);
+	policy_free(p);
+	p = mkpol(NULL, "version: 1\nenvironment:\n  pass_through: [DENO_DIR, GEM_HOME, GEM_PATH, CLASSPATH, DOTNET_ROOT]\n",
+		  NULL, NULL);
+	build(p, parent, NULL, &r);
+	for (size_t i = 0; i < 5; i++) {
+		expect_parent(&r, names[i], true, 0);
+		bool warned = false;
+		for (size_t j = 0; j < r.n_warnings; j++)
+			warned |= strstr(r.warnings[j], names[i]) && strstr(r.warnings[j], "explicit pass_through");
+		if (!warned)
+			fail_msg("%s passed without a warning", names[i]);
+	}
 	envb_result_done(&r);
 	policy_free(p);
 }
@@ -563,6 +616,7 @@ int main(void)
 		cmocka_unit_test(test_hard_deny_table),
 		cmocka_unit_test(test_modes),
 		cmocka_unit_test(test_matching),
+		cmocka_unit_test(test_toolchain_exact),
 		cmocka_unit_test(test_value_checks),
 		cmocka_unit_test(test_names_invalid),
 		cmocka_unit_test(test_extra),

@@ -15,7 +15,8 @@ run() {
 	env -i TETHER_SYSTEM_POLICY_DIR="$tmp/etc" TETHER_USER_POLICY_DIR="$tmp/user" \
 		HOME=/root PATH=/usr/bin:.:/bin::/nonexistent LD_PRELOAD= GH_TOKEN=ghp_secretvalue99 \
 		ANTHROPIC_API_KEY=sk-ant-value99 LANG=C.UTF-8 'LC_ALL=../../x' SHELL=/bin/evil \
-		OLDPWD=/old "$T" env "$@" >"$tmp/out" 2>"$tmp/err"
+		OLDPWD=/old 'BUN_OPTIONS=--preload ./evil.js' DOTNET_STARTUP_HOOKS=/tmp/evil.dll \
+		PYTHONWARNINGS=ignore::evil.W "$T" env "$@" >"$tmp/out" 2>"$tmp/err"
 }
 
 run --agent claude
@@ -25,6 +26,9 @@ expect '^kept    LANG +allowed  \(LANG, baseline layer, '
 expect '^kept    ANTHROPIC_API_KEY +allowed  \(ANTHROPIC_API_KEY, agent layer, embedded:profiles/agents/claude.yaml:[0-9]+:[0-9]+\)$'
 expect '^dropped LD_PRELOAD +hard_deny$'
 expect '^dropped GH_TOKEN +not_allowed$'
+expect '^dropped BUN_OPTIONS +hard_deny$'
+expect '^dropped DOTNET_STARTUP_HOOKS +hard_deny$'
+expect '^dropped PYTHONWARNINGS +hard_deny$'
 expect '^dropped LC_ALL +value_check  \(LC_\*, baseline layer, '
 expect '^dropped SHELL +supervisor_set$'
 expect '^dropped OLDPWD +supervisor_set$'
