@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -27,6 +28,11 @@ struct audit_log {
 	uint64_t fail_since_ns;  /* real time of its first failure */
 	uint64_t fail_events;    /* events lost in it */
 	bool need_newline;       /* a fragment could not be cut: end it first */
+	/* A regular file: writes (and the cuts after a failed one) hold
+	 * flock(LOCK_EX), so another process appending to the same file (tether
+	 * run gives both supervisors one) never lands between a partial line
+	 * and its cut. */
+	bool flock_writes;
 };
 
 void audit_format_ts(uint64_t real_ns, char out[32])
@@ -51,6 +57,42 @@ static struct audit_log *log_new(const char *topology)
 	return log;
 }
 
+/* A process killed in the middle of a write(2) leaves a partial last line
+ * (no answer waited on it had gone out). Cut it off before appending, so
+ * the next line does not merge with it. */
+static void repair_torn_tail(struct audit_log *log)
+{
+	struct stat st;
+	if (fstat(log->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return;
+	int rfd = open(log->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (rfd < 0)
+		return;
+	char buf[4096];
+	off_t end = st.st_size, keep = -1;
+	while (end > 0 && keep < 0 && st.st_size - end < (1 << 20)) {
+		size_t n = end > (off_t)sizeof(buf) ? sizeof(buf) : (size_t)end;
+		if (pread(rfd, buf, n, end - (off_t)n) != (ssize_t)n)
+			break;
+		if (end == st.st_size && buf[n - 1] == '\n')
+			break; /* whole */
+		for (size_t i = n; i > 0 && keep < 0; i--)
+			if (buf[i - 1] == '\n')
+				keep = end - (off_t)n + (off_t)i;
+		end -= (off_t)n;
+	}
+	close(rfd);
+	if (end == 0 && keep < 0)
+		keep = 0; /* one partial line and nothing else */
+	if (keep < 0 || keep == st.st_size)
+		return;
+	if (ftruncate(log->fd, keep) == 0)
+		log_warn("audit: %s ended in a partial line (%lld bytes, a write cut short by a crash); removed",
+			 log->path, (long long)(st.st_size - keep));
+	else
+		log->need_newline = true;
+}
+
 int audit_open(const char *path, const char *topology, struct audit_log **out)
 {
 	if (strcmp(path, "-") == 0)
@@ -69,6 +111,13 @@ int audit_open(const char *path, const char *topology, struct audit_log **out)
 		return r;
 	}
 	log->owns_fd = true;
+	struct stat st;
+	log->flock_writes = fstat(log->fd, &st) == 0 && S_ISREG(st.st_mode);
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_EX);
+	repair_torn_tail(log);
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_UN);
 	*out = log;
 	return 0;
 }
@@ -231,6 +280,8 @@ int audit_write_lines(struct audit_log *log, const char *buf, size_t len, size_t
 	if (len == 0)
 		return 0;
 	pthread_mutex_lock(&log->lock);
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_EX); /* best effort: a file system without locks still writes */
 	int r = 0;
 	size_t done = 0;
 	if (log->need_newline) {
@@ -257,6 +308,8 @@ int audit_write_lines(struct audit_log *log, const char *buf, size_t len, size_t
 		note_failure(log, -r, count_lines(buf + whole, len - whole));
 		*recorded = whole;
 	}
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_UN);
 	pthread_mutex_unlock(&log->lock);
 	return r;
 }

@@ -299,6 +299,31 @@ static void uncuttable_fragment_is_terminated(void **state)
 	close(p[1]);
 }
 
+/* A file left with a partial last line (a SIGKILL in the middle of a
+ * write) is cut back to its last whole line when it is opened again. */
+static void torn_tail_is_cut_at_open(void **state)
+{
+	char path[] = "/tmp/tether-audit-torn-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *whole = "{\"event\":\"a\"}\n", *torn = "{\"event\":\"b\",\"pad\":\"xx";
+	assert_int_equal(write(fd, whole, strlen(whole)), (ssize_t)strlen(whole));
+	assert_int_equal(write(fd, torn, strlen(torn)), (ssize_t)strlen(torn));
+	close(fd);
+	struct audit_log *log;
+	assert_int_equal(audit_open(path, "combined", &log), 0);
+	assert_int_equal(file_size(path), (off_t)strlen(whole));
+	assert_int_equal(audit_emit(log, "c", NULL), 0);
+	audit_close(log);
+	assert_int_equal(all_lines_json(path), 2);
+	/* a whole file is left alone */
+	off_t size = file_size(path);
+	assert_int_equal(audit_open(path, "combined", &log), 0);
+	audit_close(log);
+	assert_int_equal(file_size(path), size);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +334,7 @@ int main(void)
 		cmocka_unit_test(partial_line_is_cut_back),
 		cmocka_unit_test(batch_keeps_its_whole_lines),
 		cmocka_unit_test(uncuttable_fragment_is_terminated),
+		cmocka_unit_test(torn_tail_is_cut_at_open),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
