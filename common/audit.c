@@ -245,32 +245,52 @@ static void note_failure(struct audit_log *log, int err, size_t lost)
 	log->fail_events += lost;
 }
 
-/* Under lock, failing: write the `audit_resumed` event. 0 when it is in. */
-static int write_resumed(struct audit_log *log)
+/* Under lock, failing: the `audit_resumed` line, malloc'd, NULL on ENOMEM. */
+static char *resumed_line(struct audit_log *log, size_t *len)
 {
-	char since[32], e[96];
+	char since[32];
 	audit_format_ts(log->fail_since_ns, since);
 	const char *name = strerrorname_np(log->fail_errno);
 	json_t *f = json_pack("{s:I, s:s, s:s}", "unrecorded_events", (json_int_t)log->fail_events, "since",
 			      since, "error", name ? name : "E?");
-	size_t len = 0;
-	char *line = f ? audit_format(log, "audit_resumed", f, &len) : NULL;
+	char *line = f ? audit_format(log, "audit_resumed", f, len) : NULL;
 	json_decref(f);
-	if (!line)
+	return line;
+}
+
+/* Under lock, failing: the episode ends only when the file takes the whole
+ * batch, with `audit_resumed` ahead of it, in one write; else all of it is
+ * cut back (a file with a page's room left would otherwise take the short
+ * resumed line and refuse the next: an episode per batch). */
+static int write_recovering(struct audit_log *log, const char *buf, size_t len, size_t *recorded)
+{
+	size_t rlen = 0;
+	char *rl = resumed_line(log, &rlen);
+	char *all = rl ? realloc(rl, rlen + len) : NULL;
+	if (!all) {
+		free(rl);
+		note_failure(log, ENOMEM, count_lines(buf, len));
 		return -ENOMEM;
+	}
+	memcpy(all + rlen, buf, len);
 	size_t done;
-	int r = write_fully(log->fd, line, len, &done);
-	free(line);
+	int r = write_fully(log->fd, all, rlen + len, &done);
 	if (r < 0) {
 		if (done)
 			cut_fragment(log, done);
+		free(all);
+		note_failure(log, -r, count_lines(buf, len));
 		return r;
 	}
+	char since[32], e[96];
+	audit_format_ts(log->fail_since_ns, since);
 	log_info("audit: writing to %s again; %llu events could not be written since %s (%s)", log->path,
 		 (unsigned long long)log->fail_events, since, errno_text(log->fail_errno, e, sizeof(e)));
+	free(all);
 	log->failing = false;
-	atomic_fetch_add(&log->written, 1);
+	atomic_fetch_add(&log->written, 1 + count_lines(buf, len));
 	atomic_store(&log->writable, true);
+	*recorded = len;
 	return 0;
 }
 
@@ -288,25 +308,26 @@ int audit_write_lines(struct audit_log *log, const char *buf, size_t len, size_t
 		r = write_fully(log->fd, "\n", 1, &done);
 		if (r == 0)
 			log->need_newline = false;
+		else
+			note_failure(log, -r, count_lines(buf, len));
 	}
-	if (r == 0 && log->failing)
-		r = write_resumed(log);
-	if (r == 0)
+	if (r == 0 && log->failing) {
+		r = write_recovering(log, buf, len, recorded);
+	} else if (r == 0) {
 		r = write_fully(log->fd, buf, len, &done);
-	else
-		done = 0;
-	if (r == 0) {
-		atomic_fetch_add(&log->written, count_lines(buf, len));
-		*recorded = len;
-	} else {
-		size_t whole = done;
-		while (whole > 0 && buf[whole - 1] != '\n')
-			whole--;
-		if (done > whole)
-			cut_fragment(log, done - whole);
-		atomic_fetch_add(&log->written, count_lines(buf, whole));
-		note_failure(log, -r, count_lines(buf + whole, len - whole));
-		*recorded = whole;
+		if (r == 0) {
+			atomic_fetch_add(&log->written, count_lines(buf, len));
+			*recorded = len;
+		} else {
+			size_t whole = done;
+			while (whole > 0 && buf[whole - 1] != '\n')
+				whole--;
+			if (done > whole)
+				cut_fragment(log, done - whole);
+			atomic_fetch_add(&log->written, count_lines(buf, whole));
+			note_failure(log, -r, count_lines(buf + whole, len - whole));
+			*recorded = whole;
+		}
 	}
 	if (log->flock_writes)
 		(void)flock(log->fd, LOCK_UN);

@@ -202,6 +202,14 @@ static void partial_line_is_cut_back(void **state)
 	assert_int_equal(file_size(path), good);
 	assert_int_equal(audit_failures(log), 2);
 	assert_int_equal(audit_failure_episodes(log), 1);
+	/* room for the short audit_resumed line but not the line after it:
+	 * neither stays, and the episode goes on (no warning per batch) */
+	unlimit_file_size();
+	limit_file_size(good + 200);
+	assert_int_equal(audit_emit(log, "egress_decision", big), -EFBIG);
+	assert_int_equal(file_size(path), good);
+	assert_int_equal(audit_failure_episodes(log), 1);
+	assert_false(audit_writable(log));
 	unlimit_file_size();
 	assert_int_equal(audit_emit(log, "after", big), 0);
 	assert_true(audit_writable(log));
@@ -209,7 +217,7 @@ static void partial_line_is_cut_back(void **state)
 	json_decref(big);
 	assert_int_equal(all_lines_json(path), 3);
 	assert_int_equal(count_lines(path, "\"event\":\"audit_resumed\""), 1);
-	assert_int_equal(count_lines(path, "\"unrecorded_events\":2"), 1);
+	assert_int_equal(count_lines(path, "\"unrecorded_events\":3"), 1);
 	assert_int_equal(count_lines(path, "\"error\":\"EFBIG\""), 1);
 	assert_int_equal(audit_events_written(log), 3); /* first, audit_resumed, after */
 	/* a second episode is a second warning */

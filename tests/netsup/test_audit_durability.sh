@@ -208,7 +208,7 @@ umount "$D/fs"
 fi
 
 # --- 2: kill -9 during bursts ---------------------------------------------------
-# Rounds 1-3 write a file; 4-6 write stdout into a pipe whose reader (a log
+# Rounds 1-3 write a file; 4-5 write stdout into a pipe whose reader (a log
 # collector) is slower than the burst: what is in the pipe when the proxy
 # dies is read out after it, what the proxy still held is lost.
 cat >"$D/slowcat.py" <<'EOF'
@@ -222,7 +222,7 @@ while True:
     out.write(b)
     time.sleep(0.005)
 EOF
-for round in 1 2 3 4 5 6; do
+for round in 1 2 3 4 5; do
 	A="$D/kill$round.jsonl"
 	if [ "$round" -le 3 ]; then
 		start_ns "kill$round" "$A"
@@ -239,7 +239,7 @@ for round in 1 2 3 4 5 6; do
 		BPIDS+=("$!")
 		PIDS+=("$!")
 	done
-	at=$((200 + RANDOM % 600))
+	at=$((200 + RANDOM % 400))
 	for _ in $(seq 500); do [ "$(cat "$D/k$round".* 2>/dev/null | wc -l)" -ge "$at" ] && break; sleep 0.02; done
 	kill -KILL "$NSPID"
 	wait "$NSPID" 2>/dev/null
