@@ -25,53 +25,21 @@ struct auditq {
 	bool waiting;  /* the writer sleeps on cond: a push must wake it */
 	bool dropping; /* inside a burst of drops: reported once */
 	atomic_uint_fast64_t dropped;
-	/* the decision batch being staged (loop thread only) */
+	/* the decision batch (loop thread only) */
 	char *batch;
 	size_t batch_len, batch_cap;
 	struct auditq_waiter *wfirst, *wlast;
-	/* With a notifier: the batch handed to the writer (under lock). One at
-	 * a time; what is staged meanwhile goes when it comes back. */
-	auditq_notify_fn notify;
-	void *notify_data;
-	char *fl;                     /* the buffer handed over */
-	size_t fl_len, fl_cap, fl_recorded;
-	struct auditq_waiter *fl_first;
-	bool fl_busy;                 /* handed over, not yet completed on the loop */
-	bool fl_pending;              /* the writer has yet to take it */
-	bool fl_written;              /* the writer is done with it */
 };
-
-static void batch_call(struct auditq_waiter *w, size_t recorded)
-{
-	while (w) {
-		struct auditq_waiter *next = w->next; /* the callback may free w */
-		w->cb(w, !w->failed && w->end <= recorded);
-		w = next;
-	}
-}
 
 static void *writer(void *arg)
 {
 	struct auditq *q = arg;
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
-		while (q->count == 0 && !q->fl_pending && !q->stop) {
+		while (q->count == 0 && !q->stop) {
 			q->waiting = true;
 			pthread_cond_wait(&q->cond, &q->lock);
 			q->waiting = false;
-		}
-		if (q->fl_pending) {
-			/* decisions first: answers wait on them */
-			q->fl_pending = false;
-			pthread_mutex_unlock(&q->lock);
-			size_t recorded = 0;
-			(void)audit_write_lines(q->log, q->fl, q->fl_len, &recorded); /* counted by the log */
-			pthread_mutex_lock(&q->lock);
-			q->fl_recorded = recorded;
-			q->fl_written = true;
-			if (q->notify) /* under the lock: set_notify(NULL) stops it for good */
-				q->notify(q->notify_data);
-			continue;
 		}
 		if (q->count == 0 && q->stop)
 			break;
@@ -151,13 +119,9 @@ void auditq_free(struct auditq *q)
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	pthread_join(q->thread, NULL);
-	/* the writer wrote what it was handed: tell its waiters, then write
-	 * and tell what is still staged, without the thread */
-	auditq_set_notify(q, NULL, NULL);
-	auditq_complete(q);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
-	free(q->fl);
+	auditq_flush(q);
 	free(q->batch);
 	free(q->ring);
 	free(q);
@@ -207,63 +171,19 @@ void auditq_stage(struct auditq *q, const char *event, json_t *fields, struct au
 
 bool auditq_staged(const struct auditq *q) { return q->batch_len > 0 || q->wfirst; }
 
-void auditq_set_notify(struct auditq *q, auditq_notify_fn fn, void *data)
-{
-	pthread_mutex_lock(&q->lock);
-	q->notify = fn;
-	q->notify_data = data;
-	pthread_mutex_unlock(&q->lock);
-}
-
 void auditq_flush(struct auditq *q)
 {
 	if (!auditq_staged(q))
 		return;
-	if (!q->notify) {
-		size_t recorded = 0;
-		if (q->batch_len)
-			(void)audit_write_lines(q->log, q->batch, q->batch_len, &recorded); /* counted by the log */
-		q->batch_len = 0;
-		struct auditq_waiter *w = q->wfirst;
-		q->wfirst = q->wlast = NULL;
-		batch_call(w, recorded);
-		return;
-	}
-	if (q->fl_busy)
-		return; /* goes when the one in flight comes back */
-	/* swap buffers: the staging one goes to the writer */
-	char *b = q->fl;
-	size_t cap = q->fl_cap;
-	pthread_mutex_lock(&q->lock);
-	q->fl = q->batch;
-	q->fl_cap = q->batch_cap;
-	q->fl_len = q->batch_len;
-	q->fl_first = q->wfirst;
-	q->fl_recorded = 0;
-	q->fl_busy = q->fl_pending = true;
-	q->fl_written = false;
-	bool wake = q->waiting;
-	pthread_mutex_unlock(&q->lock);
-	q->batch = b;
-	q->batch_cap = cap;
+	size_t recorded = 0;
+	if (q->batch_len)
+		(void)audit_write_lines(q->log, q->batch, q->batch_len, &recorded); /* counted by the log */
 	q->batch_len = 0;
+	struct auditq_waiter *w = q->wfirst;
 	q->wfirst = q->wlast = NULL;
-	if (wake)
-		pthread_cond_signal(&q->cond);
-}
-
-void auditq_complete(struct auditq *q)
-{
-	pthread_mutex_lock(&q->lock);
-	bool done = q->fl_busy && q->fl_written;
-	struct auditq_waiter *w = done ? q->fl_first : NULL;
-	size_t recorded = q->fl_recorded;
-	if (done) {
-		q->fl_busy = false;
-		q->fl_first = NULL;
+	while (w) {
+		struct auditq_waiter *next = w->next; /* the callback may free w */
+		w->cb(w, !w->failed && w->end <= recorded);
+		w = next;
 	}
-	pthread_mutex_unlock(&q->lock);
-	if (done)
-		batch_call(w, recorded);
-	auditq_flush(q); /* what was staged meanwhile */
 }

@@ -9,14 +9,10 @@
  *
  * The batch: decisions. A client must never see an answer whose decision
  * is not in the file (a SIGKILL right after the answer would lose it), so
- * the loop stages each decision's line with a waiter, hands the staged
- * lines over together once per iteration (auditq_flush), the writer thread
- * writes them with one write(2) and notifies the loop, and only then
- * (auditq_complete) does each waiter's callback send its answer, told
- * whether its line is in the file. A slow write (a journal commit) so
- * holds only the answers of that batch, not the loop. Without a notifier
- * auditq_flush writes on the calling thread and calls the waiters itself.
- * Stage, flush and complete: loop thread only. */
+ * the loop stages each decision's line with a waiter, the loop writes the
+ * staged lines together once per iteration (auditq_flush: one write(2)
+ * for all), and only then does each waiter's callback send its answer,
+ * told whether its line is in the file. Loop thread only. */
 #pragma once
 
 #include <jansson.h>
@@ -50,16 +46,9 @@ struct auditq_waiter {
  * must be set and w stay valid until it is called. */
 void auditq_stage(struct auditq *q, const char *event, json_t *fields, struct auditq_waiter *w);
 bool auditq_staged(const struct auditq *q);
-/* Hand the staged lines to the writer (one batch in flight at a time;
- * without a notifier: write them here and call their waiters, in staging
- * order). A waiter's callback may stage again: that goes into the next. */
+/* Write the staged lines, then call their waiters in staging order. A
+ * waiter's callback may stage again: that goes into the next flush. */
 void auditq_flush(struct auditq *q);
-/* Called by the writer thread when a batch is written: must make the loop
- * call auditq_complete() soon (uv_async_send). */
-typedef void (*auditq_notify_fn)(void *data);
-void auditq_set_notify(struct auditq *q, auditq_notify_fn fn, void *data);
-/* Loop: call the waiters of a written batch, hand over the next. */
-void auditq_complete(struct auditq *q);
 uint64_t auditq_write_failures(const struct auditq *q);
 bool auditq_writable(const struct auditq *q);
 uint64_t auditq_failure_episodes(const struct auditq *q);

@@ -111,8 +111,6 @@ void netsup_audit_decision(struct netsup *ns, const char *event, json_t *fields,
 
 static void audit_flush_prepare(uv_prepare_t *h) { auditq_flush(((struct netsup *)h->data)->audit); }
 static void audit_flush_check(uv_check_t *h) { auditq_flush(((struct netsup *)h->data)->audit); }
-static void audit_written(uv_async_t *h) { auditq_complete(((struct netsup *)h->data)->audit); }
-static void audit_notify(void *data) { uv_async_send(data); }
 
 void netsup_audit(struct netsup *ns, const char *event, json_t *fields)
 {
@@ -323,7 +321,8 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	ns->n_listeners = 0;
 	admin_close(ns->admin);
 	ns->admin = NULL;
-	proxy_close_all(ns); /* flows waiting on their decision's line are freed when it is written */
+	auditq_flush(ns->audit); /* staged decisions are written and answered first */
+	proxy_close_all(ns);
 	policystore_close(ns->policy);
 	ns->policy = NULL;
 	if (ns->identity) {
@@ -336,9 +335,6 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	if (ns->audit_handles) {
 		uv_close((uv_handle_t *)&ns->audit_prepare, NULL);
 		uv_close((uv_handle_t *)&ns->audit_check, NULL);
-		/* from here auditq_free() completes what is in flight, on this thread */
-		auditq_set_notify(ns->audit, NULL, NULL);
-		uv_close((uv_handle_t *)&ns->audit_done, NULL);
 		ns->audit_handles = false;
 	}
 }
@@ -455,10 +451,6 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 		log_error("cannot start the audit writer: %s", strerror(-r));
 		return r;
 	}
-	uv_async_init(loop, &ns->audit_done, audit_written);
-	ns->audit_done.data = ns;
-	uv_unref((uv_handle_t *)&ns->audit_done);
-	auditq_set_notify(ns->audit, audit_notify, &ns->audit_done);
 	uv_prepare_init(loop, &ns->audit_prepare);
 	uv_check_init(loop, &ns->audit_check);
 	ns->audit_prepare.data = ns->audit_check.data = ns;

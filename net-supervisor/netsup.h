@@ -109,7 +109,6 @@ struct netsup {
 	 * callbacks: once per iteration, before their answers (auditq.h). */
 	uv_prepare_t audit_prepare;
 	uv_check_t audit_check;
-	uv_async_t audit_done; /* the writer thread wrote a batch */
 	bool audit_handles;
 	size_t n_rejecting;          /* over-limit connections being answered 503 */
 	size_t admin_conns;          /* open /metrics, /healthz, /readyz connections */
