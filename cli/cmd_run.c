@@ -31,7 +31,8 @@ static void usage(FILE *out)
 		strscpy(names, "combined|shared-pid|vm|split", sizeof(names));
 	fprintf(out,
 		"usage: tether run [--topology NAME] [--policy FILE]... [--agent NAME]\n"
-		"                  [--audit FILE] [--exec-socket PATH] [--user USER] [--dry-run]\n"
+		"                  [--audit FILE] [--audit-failure deny|allow] [--exec-socket PATH]\n"
+		"                  [--user USER] [--dry-run]\n"
 		"                  -- CMD [ARG...]\n"
 		"\n"
 		"Build a sandbox on this machine with namespaces, start the proc-supervisor\n"
@@ -45,6 +46,9 @@ static void usage(FILE *out)
 		"  --policy FILE      policy file for both supervisors (repeatable, layered)\n"
 		"  --agent NAME       agent preset for the env boundary\n"
 		"  --audit FILE       JSONL audit log of both supervisors (default: none)\n"
+		"  --audit-failure deny|allow  while the audit file cannot take a decision\n"
+		"                     (disk full): deny answers flows 503 audit_unavailable\n"
+		"                     (default), allow relays them (net-supervisor)\n"
 		"  --exec-socket PATH proc-supervisor exec gateway socket (tether exec)\n"
 		"  --user USER        run the workload as USER or UID[:GID] (default: shared-pid\n"
 		"                     and split-shared-netns nobody, since their nftables fence\n"
@@ -123,12 +127,13 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 
 int cmd_run(int argc, char **argv)
 {
-	enum { O_WAIT_READY = 256, O_STAGE2 };
+	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE };
 	static const struct option opts[] = {
 		{ "topology", required_argument, NULL, 't' },
 		{ "policy", required_argument, NULL, 'p' },
 		{ "agent", required_argument, NULL, 'a' },
 		{ "audit", required_argument, NULL, 'A' },
+		{ "audit-failure", required_argument, NULL, O_AUDIT_FAILURE },
 		{ "exec-socket", required_argument, NULL, 'x' },
 		{ "user", required_argument, NULL, 'u' },
 		{ "dry-run", no_argument, NULL, 'n' },
@@ -141,6 +146,7 @@ int cmd_run(int argc, char **argv)
 	};
 	const char *files[MAX_POLICY_FILES];
 	size_t n_files = 0;
+	const char *audit_failure = NULL;
 	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL, *user = NULL;
 	const char *wait_ready = NULL;
 	bool dry = false, verbose = false;
@@ -158,6 +164,13 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'a': agent = optarg; break;
 		case 'A': audit = optarg; break;
+		case O_AUDIT_FAILURE:
+			if (strcmp(optarg, "deny") != 0 && strcmp(optarg, "allow") != 0) {
+				fprintf(stderr, "tether run: --audit-failure: expected deny or allow, got '%s'\n", optarg);
+				return 2;
+			}
+			audit_failure = optarg;
+			break;
 		case 'x': exec_socket = optarg; break;
 		case 'u': user = optarg; break;
 		case 'n': dry = true; break;
@@ -212,7 +225,7 @@ int cmd_run(int argc, char **argv)
 
 	struct launch_config cfg = {
 		.topo = t, .policy_files = files, .n_policy_files = n_files, .agent = agent,
-		.audit = audit, .exec_socket = exec_socket, .user = user, .argv = cmd, .verbose = verbose,
+		.audit = audit, .audit_failure = audit_failure, .exec_socket = exec_socket, .user = user, .argv = cmd, .verbose = verbose,
 		.no_network_policy = policy_section_data(pol, "network") == NULL,
 	};
 	if (dry) {

@@ -6,6 +6,8 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define AUDIT_OPEN_FLAGS (O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY)
@@ -18,6 +20,19 @@ struct audit_log {
 	pthread_mutex_t lock;
 	atomic_uint_fast64_t written;
 	atomic_uint_fast64_t failures;
+	atomic_uint_fast64_t episodes;
+	atomic_bool writable;
+	/* under lock: the failure episode in progress */
+	bool failing;
+	int fail_errno;
+	uint64_t fail_since_ns;  /* real time of its first failure */
+	uint64_t fail_events;    /* events lost in it */
+	bool need_newline;       /* a fragment could not be cut: end it first */
+	/* A regular file: writes (and the cuts after a failed one) hold
+	 * flock(LOCK_EX), so another process appending to the same file (tether
+	 * run gives both supervisors one) never lands between a partial line
+	 * and its cut. */
+	bool flock_writes;
 };
 
 void audit_format_ts(uint64_t real_ns, char out[32])
@@ -31,28 +46,89 @@ void audit_format_ts(uint64_t real_ns, char out[32])
 	snprintf(out, 32, "%s.%03uZ", base, ms);
 }
 
-int audit_open(const char *path, const char *topology, struct audit_log **out)
+static struct audit_log *log_new(const char *topology)
 {
 	struct audit_log *log = calloc(1, sizeof(*log));
 	if (!log)
-		return -ENOMEM;
-	if (strcmp(path, "-") == 0) {
-		log->fd = STDOUT_FILENO;
-	} else {
-		if (strscpy(log->path, path, sizeof(log->path)) < 0) {
-			free(log);
-			return -ENAMETOOLONG;
-		}
-		log->fd = open(path, AUDIT_OPEN_FLAGS, 0600);
-		if (log->fd < 0) {
-			int r = -errno;
-			free(log);
-			return r;
-		}
-		log->owns_fd = true;
-	}
+		return NULL;
 	strscpy(log->topology, topology ? topology : "none", sizeof(log->topology));
 	pthread_mutex_init(&log->lock, NULL);
+	atomic_store(&log->writable, true);
+	return log;
+}
+
+/* A process killed in the middle of a write(2) leaves a partial last line
+ * (no answer waited on it had gone out). Cut it off before appending, so
+ * the next line does not merge with it. */
+static void repair_torn_tail(struct audit_log *log)
+{
+	struct stat st;
+	if (fstat(log->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return;
+	int rfd = open(log->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (rfd < 0)
+		return;
+	char buf[4096];
+	off_t end = st.st_size, keep = -1;
+	while (end > 0 && keep < 0 && st.st_size - end < (1 << 20)) {
+		size_t n = end > (off_t)sizeof(buf) ? sizeof(buf) : (size_t)end;
+		if (pread(rfd, buf, n, end - (off_t)n) != (ssize_t)n)
+			break;
+		if (end == st.st_size && buf[n - 1] == '\n')
+			break; /* whole */
+		for (size_t i = n; i > 0 && keep < 0; i--)
+			if (buf[i - 1] == '\n')
+				keep = end - (off_t)n + (off_t)i;
+		end -= (off_t)n;
+	}
+	close(rfd);
+	if (end == 0 && keep < 0)
+		keep = 0; /* one partial line and nothing else */
+	if (keep < 0 || keep == st.st_size)
+		return;
+	if (ftruncate(log->fd, keep) == 0)
+		log_warn("audit: %s ended in a partial line (%lld bytes, a write cut short by a crash); removed",
+			 log->path, (long long)(st.st_size - keep));
+	else
+		log->need_newline = true;
+}
+
+int audit_open(const char *path, const char *topology, struct audit_log **out)
+{
+	if (strcmp(path, "-") == 0)
+		return audit_open_fd(STDOUT_FILENO, topology, out);
+	struct audit_log *log = log_new(topology);
+	if (!log)
+		return -ENOMEM;
+	if (strscpy(log->path, path, sizeof(log->path)) < 0) {
+		audit_close(log);
+		return -ENAMETOOLONG;
+	}
+	log->fd = open(path, AUDIT_OPEN_FLAGS, 0600);
+	if (log->fd < 0) {
+		int r = -errno;
+		audit_close(log);
+		return r;
+	}
+	log->owns_fd = true;
+	struct stat st;
+	log->flock_writes = fstat(log->fd, &st) == 0 && S_ISREG(st.st_mode);
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_EX);
+	repair_torn_tail(log);
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_UN);
+	*out = log;
+	return 0;
+}
+
+int audit_open_fd(int fd, const char *topology, struct audit_log **out)
+{
+	struct audit_log *log = log_new(topology);
+	if (!log)
+		return -ENOMEM;
+	log->fd = fd;
+	snprintf(log->path, sizeof(log->path), fd == STDOUT_FILENO ? "stdout" : "fd %d", fd);
 	*out = log;
 	return 0;
 }
@@ -79,13 +155,13 @@ void audit_close(struct audit_log *log)
 	free(log);
 }
 
-int audit_emit(struct audit_log *log, const char *event, json_t *fields)
+char *audit_format(const struct audit_log *log, const char *event, json_t *fields, size_t *len)
 {
 	char ts[32];
 	audit_format_ts(now_real_ns(), ts);
 	json_t *obj = json_object();
 	if (!obj)
-		return -ENOMEM;
+		return NULL;
 	json_object_set_new(obj, "ts", json_string(ts));
 	json_object_set_new(obj, "event", json_string(event));
 	json_object_set_new(obj, "topology", json_string(log ? log->topology : "none"));
@@ -94,29 +170,190 @@ int audit_emit(struct audit_log *log, const char *event, json_t *fields)
 	char *line = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(obj);
 	if (!line)
-		return -ENOMEM;
-	size_t len = strlen(line);
-	line[len] = '\n'; /* json_dumps leaves room: we rewrite the NUL */
-	int fd = log ? log->fd : STDERR_FILENO;
-	int r = 0;
-	if (log)
-		pthread_mutex_lock(&log->lock);
-	ssize_t n;
-	do
-		n = write(fd, line, len + 1);
-	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)(len + 1)) {
-		r = n < 0 ? -errno : -EIO;
-		if (log && atomic_fetch_add(&log->failures, 1) == 0)
-			log_error("audit: cannot write event '%s': %s", event, strerror(-r));
-	} else if (log) {
-		atomic_fetch_add(&log->written, 1);
+		return NULL;
+	*len = strlen(line);
+	line[(*len)++] = '\n'; /* json_dumps leaves room: we rewrite the NUL */
+	return line;
+}
+
+/* "ENOSPC (No space left on device)": the name an operator searches for. */
+static const char *errno_text(int e, char *buf, size_t size)
+{
+	const char *name = strerrorname_np(e);
+	snprintf(buf, size, "%s (%s)", name ? name : "E?", strerror(e));
+	return buf;
+}
+
+static size_t count_lines(const char *p, size_t len)
+{
+	size_t n = 0;
+	for (const char *e = p + len; (p = memchr(p, '\n', (size_t)(e - p))); p++)
+		n++;
+	return n;
+}
+
+/* write(2) until done or an error; *done = bytes the kernel took. */
+static int write_fully(int fd, const char *p, size_t len, size_t *done)
+{
+	*done = 0;
+	while (*done < len) {
+		ssize_t n = write(fd, p + *done, len - *done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		*done += (size_t)n;
 	}
-	if (log)
-		pthread_mutex_unlock(&log->lock);
+	return 0;
+}
+
+/* The last `extra` bytes written are a partial line: cut them off, if this
+ * fd is a regular file whose end is still where our write left it (else
+ * someone wrote after us, and cutting would take their bytes). */
+static void cut_fragment(struct audit_log *log, size_t extra)
+{
+	off_t end = lseek(log->fd, 0, SEEK_CUR);
+	struct stat st;
+	if (end >= (off_t)extra && fstat(log->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == end &&
+	    ftruncate(log->fd, end - (off_t)extra) == 0) {
+		/* an fd without O_APPEND (a redirected stdout) would write past
+		 * the new end and leave a hole */
+		(void)lseek(log->fd, end - (off_t)extra, SEEK_SET);
+		return;
+	}
+	log->need_newline = true;
+}
+
+/* Under lock: an episode starts (one warning) or goes on. */
+static void note_failure(struct audit_log *log, int err, size_t lost)
+{
+	atomic_fetch_add(&log->failures, lost);
+	if (!log->failing) {
+		log->failing = true;
+		log->fail_errno = err;
+		log->fail_since_ns = now_real_ns();
+		log->fail_events = 0;
+		atomic_store(&log->writable, false);
+		atomic_fetch_add(&log->episodes, 1);
+		char e[96];
+		log_warn("audit: cannot write to %s: %s; events are not recorded until a write works "
+			 "again (reported once; see tether_audit_writable)",
+			 log->path, errno_text(err, e, sizeof(e)));
+	}
+	log->fail_events += lost;
+}
+
+/* Under lock, failing: the `audit_resumed` line, malloc'd, NULL on ENOMEM. */
+static char *resumed_line(struct audit_log *log, size_t *len)
+{
+	char since[32];
+	audit_format_ts(log->fail_since_ns, since);
+	const char *name = strerrorname_np(log->fail_errno);
+	json_t *f = json_pack("{s:I, s:s, s:s}", "unrecorded_events", (json_int_t)log->fail_events, "since",
+			      since, "error", name ? name : "E?");
+	char *line = f ? audit_format(log, "audit_resumed", f, len) : NULL;
+	json_decref(f);
+	return line;
+}
+
+/* Under lock, failing: the episode ends only when the file takes the whole
+ * batch, with `audit_resumed` ahead of it, in one write; else all of it is
+ * cut back (a file with a page's room left would otherwise take the short
+ * resumed line and refuse the next: an episode per batch). */
+static int write_recovering(struct audit_log *log, const char *buf, size_t len, size_t *recorded)
+{
+	size_t rlen = 0;
+	char *rl = resumed_line(log, &rlen);
+	char *all = rl ? realloc(rl, rlen + len) : NULL;
+	if (!all) {
+		free(rl);
+		note_failure(log, ENOMEM, count_lines(buf, len));
+		return -ENOMEM;
+	}
+	memcpy(all + rlen, buf, len);
+	size_t done;
+	int r = write_fully(log->fd, all, rlen + len, &done);
+	if (r < 0) {
+		if (done)
+			cut_fragment(log, done);
+		free(all);
+		note_failure(log, -r, count_lines(buf, len));
+		return r;
+	}
+	char since[32], e[96];
+	audit_format_ts(log->fail_since_ns, since);
+	log_info("audit: writing to %s again; %llu events could not be written since %s (%s)", log->path,
+		 (unsigned long long)log->fail_events, since, errno_text(log->fail_errno, e, sizeof(e)));
+	free(all);
+	log->failing = false;
+	atomic_fetch_add(&log->written, 1 + count_lines(buf, len));
+	atomic_store(&log->writable, true);
+	*recorded = len;
+	return 0;
+}
+
+int audit_write_lines(struct audit_log *log, const char *buf, size_t len, size_t *recorded)
+{
+	*recorded = 0;
+	if (len == 0)
+		return 0;
+	pthread_mutex_lock(&log->lock);
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_EX); /* best effort: a file system without locks still writes */
+	int r = 0;
+	size_t done = 0;
+	if (log->need_newline) {
+		r = write_fully(log->fd, "\n", 1, &done);
+		if (r == 0)
+			log->need_newline = false;
+		else
+			note_failure(log, -r, count_lines(buf, len));
+	}
+	if (r == 0 && log->failing) {
+		r = write_recovering(log, buf, len, recorded);
+	} else if (r == 0) {
+		r = write_fully(log->fd, buf, len, &done);
+		if (r == 0) {
+			atomic_fetch_add(&log->written, count_lines(buf, len));
+			*recorded = len;
+		} else {
+			size_t whole = done;
+			while (whole > 0 && buf[whole - 1] != '\n')
+				whole--;
+			if (done > whole)
+				cut_fragment(log, done - whole);
+			atomic_fetch_add(&log->written, count_lines(buf, whole));
+			note_failure(log, -r, count_lines(buf + whole, len - whole));
+			*recorded = whole;
+		}
+	}
+	if (log->flock_writes)
+		(void)flock(log->fd, LOCK_UN);
+	pthread_mutex_unlock(&log->lock);
+	return r;
+}
+
+int audit_emit(struct audit_log *log, const char *event, json_t *fields)
+{
+	size_t len;
+	char *line = audit_format(log, event, fields, &len);
+	if (!line)
+		return -ENOMEM;
+	int r;
+	if (log) {
+		size_t recorded;
+		r = audit_write_lines(log, line, len, &recorded);
+	} else {
+		size_t done;
+		r = write_fully(STDERR_FILENO, line, len, &done);
+	}
 	free(line);
 	return r;
 }
 
 uint64_t audit_events_written(const struct audit_log *log) { return log ? log->written : 0; }
 uint64_t audit_failures(const struct audit_log *log) { return log ? log->failures : 0; }
+bool audit_writable(const struct audit_log *log) { return log ? atomic_load(&log->writable) : true; }
+uint64_t audit_failure_episodes(const struct audit_log *log) { return log ? log->episodes : 0; }

@@ -54,6 +54,7 @@ enum reason {
 	REASON_SUPERVISOR_SET,
 	/* proxy (appended) */
 	REASON_RESOLVE_TIMEOUT,
+	REASON_AUDIT_UNAVAILABLE, /* the decision could not be recorded */
 	REASON__COUNT
 };
 

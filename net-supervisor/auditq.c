@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 
@@ -24,6 +25,10 @@ struct auditq {
 	bool waiting;  /* the writer sleeps on cond: a push must wake it */
 	bool dropping; /* inside a burst of drops: reported once */
 	atomic_uint_fast64_t dropped;
+	/* the decision batch (loop thread only) */
+	char *batch;
+	size_t batch_len, batch_cap;
+	struct auditq_waiter *wfirst, *wlast;
 };
 
 static void *writer(void *arg)
@@ -116,9 +121,69 @@ void auditq_free(struct auditq *q)
 	pthread_join(q->thread, NULL);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
+	auditq_flush(q);
+	free(q->batch);
 	free(q->ring);
 	free(q);
 }
 
 uint64_t auditq_dropped(const struct auditq *q) { return q ? atomic_load(&q->dropped) : 0; }
 uint64_t auditq_write_failures(const struct auditq *q) { return q ? audit_failures(q->log) : 0; }
+bool auditq_writable(const struct auditq *q) { return q ? audit_writable(q->log) : true; }
+uint64_t auditq_failure_episodes(const struct auditq *q) { return q ? audit_failure_episodes(q->log) : 0; }
+
+void auditq_stage(struct auditq *q, const char *event, json_t *fields, struct auditq_waiter *w)
+{
+	size_t len;
+	char *line = audit_format(q->log, event, fields, &len);
+	json_decref(fields);
+	bool ok = line != NULL;
+	if (ok && q->batch_len + len > q->batch_cap) {
+		size_t cap = q->batch_cap ? q->batch_cap : 16384;
+		while (cap < q->batch_len + len)
+			cap *= 2;
+		char *nb = realloc(q->batch, cap);
+		if (nb) {
+			q->batch = nb;
+			q->batch_cap = cap;
+		} else {
+			ok = false;
+		}
+	}
+	if (ok) {
+		memcpy(q->batch + q->batch_len, line, len);
+		q->batch_len += len;
+	}
+	free(line);
+	if (!ok)
+		log_error("audit: cannot format a '%s' event: out of memory", event);
+	if (!w)
+		return;
+	w->next = NULL;
+	w->end = q->batch_len;
+	w->failed = !ok;
+	if (q->wlast)
+		q->wlast->next = w;
+	else
+		q->wfirst = w;
+	q->wlast = w;
+}
+
+bool auditq_staged(const struct auditq *q) { return q->batch_len > 0 || q->wfirst; }
+
+void auditq_flush(struct auditq *q)
+{
+	if (!auditq_staged(q))
+		return;
+	size_t recorded = 0;
+	if (q->batch_len)
+		(void)audit_write_lines(q->log, q->batch, q->batch_len, &recorded); /* counted by the log */
+	q->batch_len = 0;
+	struct auditq_waiter *w = q->wfirst;
+	q->wfirst = q->wlast = NULL;
+	while (w) {
+		struct auditq_waiter *next = w->next; /* the callback may free w */
+		w->cb(w, !w->failed && w->end <= recorded);
+		w = next;
+	}
+}

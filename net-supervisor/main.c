@@ -44,6 +44,10 @@ static void usage(FILE *out)
 "  --relay-memory BYTES       buffers all tunnels may hold for slow readers (default\n"
 "                             67108864); past half of it each gets a fair share\n"
 "  --audit-queue N            queued audit events before drops (default 8192)\n"
+"  --audit-failure deny|allow while a decision cannot be written to the audit file\n"
+"                             (disk full, I/O error): deny answers new flows 503\n"
+"                             audit_unavailable (the default); allow answers them\n"
+"                             as decided, counted in tether_audit_unrecorded_flows_total\n"
 "  --splice                   relay tunnels with splice(2): less proxy CPU, but\n"
 "                             lower throughput on loopback in our measurements\n"
 "  --install-fence            install the nftables egress fence in this netns\n"
@@ -81,7 +85,7 @@ enum {
 	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
-	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO,
+	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -127,6 +131,7 @@ int main(int argc, char **argv)
 		{ "relay-buffer", required_argument, NULL, O_RBUF },
 		{ "relay-memory", required_argument, NULL, O_RMEM },
 		{ "audit-queue", required_argument, NULL, O_AQ },
+		{ "audit-failure", required_argument, NULL, O_AFAIL },
 		{ "install-fence", no_argument, NULL, O_FENCE },
 		{ "listen-netns", required_argument, NULL, O_LISTEN_NETNS },
 		{ "splice", no_argument, NULL, O_NOSPLICE },
@@ -228,6 +233,13 @@ int main(int argc, char **argv)
 			if (parse_u64("--audit-queue", optarg, 1 << 24, &v) < 0 || v == 0)
 				return 2;
 			cfg.audit_queue = v;
+			break;
+		case O_AFAIL:
+			if (strcmp(optarg, "deny") != 0 && strcmp(optarg, "allow") != 0) {
+				log_error("--audit-failure: expected deny or allow, got '%s'", optarg);
+				return 2;
+			}
+			cfg.audit_failure_allow = strcmp(optarg, "allow") == 0;
 			break;
 		case O_FENCE: install_fence = true; break;
 		case O_LISTEN_NETNS: cfg.listen_netns = optarg; break;

@@ -133,11 +133,24 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "# the verified identity could be allowed to).\n"
 		    "# TYPE tether_upstream_resolutions_total counter\ntether_upstream_resolutions_total %llu\n",
 		(unsigned long long)m->resolutions);
-	bprintf(&b, "# HELP tether_audit_write_failures_total Audit lines that could not be written.\n"
+	bprintf(&b, "# HELP tether_audit_writable 1 while audit events can be written, 0 from a failed write\n"
+		    "# (ENOSPC, EIO, ...) until a write works again.\n"
+		    "# TYPE tether_audit_writable gauge\ntether_audit_writable %d\n"
+		    "# HELP tether_audit_write_failures_total Audit events that could not be written.\n"
 		    "# TYPE tether_audit_write_failures_total counter\ntether_audit_write_failures_total %llu\n"
+		    "# HELP tether_audit_write_failure_episodes_total Times the audit file stopped taking events.\n"
+		    "# TYPE tether_audit_write_failure_episodes_total counter\n"
+		    "tether_audit_write_failure_episodes_total %llu\n"
+		    "# HELP tether_audit_unrecorded_flows_total Flows whose decision could not be written, by what\n"
+		    "# they were answered (--audit-failure): denied (503 audit_unavailable) or answered.\n"
+		    "# TYPE tether_audit_unrecorded_flows_total counter\n"
+		    "tether_audit_unrecorded_flows_total{action=\"denied\"} %llu\n"
+		    "tether_audit_unrecorded_flows_total{action=\"answered\"} %llu\n"
 		    "# HELP tether_audit_dropped_total Audit events dropped because the queue was full.\n"
 		    "# TYPE tether_audit_dropped_total counter\ntether_audit_dropped_total %llu\n",
-		(unsigned long long)auditq_write_failures(q), (unsigned long long)auditq_dropped(q));
+		auditq_writable(q) ? 1 : 0, (unsigned long long)auditq_write_failures(q),
+		(unsigned long long)auditq_failure_episodes(q), (unsigned long long)m->audit_unrecorded_denied,
+		(unsigned long long)m->audit_unrecorded_answered, (unsigned long long)auditq_dropped(q));
 	bprintf(&b, "# HELP tether_policy_reloads_total Policy reloads by result.\n"
 		    "# TYPE tether_policy_reloads_total counter\n"
 		    "tether_policy_reloads_total{result=\"ok\"} %llu\n"

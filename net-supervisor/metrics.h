@@ -31,6 +31,9 @@ struct metrics {
 	uint64_t relay_held; /* filled at render: buffer bytes held by queued writes */
 	uint64_t relay_memory; /* --relay-memory */
 	uint64_t resolutions; /* upstream name lookups started */
+	/* flows whose decision could not be written to the audit file */
+	uint64_t audit_unrecorded_denied;   /* answered 503 audit_unavailable */
+	uint64_t audit_unrecorded_answered; /* --audit-failure allow: answered anyway */
 	uint64_t policy_reloads_ok;
 	uint64_t policy_reloads_failed;
 	uint64_t policy_generation;

@@ -104,6 +104,14 @@ int netsup_parse_hostport(const char *s, struct sockaddr_storage *out)
 	return -EINVAL;
 }
 
+void netsup_audit_decision(struct netsup *ns, const char *event, json_t *fields, struct auditq_waiter *w)
+{
+	auditq_stage(ns->audit, event, fields, w);
+}
+
+static void audit_flush_prepare(uv_prepare_t *h) { auditq_flush(((struct netsup *)h->data)->audit); }
+static void audit_flush_check(uv_check_t *h) { auditq_flush(((struct netsup *)h->data)->audit); }
+
 void netsup_audit(struct netsup *ns, const char *event, json_t *fields)
 {
 	if (ns->audit)
@@ -313,6 +321,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	ns->n_listeners = 0;
 	admin_close(ns->admin);
 	ns->admin = NULL;
+	auditq_flush(ns->audit); /* staged decisions are written and answered first */
 	proxy_close_all(ns);
 	policystore_close(ns->policy);
 	ns->policy = NULL;
@@ -323,6 +332,11 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	uv_close((uv_handle_t *)&ns->sigterm, NULL);
 	uv_close((uv_handle_t *)&ns->sigint, NULL);
 	uv_close((uv_handle_t *)&ns->sigusr1, NULL);
+	if (ns->audit_handles) {
+		uv_close((uv_handle_t *)&ns->audit_prepare, NULL);
+		uv_close((uv_handle_t *)&ns->audit_check, NULL);
+		ns->audit_handles = false;
+	}
 }
 
 /* --topology X given: refuse to run where X does not describe us rather
@@ -437,6 +451,14 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 		log_error("cannot start the audit writer: %s", strerror(-r));
 		return r;
 	}
+	uv_prepare_init(loop, &ns->audit_prepare);
+	uv_check_init(loop, &ns->audit_check);
+	ns->audit_prepare.data = ns->audit_check.data = ns;
+	uv_prepare_start(&ns->audit_prepare, audit_flush_prepare);
+	uv_check_start(&ns->audit_check, audit_flush_check);
+	uv_unref((uv_handle_t *)&ns->audit_prepare);
+	uv_unref((uv_handle_t *)&ns->audit_check);
+	ns->audit_handles = true;
 	r = policystore_new(loop, cfg->policy, cfg->n_policy, on_policy, ns, &ns->policy);
 	if (r < 0)
 		return r;

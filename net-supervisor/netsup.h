@@ -54,6 +54,10 @@ struct netsup_config {
 	size_t high_water;                     /* 1 MiB queued → stop reading the other side */
 	size_t relay_memory;                   /* 64 MiB: all tunnels' queued buffers (proxy.c) */
 	size_t audit_queue;                    /* 8192 events */
+	/* --audit-failure: while a decision cannot be written to the audit
+	 * file, false (deny, the default) answers the flow 503
+	 * audit_unavailable; true relays it and counts it. */
+	bool audit_failure_allow;
 	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
 	/* TEST ONLY: the static identity strategy. */
 	const char *identity_static;
@@ -101,6 +105,11 @@ struct netsup {
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;
+	/* Write the staged decisions before the loop polls and after its I/O
+	 * callbacks: once per iteration, before their answers (auditq.h). */
+	uv_prepare_t audit_prepare;
+	uv_check_t audit_check;
+	bool audit_handles;
 	size_t n_rejecting;          /* over-limit connections being answered 503 */
 	size_t admin_conns;          /* open /metrics, /healthz, /readyz connections */
 	size_t n_relaying;           /* tunnels relayed in user space (not splice) */
@@ -119,6 +128,9 @@ void netsup_update_ready(struct netsup *ns);
 
 /* Queue an audit event (takes fields). */
 void netsup_audit(struct netsup *ns, const char *event, json_t *fields);
+/* Stage a decision's event (takes fields); w->cb runs after it was written
+ * (or could not be), later in this loop iteration. w may be NULL. */
+void netsup_audit_decision(struct netsup *ns, const char *event, json_t *fields, struct auditq_waiter *w);
 
 char *bufpool_get(struct bufpool *p);
 void bufpool_put(struct bufpool *p, char *b);

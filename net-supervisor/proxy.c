@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sodium.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,9 @@ struct proxy_listener {
 	char addr[64];
 };
 
-enum cstate { C_HEAD, C_WAIT, C_CONNECTING, C_RELAY, C_RESPOND, C_CLOSING };
+/* C_RECORD: decided, waiting for the decision to be in the audit file
+ * before the answer goes out (auditq.h). */
+enum cstate { C_HEAD, C_WAIT, C_RECORD, C_CONNECTING, C_RELAY, C_RESPOND, C_CLOSING };
 
 struct side {
 	uv_tcp_t tcp;
@@ -82,6 +85,12 @@ struct conn {
 	/* decision as taken (copied: a reload may free the policy) */
 	bool decided;
 	struct netpolicy_decision d;
+	/* the answer held back until the decision is in the audit file */
+	struct auditq_waiter recorded;
+	bool recording;        /* its waiter is staged: the conn cannot be freed */
+	bool answer_allow;     /* else answer_status/answer_reason */
+	int answer_status;
+	enum reason answer_reason;
 	/* splice fast path (relay without copying through user space) */
 	struct splice_side *sp[2]; /* [0] client fd, [1] upstream fd */
 	bool spliced;
@@ -164,8 +173,9 @@ static json_t *dest_json(const struct conn *c)
 	return d;
 }
 
-/* The egress_decision event (INTERFACES.md), plus client, status, method. */
-static void audit_decision(struct conn *c, bool allow, enum reason reason, int status)
+/* The egress_decision event (INTERFACES.md), plus client, status, method.
+ * Staged with the conn's waiter when w: the answer waits for it. */
+static void audit_decision(struct conn *c, bool allow, enum reason reason, int status, struct auditq_waiter *w)
 {
 	struct netsup *ns = c->ns;
 	json_t *o = json_object();
@@ -190,8 +200,7 @@ static void audit_decision(struct conn *c, bool allow, enum reason reason, int s
 		json_object_set_new(o, "method", json_string(c->req.method));
 	if (status)
 		json_object_set_new(o, "status", json_integer(status));
-	netsup_audit(ns, "egress_decision", o);
-	metrics_decision(&ns->metrics, allow, reason, c->id ? c->id->source : FLOW_SOURCE_NONE);
+	netsup_audit_decision(ns, "egress_decision", o, w);
 }
 
 /* After an allow: the connection failed or ended abnormally upstream. */
@@ -237,7 +246,7 @@ static void conn_free(struct conn *c)
 
 static void conn_maybe_free(struct conn *c)
 {
-	if (c->state == C_CLOSING && c->open_handles == 0 && !c->gai_pending)
+	if (c->state == C_CLOSING && c->open_handles == 0 && !c->gai_pending && !c->recording)
 		conn_free(c);
 }
 
@@ -412,11 +421,58 @@ static void respond(struct conn *c, int status, enum reason reason)
 	}
 }
 
+static void start_connect(struct conn *c);
+
+/* The decision is in the audit file (or cannot be): give its answer. While
+ * the file cannot take it, --audit-failure deny (the default) answers 503
+ * audit_unavailable instead; allow gives the answer, counted. */
+static void decision_recorded(struct auditq_waiter *w, bool recorded)
+{
+	struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, recorded));
+	struct netsup *ns = c->ns;
+	c->recording = false;
+	if (c->state != C_RECORD) {
+		conn_maybe_free(c);
+		return;
+	}
+	enum flow_source src = c->id ? c->id->source : FLOW_SOURCE_NONE;
+	if (!recorded) {
+		if (!ns->cfg.audit_failure_allow) {
+			ns->metrics.audit_unrecorded_denied++;
+			metrics_decision(&ns->metrics, false, REASON_AUDIT_UNAVAILABLE, src);
+			respond(c, 503, REASON_AUDIT_UNAVAILABLE);
+			return;
+		}
+		ns->metrics.audit_unrecorded_answered++;
+	}
+	metrics_decision(&ns->metrics, c->answer_allow, c->answer_allow ? c->d.reason : c->answer_reason, src);
+	if (c->answer_allow)
+		start_connect(c);
+	else
+		respond(c, c->answer_status, c->answer_reason);
+}
+
+/* Hold the conn (no reads, no timer) until its decision is recorded. */
+static void record_then_answer(struct conn *c, bool allow, enum reason reason, int status)
+{
+	c->state = C_RECORD;
+	uv_timer_stop(&c->timer);
+	if (c->client.reading) {
+		uv_read_stop((uv_stream_t *)&c->client.tcp);
+		c->client.reading = false;
+	}
+	c->answer_allow = allow;
+	c->answer_status = status;
+	c->answer_reason = reason;
+	c->recorded.cb = decision_recorded;
+	c->recording = true;
+	audit_decision(c, allow, reason, status, &c->recorded);
+}
+
 /* A request-stage rejection: audit, then answer. */
 static void reject(struct conn *c, int status, enum reason reason)
 {
-	audit_decision(c, false, reason, status);
-	respond(c, status, reason);
+	record_then_answer(c, false, reason, status);
 }
 
 /* ---------- relay ---------- */
@@ -1109,9 +1165,13 @@ static void decide(struct conn *c)
 			return;
 		}
 	}
-	audit_decision(c, true, c->d.reason, 0);
+	record_then_answer(c, true, c->d.reason, 0);
+}
+
+static void start_connect(struct conn *c)
+{
 	c->state = C_CONNECTING;
-	uv_timer_start(&c->timer, connect_timeout, ns->cfg.connect_timeout_ms, 0);
+	uv_timer_start(&c->timer, connect_timeout, c->ns->cfg.connect_timeout_ms, 0);
 	try_connect(c);
 }
 
@@ -1221,8 +1281,11 @@ static void head_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 			bufpool_put(&c->ns->pool, buf->base);
 		if (nread < 0) {
 			/* Closed before finishing a request: nothing to answer. */
-			if (c->req.consumed > 0)
-				audit_decision(c, false, REASON_BAD_REQUEST, 0);
+			if (c->req.consumed > 0) {
+				audit_decision(c, false, REASON_BAD_REQUEST, 0, NULL);
+				metrics_decision(&c->ns->metrics, false, REASON_BAD_REQUEST,
+						 c->id ? c->id->source : FLOW_SOURCE_NONE);
+			}
 			conn_close(c);
 		}
 		return;

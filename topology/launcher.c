@@ -515,6 +515,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	opt(v, &n, "--admin", p->admin);
 	opt(v, &n, "--topology", t->name);
 	opt(v, &n, "--audit", audit);
+	opt(v, &n, "--audit-failure", cfg->audit_failure);
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
 		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
 			return topology_error_set(err, -E2BIG, "too many --policy files");

@@ -69,6 +69,7 @@ struct launch_config {
 	size_t n_policy_files;
 	const char *agent;               /* NULL: none */
 	const char *audit;               /* NULL: audit to /dev/null */
+	const char *audit_failure;       /* net-supervisor --audit-failure; NULL: its default */
 	const char *exec_socket;         /* NULL: no exec gateway */
 	const char *user;                /* workload user (proc-supervisor --user); NULL: pod
 	                                  * topologies "nobody", the others ours */

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/audit.h"
@@ -114,6 +117,221 @@ static void reopen_after_rename(void **state)
 	audit_close(log);
 }
 
+/* ---- a write that fails part-way (the file system is full) ----
+ * RLIMIT_FSIZE stands in for a full disk: the kernel takes the bytes up to
+ * the limit, then fails the rest (EFBIG), as a full tmpfs does (ENOSPC). */
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *in = fopen(path, "r");
+	assert_non_null(in);
+	static char buf[65536];
+	*len = fread(buf, 1, sizeof(buf) - 1, in);
+	buf[*len] = '\0';
+	fclose(in);
+	return buf;
+}
+
+/* Every line of the file is a JSON object; returns how many there are. */
+static int all_lines_json(const char *path)
+{
+	size_t len;
+	char *p = slurp(path, &len);
+	int n = 0;
+	assert_true(len == 0 || p[len - 1] == '\n');
+	for (char *save = NULL, *l = strtok_r(p, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		json_error_t err;
+		json_t *o = json_loads(l, 0, &err);
+		if (!o)
+			fail_msg("line %d is not JSON: '%s'", n + 1, l);
+		json_decref(o);
+		n++;
+	}
+	return n;
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_size;
+}
+
+static struct rlimit saved_fsize;
+
+static void limit_file_size(off_t max)
+{
+	signal(SIGXFSZ, SIG_IGN);
+	getrlimit(RLIMIT_FSIZE, &saved_fsize);
+	struct rlimit rl = { (rlim_t)max, saved_fsize.rlim_max };
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+static void unlimit_file_size(void) { assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved_fsize), 0); }
+
+static json_t *big_fields(size_t n)
+{
+	char *pad = malloc(n + 1);
+	memset(pad, 'x', n);
+	pad[n] = '\0';
+	json_t *f = json_pack("{s:s}", "pad", pad);
+	free(pad);
+	return f;
+}
+
+/* A line cut short is taken back out of the file (nothing left of it, the
+ * next line does not merge with it); one episode for the two failures; the
+ * first write that works again writes audit_resumed first. Fails on a
+ * log that leaves the fragment (a1b1567: the next line was appended to it). */
+static void partial_line_is_cut_back(void **state)
+{
+	char path[] = "/tmp/tether-audit-full-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	struct audit_log *log;
+	assert_int_equal(audit_open(path, "combined", &log), 0);
+	assert_int_equal(audit_emit(log, "first", NULL), 0);
+	off_t good = file_size(path);
+	json_t *big = big_fields(300);
+	limit_file_size(good + 100); /* room for a third of the next line */
+	assert_int_equal(audit_emit(log, "egress_decision", big), -EFBIG);
+	assert_int_equal(file_size(path), good);
+	assert_false(audit_writable(log));
+	assert_int_equal(audit_emit(log, "egress_decision", big), -EFBIG);
+	assert_int_equal(file_size(path), good);
+	assert_int_equal(audit_failures(log), 2);
+	assert_int_equal(audit_failure_episodes(log), 1);
+	/* room for the short audit_resumed line but not the line after it:
+	 * neither stays, and the episode goes on (no warning per batch) */
+	unlimit_file_size();
+	limit_file_size(good + 200);
+	assert_int_equal(audit_emit(log, "egress_decision", big), -EFBIG);
+	assert_int_equal(file_size(path), good);
+	assert_int_equal(audit_failure_episodes(log), 1);
+	assert_false(audit_writable(log));
+	unlimit_file_size();
+	assert_int_equal(audit_emit(log, "after", big), 0);
+	assert_true(audit_writable(log));
+	assert_int_equal(audit_failure_episodes(log), 1);
+	json_decref(big);
+	assert_int_equal(all_lines_json(path), 3);
+	assert_int_equal(count_lines(path, "\"event\":\"audit_resumed\""), 1);
+	assert_int_equal(count_lines(path, "\"unrecorded_events\":3"), 1);
+	assert_int_equal(count_lines(path, "\"error\":\"EFBIG\""), 1);
+	assert_int_equal(audit_events_written(log), 3); /* first, audit_resumed, after */
+	/* a second episode is a second warning */
+	limit_file_size(file_size(path) + 10);
+	assert_int_equal(audit_emit(log, "lost", NULL), -EFBIG);
+	unlimit_file_size();
+	assert_int_equal(audit_failure_episodes(log), 2);
+	assert_int_equal(audit_emit(log, "back", NULL), 0);
+	assert_int_equal(all_lines_json(path), 5);
+	audit_close(log);
+	unlink(path);
+}
+
+/* A batch that half fits: the whole lines that made it stay (and are
+ * reported recorded), the line cut in the middle goes. */
+static void batch_keeps_its_whole_lines(void **state)
+{
+	char path[] = "/tmp/tether-audit-batch-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	struct audit_log *log;
+	assert_int_equal(audit_open(path, "combined", &log), 0);
+	size_t l1, l2, l3;
+	char *a = audit_format(log, "one", NULL, &l1);
+	char *b = audit_format(log, "two", NULL, &l2);
+	char *c = audit_format(log, "three", NULL, &l3);
+	char buf[1024];
+	memcpy(buf, a, l1);
+	memcpy(buf + l1, b, l2);
+	memcpy(buf + l1 + l2, c, l3);
+	limit_file_size((off_t)(l1 + l2 / 2));
+	size_t recorded = 99;
+	assert_int_equal(audit_write_lines(log, buf, l1 + l2 + l3, &recorded), -EFBIG);
+	unlimit_file_size();
+	assert_int_equal(recorded, l1);
+	assert_int_equal(file_size(path), (off_t)l1);
+	assert_int_equal(audit_events_written(log), 1);
+	assert_int_equal(audit_failures(log), 2);
+	/* all of it now: audit_resumed, then the batch */
+	assert_int_equal(audit_write_lines(log, buf, l1 + l2 + l3, &recorded), 0);
+	assert_int_equal(recorded, l1 + l2 + l3);
+	assert_int_equal(all_lines_json(path), 5);
+	free(a);
+	free(b);
+	free(c);
+	audit_close(log);
+	unlink(path);
+}
+
+/* A fragment that cannot be cut (a pipe) is ended with a newline before
+ * the next line: the lines after it are whole and parse. */
+static void uncuttable_fragment_is_terminated(void **state)
+{
+	int p[2];
+	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+	int cap = fcntl(p[1], F_SETPIPE_SZ, 8192);
+	assert_true(cap >= 8192 && cap <= 16384);
+	static char fill[16384];
+	memset(fill, 'f', sizeof(fill));
+	size_t room = (size_t)cap - 4096; /* one free page */
+	assert_int_equal(write(p[1], fill, room), (ssize_t)room);
+	struct audit_log *log;
+	assert_int_equal(audit_open_fd(p[1], "combined", &log), 0);
+	json_t *big = big_fields(6000); /* past PIPE_BUF: the pipe may take a part */
+	assert_int_equal(audit_emit(log, "cut", big), -EAGAIN);
+	json_decref(big);
+	static char got[32768];
+	size_t n = 0;
+	ssize_t k;
+	while ((k = read(p[0], got + n, sizeof(got) - 1 - n)) > 0)
+		n += (size_t)k;
+	assert_true(n > room && n < room + 6000); /* a part of the line went out */
+	assert_int_equal(audit_emit(log, "next", NULL), 0);
+	size_t m = 0;
+	while ((k = read(p[0], got + m, sizeof(got) - 1 - m)) > 0)
+		m += (size_t)k;
+	got[m] = '\0';
+	/* "\n" ending the fragment, then audit_resumed, then "next" */
+	assert_int_equal(got[0], '\n');
+	char *l1 = got + 1, *l2 = strchr(l1, '\n') + 1;
+	assert_non_null(strstr(l1, "\"event\":\"audit_resumed\""));
+	assert_non_null(strstr(l2, "\"event\":\"next\""));
+	assert_int_equal(got[m - 1], '\n');
+	audit_close(log);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A file left with a partial last line (a SIGKILL in the middle of a
+ * write) is cut back to its last whole line when it is opened again. */
+static void torn_tail_is_cut_at_open(void **state)
+{
+	char path[] = "/tmp/tether-audit-torn-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *whole = "{\"event\":\"a\"}\n", *torn = "{\"event\":\"b\",\"pad\":\"xx";
+	assert_int_equal(write(fd, whole, strlen(whole)), (ssize_t)strlen(whole));
+	assert_int_equal(write(fd, torn, strlen(torn)), (ssize_t)strlen(torn));
+	close(fd);
+	struct audit_log *log;
+	assert_int_equal(audit_open(path, "combined", &log), 0);
+	assert_int_equal(file_size(path), (off_t)strlen(whole));
+	assert_int_equal(audit_emit(log, "c", NULL), 0);
+	audit_close(log);
+	assert_int_equal(all_lines_json(path), 2);
+	/* a whole file is left alone */
+	off_t size = file_size(path);
+	assert_int_equal(audit_open(path, "combined", &log), 0);
+	audit_close(log);
+	assert_int_equal(file_size(path), size);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -121,6 +339,10 @@ int main(void)
 		cmocka_unit_test(lines_are_json_with_required_fields),
 		cmocka_unit_test(write_failure_is_counted),
 		cmocka_unit_test(reopen_after_rename),
+		cmocka_unit_test(partial_line_is_cut_back),
+		cmocka_unit_test(batch_keeps_its_whole_lines),
+		cmocka_unit_test(uncuttable_fragment_is_terminated),
+		cmocka_unit_test(torn_tail_is_cut_at_open),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

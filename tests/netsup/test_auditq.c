@@ -1,6 +1,7 @@
 /* The audit queue: events arrive in order, a stalled writer makes the queue
  * overflow into counted drops (never a blocked producer), write failures are
- * counted. */
+ * counted. The decision batch: a waiter is told only at the flush, after
+ * the write, whether its own line is in the file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,11 +92,80 @@ static void test_write_failures_counted(void **state)
 	audit_close(log);
 }
 
+struct rec {
+	struct auditq_waiter w;
+	int calls;
+	bool recorded;
+	int order;
+};
+static int rec_seq;
+
+static void rec_cb(struct auditq_waiter *w, bool recorded)
+{
+	struct rec *r = (struct rec *)w;
+	r->calls++;
+	r->recorded = recorded;
+	r->order = ++rec_seq;
+}
+
+static void test_batch_answers_after_the_write(void **state)
+{
+	char path[] = "/tmp/tether-auditq-batch-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	struct audit_log *log;
+	assert_int_equal(audit_open(path, "combined", &log), 0);
+	struct auditq *q;
+	assert_int_equal(auditq_new(log, 16, &q), 0);
+	struct rec a = { .w.cb = rec_cb }, b = { .w.cb = rec_cb }, c = { .w.cb = rec_cb };
+	auditq_stage(q, "egress_decision", json_pack("{s:s}", "decision", "allow"), &a.w);
+	auditq_stage(q, "egress_decision", NULL, NULL); /* nobody waits */
+	auditq_stage(q, "egress_decision", json_pack("{s:s}", "decision", "deny"), &b.w);
+	assert_true(auditq_staged(q));
+	assert_int_equal(a.calls + b.calls, 0); /* never from stage */
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 0); /* nothing written yet */
+	auditq_flush(q);
+	assert_false(auditq_staged(q));
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(b.calls, 1);
+	assert_true(a.recorded && b.recorded);
+	assert_true(a.order < b.order);
+	assert_int_equal(audit_events_written(log), 3);
+	/* the file takes one more line and a half: c's line is cut, a and b
+	 * go in whole */
+	assert_int_equal(stat(path, &st), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit old, rl;
+	getrlimit(RLIMIT_FSIZE, &old);
+	rl = old;
+	rl.rlim_cur = (rlim_t)st.st_size + (rlim_t)(st.st_size / 3) * 3 / 2;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	a = (struct rec){ .w.cb = rec_cb };
+	b = (struct rec){ .w.cb = rec_cb };
+	auditq_stage(q, "egress_decision", json_pack("{s:s}", "decision", "allow"), &a.w);
+	auditq_stage(q, "egress_decision", json_pack("{s:s}", "decision", "deny"), &b.w);
+	auditq_stage(q, "egress_decision", json_pack("{s:s}", "decision", "deny"), &c.w);
+	auditq_flush(q);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_true(a.recorded);
+	assert_false(b.recorded);
+	assert_false(c.recorded);
+	assert_int_equal(a.calls + b.calls + c.calls, 3);
+	assert_false(audit_writable(log));
+	auditq_free(q);
+	audit_close(log);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_overflow_counts_drops),
 		cmocka_unit_test(test_write_failures_counted),
+		cmocka_unit_test(test_batch_answers_after_the_write),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
