@@ -13,6 +13,7 @@ PKGS=(
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
+  libfaketime
 )
 
 missing=()

@@ -54,6 +54,8 @@ enum reason {
 	REASON_SUPERVISOR_SET,
 	/* proxy (appended) */
 	REASON_RESOLVE_TIMEOUT,
+	/* delegation (appended): the proc side's clock is past --max-clock-skew */
+	REASON_CLOCK_SKEW,
 	REASON__COUNT
 };
 

@@ -287,7 +287,8 @@ int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_conf
 	}
 	memcpy(s->pinned, cfg->pinned, cfg->n_pinned * sizeof(*s->pinned));
 	s->cfg.pinned = s->pinned;
-	struct verifier_opts vo = { .max_lifetime_ns = cfg->max_lifetime_ns };
+	struct verifier_opts vo = { .max_lifetime_ns = cfg->max_lifetime_ns,
+				    .max_clock_skew_ns = cfg->max_clock_skew_ns };
 	int r = verifier_new(s->pinned, cfg->n_pinned, &vo, &s->verifier);
 	if (r < 0) {
 		free(s->pinned);
@@ -326,4 +327,13 @@ void identity_delegated_stats(const struct identity_strategy *base, struct ident
 		return;
 	const struct delegated_strategy *s = (const struct delegated_strategy *)base;
 	*out = s->stats;
+}
+
+bool identity_delegated_clock(const struct identity_strategy *base, struct verifier_clock_state *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!base || base->ops != &delegated_ops)
+		return false;
+	verifier_clock(((const struct delegated_strategy *)base)->verifier, out);
+	return true;
 }
