@@ -243,8 +243,14 @@ static void on_refused(struct proto_client *c, enum reason why, void *userdata)
 		return;
 	s->last_refusal = why;
 	if (s->cfg.on_anchor_refused) {
-		char d[160];
-		snprintf(d, sizeof(d), "the certificate presented on %s was refused", s->cfg.endpoint);
+		char d[200];
+		struct verifier_clock_state cs;
+		verifier_clock(s->verifier, &cs);
+		if (why == REASON_CLOCK_SKEW)
+			snprintf(d, sizeof(d), "the proc side's clock on %s is %+.3f s from ours, past --max-clock-skew %.0f s",
+				 s->cfg.endpoint, (double)cs.skew_ns / 1e9, (double)cs.max_skew_ns / 1e9);
+		else
+			snprintf(d, sizeof(d), "the certificate presented on %s was refused", s->cfg.endpoint);
 		s->cfg.on_anchor_refused(why, d, s->cfg.data);
 	}
 }
