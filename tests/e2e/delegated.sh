@@ -452,6 +452,10 @@ clock_past_bound)
 	wait_for 5 grep -q '"event":"anchor_refused"' "$AUDIT" || fail "the refusal was not audited"
 	grep '"event":"anchor_refused"' "$AUDIT" | grep -q '"reason":"clock_skew"' ||
 		fail "anchor_refused audited otherwise: $(grep anchor_refused "$AUDIT")"
+	grep '"event":"anchor_refused"' "$AUDIT" | grep -q 'past --max-clock-skew 10 s' ||
+		fail "anchor_refused does not name the bound: $(grep anchor_refused "$AUDIT")"
+	grep -q "clock is -[23][0-9]\.[0-9]* s from ours, past the bound of 10 s: clock_skew" "$WORK/out" ||
+		fail "no warning naming the skew: $(cat "$WORK/out")"
 	code=$(req 1)
 	[ "$code" = 503 ] || fail "a flow with the skew past the bound: HTTP $code"
 	wait_for 5 sh -c "grep -q egress_decision $AUDIT" || fail "the flow was not audited"
