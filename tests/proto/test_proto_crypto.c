@@ -573,6 +573,18 @@ static void test_clock_skew(void **state)
 	clock_sample_sign(f.inst, nonce, net_now - 6 * SEC, &cs);
 	assert_int_equal(verifier_clock_update(v, ch, &clk), REASON_OK);
 	assert_int_equal(check_at(v, &f, net_now - 6 * SEC, net_now + SEC / 10, false), REASON_OK);
+	/* a sample answered after 10 minutes (a delayed answer) does not
+	 * widen the time checks past twice the tolerance */
+	clock_sample_sign(f.inst, nonce, net_now + 300 * SEC, &cs);
+	clk.recv_ns = net_now + 600 * SEC;
+	assert_int_equal(verifier_clock_update(v, ch, &clk), REASON_OK);
+	verifier_clock(v, &st);
+	assert_int_equal(st.skew_ns, 0);
+	assert_int_equal(st.uncertainty_ns, 300 * SEC);
+	assert_int_equal(check_at(v, &f, net_now, net_now + SEC, false), REASON_OK);
+	assert_int_equal(check_at(v, &f, net_now, net_now + 5 * SEC + 2 * SEC - SEC / 10, false), REASON_OK);
+	assert_int_equal(check_at(v, &f, net_now, net_now + 5 * SEC + 2 * SEC + SEC / 10, false),
+			 REASON_CONTEXT_EXPIRED);
 	verifier_free(v);
 
 	/* net 6 s ahead: allowed */
