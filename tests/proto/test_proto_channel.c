@@ -915,6 +915,7 @@ static void test_clock_probes(void **state)
 	s = srv_start(&f, "clock10.sock", 0x76, 0x1007, ANSWER, NULL);
 	srv_run(s);
 	net_init(&n, &f);
+	o.endpoint = s->ep;
 	o.verifier = n.v;
 	o.on_refused = NULL;
 	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
