@@ -15,6 +15,7 @@ PKGS=(
   openssh-server openssh-client tinyproxy
   # interpreters for tests/envb/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
+  libfaketime
 )
 
 missing=()

@@ -49,6 +49,7 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_SUPERVISOR_SET] = "supervisor_set",
 	[REASON_RESOLVE_TIMEOUT] = "resolve_timeout",
 	[REASON_AUDIT_UNAVAILABLE] = "audit_unavailable",
+	[REASON_CLOCK_SKEW] = "clock_skew",
 };
 
 const char *reason_word(enum reason r)

@@ -55,6 +55,8 @@ enum reason {
 	/* proxy (appended) */
 	REASON_RESOLVE_TIMEOUT,
 	REASON_AUDIT_UNAVAILABLE, /* the decision could not be recorded */
+	/* delegation (appended): the proc side's clock is past --max-clock-skew */
+	REASON_CLOCK_SKEW,
 	REASON__COUNT
 };
 

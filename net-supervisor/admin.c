@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "net-supervisor/identity_delegated.h"
 #include "net-supervisor/identity_local.h"
 
 #define ADMIN_MAX_REQ 8192
@@ -91,8 +92,12 @@ static void handle(struct aconn *a)
 		if (ns->ready) {
 			answer(a, 200, "text/plain", "ready\n", 6);
 		} else {
-			char msg[160];
-			int n = snprintf(msg, sizeof(msg), "not ready: policy %s, anchor %s\n",
+			char msg[320], skew[160] = "";
+			struct verifier_clock_state cs;
+			if (netsup_not_ready_reason(ns) == REASON_CLOCK_SKEW && identity_delegated_clock(ns->identity, &cs))
+				snprintf(skew, sizeof(skew), "clock_skew: the proc side's clock is %+.3f s from ours, past "
+					 "--max-clock-skew %.0f s; ", (double)cs.skew_ns / 1e9, (double)cs.max_skew_ns / 1e9);
+			int n = snprintf(msg, sizeof(msg), "not ready: %spolicy %s, anchor %s\n", skew,
 					 ns->policy && policystore_loaded(ns->policy) ? "loaded" : "missing",
 					 ns->identity && ns->identity->anchored ? "established" : "missing");
 			answer(a, 503, "text/plain", msg, (size_t)n);
@@ -108,6 +113,13 @@ static void handle(struct aconn *a)
 			snap.local_on_loop = st.inline_answers;
 			snap.local_on_pool = st.resolved + st.denied - st.inline_answers;
 			snap.local_over_budget = st.inline_over_budget;
+		}
+		struct verifier_clock_state cs;
+		if (identity_delegated_clock(ns->identity, &cs)) {
+			snap.have_clock = true;
+			snap.clock_measured = cs.measured;
+			snap.clock_skew_s = (double)cs.skew_ns / 1e9;
+			snap.clock_skew_max_s = (double)cs.max_skew_ns / 1e9;
 		}
 		char *m = metrics_render(&snap, ns->audit, &len);
 		if (!m) {

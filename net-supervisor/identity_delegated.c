@@ -243,8 +243,14 @@ static void on_refused(struct proto_client *c, enum reason why, void *userdata)
 		return;
 	s->last_refusal = why;
 	if (s->cfg.on_anchor_refused) {
-		char d[160];
-		snprintf(d, sizeof(d), "the certificate presented on %s was refused", s->cfg.endpoint);
+		char d[200];
+		struct verifier_clock_state cs;
+		verifier_clock(s->verifier, &cs);
+		if (why == REASON_CLOCK_SKEW)
+			snprintf(d, sizeof(d), "the proc side's clock on %s is %+.3f s from ours, past --max-clock-skew %.0f s",
+				 s->cfg.endpoint, (double)cs.skew_ns / 1e9, (double)cs.max_skew_ns / 1e9);
+		else
+			snprintf(d, sizeof(d), "the certificate presented on %s was refused", s->cfg.endpoint);
 		s->cfg.on_anchor_refused(why, d, s->cfg.data);
 	}
 }
@@ -287,7 +293,8 @@ int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_conf
 	}
 	memcpy(s->pinned, cfg->pinned, cfg->n_pinned * sizeof(*s->pinned));
 	s->cfg.pinned = s->pinned;
-	struct verifier_opts vo = { .max_lifetime_ns = cfg->max_lifetime_ns };
+	struct verifier_opts vo = { .max_lifetime_ns = cfg->max_lifetime_ns,
+				    .max_clock_skew_ns = cfg->max_clock_skew_ns };
 	int r = verifier_new(s->pinned, cfg->n_pinned, &vo, &s->verifier);
 	if (r < 0) {
 		free(s->pinned);
@@ -326,4 +333,13 @@ void identity_delegated_stats(const struct identity_strategy *base, struct ident
 		return;
 	const struct delegated_strategy *s = (const struct delegated_strategy *)base;
 	*out = s->stats;
+}
+
+bool identity_delegated_clock(const struct identity_strategy *base, struct verifier_clock_state *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!base || base->ops != &delegated_ops)
+		return false;
+	verifier_clock(((const struct delegated_strategy *)base)->verifier, out);
+	return true;
 }

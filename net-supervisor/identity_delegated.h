@@ -37,6 +37,7 @@ struct identity_delegated_config {
 	uint64_t backoff_min_ms;        /* 0: 100 */
 	uint64_t backoff_max_ms;        /* 0: 2000 */
 	uint64_t max_lifetime_ns;       /* verifier: longest accepted context lifetime; 0: 30 s */
+	uint64_t max_clock_skew_ns;     /* verifier: the proc side's clock may be this far off; 0: 60 s */
 	/* A certificate was installed. kind_word: "anchor_established",
 	 * "anchor_reconnected" or "anchor_changed"; desc names the instance key
 	 * id and the anchor. May be NULL. */
@@ -58,6 +59,11 @@ struct identity_delegated_stats {
 	uint64_t requests, verified, denied, anchor_changes, channel_losses;
 };
 void identity_delegated_stats(const struct identity_strategy *s, struct identity_delegated_stats *out);
+/* The latest clock-skew measurement of the control channel (proto/verifier.h);
+ * false when s is not the delegated strategy. out->exceeded: the proc side's
+ * clock was past the bound when last measured (the channel is refused until
+ * a measurement is within it: not ready, reason clock_skew). */
+bool identity_delegated_clock(const struct identity_strategy *s, struct verifier_clock_state *out);
 
 /* "anchor_established" / "anchor_reconnected" / "anchor_changed". */
 const char *anchor_event_kind_word(enum anchor_event_kind k);

@@ -69,6 +69,8 @@ static void usage(FILE *out)
 "  delegated (split, vm with a host-side proxy): signed contexts\n"
 "    --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT  the identity service\n"
 "    --provisioning-pubkey FILE  pinned provisioning key (repeatable, up to 4)\n"
+"    --max-clock-skew SECONDS  how far the proc side's clock may be from ours\n"
+"                             (default 60); past it: not ready, flows denied clock_skew\n"
 "  --identity-timeout MS      same as --identity-timeout-ms\n"
 "\n"
 "TESTING ONLY (no identity verification at all):\n"
@@ -86,6 +88,7 @@ enum {
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
+	O_MAXSKEW,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -145,6 +148,7 @@ int main(int argc, char **argv)
 		{ "sandbox-cgroup", required_argument, NULL, O_SBXCG },
 		{ "control", required_argument, NULL, O_CONTROL },
 		{ "provisioning-pubkey", required_argument, NULL, O_PROVPUB },
+		{ "max-clock-skew", required_argument, NULL, O_MAXSKEW },
 		{ "identity-static", required_argument, NULL, O_IDS },
 		{ "identity-static-sha256", required_argument, NULL, O_IDSHA },
 		{ "identity-static-ancestor", required_argument, NULL, O_IDANC },
@@ -271,6 +275,11 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.provisioning_pubkey[cfg.n_provisioning_pubkey++] = optarg;
+			break;
+		case O_MAXSKEW:
+			if (parse_u64("--max-clock-skew", optarg, 86400, &v) < 0 || v == 0)
+				return 2;
+			cfg.max_clock_skew_s = v;
 			break;
 		case O_IDS: cfg.identity_static = optarg; break;
 		case O_IDSHA: cfg.identity_static_sha256 = optarg; break;

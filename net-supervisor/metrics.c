@@ -173,6 +173,17 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 			    "tether_identity_local_loop_over_budget_total %llu\n",
 			(unsigned long long)m->local_on_loop, (unsigned long long)m->local_on_pool,
 			(unsigned long long)m->local_over_budget);
+	if (m->have_clock) {
+		if (m->clock_measured)
+			bprintf(&b, "# HELP tether_clock_skew_seconds The proc side's clock minus ours, last measured on the\n"
+				    "# control channel (signed clock samples).\n"
+				    "# TYPE tether_clock_skew_seconds gauge\ntether_clock_skew_seconds %.6f\n",
+				m->clock_skew_s);
+		bprintf(&b, "# HELP tether_clock_skew_max_seconds --max-clock-skew: past it the net side is not ready\n"
+			    "# and flows are denied clock_skew.\n"
+			    "# TYPE tether_clock_skew_max_seconds gauge\ntether_clock_skew_max_seconds %g\n",
+			m->clock_skew_max_s);
+	}
 	if (b.oom) {
 		free(b.p);
 		return NULL;

@@ -42,6 +42,10 @@ struct metrics {
 	 * made, and the loop's attempts that ran past their link budget. */
 	bool have_local;
 	uint64_t local_on_loop, local_on_pool, local_over_budget;
+	/* Delegated identity only (filled at render time): the control
+	 * channel's clock skew (proto/verifier.h verifier_clock). */
+	bool have_clock, clock_measured;
+	double clock_skew_s, clock_skew_max_s;
 };
 
 void metrics_decision(struct metrics *m, bool allow, enum reason reason, enum flow_source src);

@@ -31,6 +31,7 @@ void netsup_config_defaults(struct netsup_config *cfg)
 	cfg->connect_timeout_ms = 10000;
 	cfg->idle_timeout_ms = 300000;
 	cfg->identity_timeout_ms = IDENTITY_DEFAULT_TIMEOUT_MS;
+	cfg->max_clock_skew_s = 60;
 	cfg->resolve_timeout_ms = 5000;
 	cfg->relay_buffer = 256 * 1024;
 	cfg->high_water = 1024 * 1024;
@@ -131,6 +132,14 @@ void netsup_update_ready(struct netsup *ns)
 	ns->metrics.ready = ready;
 }
 
+enum reason netsup_not_ready_reason(const struct netsup *ns)
+{
+	struct verifier_clock_state cs;
+	if (ns->identity && !ns->identity->anchored && identity_delegated_clock(ns->identity, &cs) && cs.exceeded)
+		return REASON_CLOCK_SKEW;
+	return REASON_NOT_READY;
+}
+
 static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 {
 	struct netsup *ns = data;
@@ -221,6 +230,7 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 		.pinned = keys,
 		.n_pinned = cfg->n_provisioning_pubkey,
 		.request_timeout_ms = cfg->identity_timeout_ms,
+		.max_clock_skew_ns = cfg->max_clock_skew_s * 1000000000ull,
 		.on_anchor_event = on_delegated_event,
 		.on_anchor_refused = on_delegated_refused,
 		.data = ns,

@@ -78,6 +78,7 @@ struct netsup_config {
 	const char *control;                   /* delegated: endpoint */
 	const char *provisioning_pubkey[4];    /* delegated: pinned key files */
 	size_t n_provisioning_pubkey;
+	uint64_t max_clock_skew_s;             /* delegated: --max-clock-skew (60 s) */
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
@@ -125,6 +126,9 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 /* Run until SIGTERM/SIGINT; then close everything. */
 int netsup_run(struct netsup *ns);
 void netsup_update_ready(struct netsup *ns);
+/* Why a flow is refused while not ready: clock_skew when the delegated
+ * control channel's clock is past --max-clock-skew, else not_ready. */
+enum reason netsup_not_ready_reason(const struct netsup *ns);
 
 /* Queue an audit event (takes fields). */
 void netsup_audit(struct netsup *ns, const char *event, json_t *fields);

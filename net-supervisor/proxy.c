@@ -1218,7 +1218,7 @@ static void head_complete(struct conn *c)
 	uv_read_stop((uv_stream_t *)&c->client.tcp);
 	c->client.reading = false;
 	if (!ns->ready) {
-		reject(c, 503, REASON_NOT_READY);
+		reject(c, 503, netsup_not_ready_reason(ns));
 		return;
 	}
 	c->state = C_WAIT;

@@ -704,6 +704,7 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		.check_uid = opts->check_uid,
 		.peer_uid = opts->peer_uid,
 		.cert = &s->cert,
+		.instance = s->instance, /* clock samples (the net side measures skew) */
 		.on_identity = on_identity,
 		.userdata = s,
 	};

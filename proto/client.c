@@ -34,6 +34,7 @@ struct proto_client {
 	enum client_state state;
 	uv_timer_t state_timer; /* backoff wait, or connect+handshake timeout */
 	uv_timer_t req_timer;   /* earliest request deadline */
+	uv_timer_t clock_timer; /* the next ClockRequest */
 	uv_poll_t poll;         /* a non-blocking connect in progress */
 	bool poll_open;
 	int connect_fd;
@@ -42,6 +43,12 @@ struct proto_client {
 	uint8_t channel_key[PROTO_KEY_ID_LEN];
 	uint64_t backoff_ms;
 	uint64_t ready_at_ns; /* uv_hrtime() at READY */
+	/* Clock samples: the nonce of the Hello or of the ClockRequest in
+	 * flight, and our CLOCK_REALTIME when it went out. */
+	uint8_t clock_nonce[PROTO_CLOCK_NONCE_LEN];
+	uint64_t clock_sent_ns;
+	bool peer_clock;    /* the peer answered the Hello's nonce (1.1) */
+	bool probe_pending; /* a ClockRequest is unanswered */
 	struct request *head, *tail;
 	size_t n_reqs;
 	uint64_t next_id;
@@ -164,6 +171,10 @@ static void fail_all(struct proto_client *c)
 static void set_state_down(struct proto_client *c, enum reason why)
 {
 	bool was_ready = c->state == ST_READY;
+	c->peer_clock = false;
+	c->probe_pending = false;
+	if (c->state != ST_STOPPED)
+		uv_timer_stop(&c->clock_timer);
 	if (c->channel) {
 		verifier_channel_closed(c->opts.verifier, c->channel);
 		c->channel = 0;
@@ -207,6 +218,47 @@ static void send_request(struct proto_client *c, struct request *r)
 	/* A failed send closed the conn; on_close fails the request. */
 }
 
+static void send_clock_request(struct proto_client *c)
+{
+	if (c->state != ST_READY || !c->peer_clock || c->probe_pending || !c->conn ||
+	    proto_conn_is_closing(c->conn))
+		return;
+	struct ctl_msg m = { .kind = CTL_CLOCK_REQUEST };
+	randombytes_buf(c->clock_nonce, sizeof(c->clock_nonce));
+	memcpy(m.u.clock_request.nonce, c->clock_nonce, PROTO_CLOCK_NONCE_LEN);
+	c->clock_sent_ns = now_real_ns();
+	if (proto_conn_send(c->conn, &m) == 0)
+		c->probe_pending = true;
+}
+
+static void clock_timer_cb(uv_timer_t *t) { send_clock_request(t->data); }
+
+static void handle_clock_response(struct proto_client *c, struct proto_conn *conn, struct ctl_msg *m)
+{
+	if (!c->probe_pending) {
+		log_warn("%s: unsolicited ClockResponse from the proc side: closing", c->ep.text);
+		proto_conn_close(conn, -EPROTO);
+		return;
+	}
+	c->probe_pending = false;
+	struct verifier_clock_in clk = { .sample = &m->u.clock_response.clock, .nonce = c->clock_nonce,
+					 .sent_ns = c->clock_sent_ns, .recv_ns = now_real_ns() };
+	enum reason why = verifier_clock_update(c->opts.verifier, c->channel, &clk);
+	if (why == REASON_OK)
+		return;
+	if (why == REASON_CLOCK_SKEW) {
+		struct verifier_clock_state st;
+		verifier_clock(c->opts.verifier, &st);
+		log_warn("%s: the proc side's clock is %+.3f s from ours, past the bound of %.0f s: clock_skew, closing",
+			 c->ep.text, (double)st.skew_ns / 1e9, (double)st.max_skew_ns / 1e9);
+		if (c->opts.on_refused)
+			c->opts.on_refused(c, why, c->opts.userdata);
+	} else {
+		log_warn("%s: clock sample refused: %s: closing", c->ep.text, reason_word(why));
+	}
+	proto_conn_close(conn, -EACCES);
+}
+
 static void handle_response(struct proto_client *c, struct ctl_msg *m)
 {
 	struct request *r = c->head;
@@ -228,6 +280,10 @@ static void handle_response(struct proto_client *c, struct ctl_msg *m)
 	enum reason why = verifier_check_context(c->opts.verifier, &m->u.identity_response.context, &ex, &ctx);
 	req_finish(c, r, why, ctx, &m->u.identity_response.context, NULL);
 	context_free(ctx);
+	/* A context outside its time window on a fresh nonce: the clocks may
+	 * have moved since the last sample; measure again now. */
+	if (why == REASON_CONTEXT_EXPIRED)
+		send_clock_request(c);
 }
 
 static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
@@ -235,9 +291,21 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 	struct proto_client *c = ud;
 	if (c->state == ST_HANDSHAKE && m->kind == CTL_HELLO_ACK) {
 		struct anchor_event ev;
-		enum reason why = verifier_install_cert(c->opts.verifier, &m->u.hello_ack.cert, c->channel, 0, &ev);
+		struct verifier_clock_in clk = { .sample = m->u.hello_ack.has_clock ? &m->u.hello_ack.clock : NULL,
+						 .nonce = c->clock_nonce, .sent_ns = c->clock_sent_ns,
+						 .recv_ns = now_real_ns() };
+		enum reason why = verifier_install_cert_clocked(c->opts.verifier, &m->u.hello_ack.cert, c->channel, 0,
+								&clk, &ev);
+		if (why == REASON_CLOCK_SKEW) {
+			struct verifier_clock_state st;
+			verifier_clock(c->opts.verifier, &st);
+			log_warn("%s: the proc side's clock is %+.3f s from ours, past the bound of %.0f s: "
+				 "clock_skew, not anchoring", c->ep.text, (double)st.skew_ns / 1e9,
+				 (double)st.max_skew_ns / 1e9);
+		}
 		if (why != REASON_OK) {
-			log_warn("%s: anchor certificate refused: %s", c->ep.text, reason_word(why));
+			if (why != REASON_CLOCK_SKEW)
+				log_warn("%s: anchor certificate refused: %s", c->ep.text, reason_word(why));
 			if (c->opts.on_refused)
 				c->opts.on_refused(c, why, c->opts.userdata);
 			proto_conn_close(conn, -EACCES);
@@ -247,6 +315,9 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 		uv_timer_stop(&c->state_timer);
 		c->state = ST_READY;
 		c->ready_at_ns = uv_hrtime();
+		c->peer_clock = m->u.hello_ack.has_clock;
+		if (c->peer_clock)
+			uv_timer_start(&c->clock_timer, clock_timer_cb, c->opts.clock_probe_ms, c->opts.clock_probe_ms);
 		if (c->opts.on_anchor)
 			c->opts.on_anchor(c, &ev, c->opts.userdata);
 		if (c->opts.on_state && c->state == ST_READY)
@@ -258,6 +329,10 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 	}
 	if (c->state == ST_READY && m->kind == CTL_IDENTITY_RESPONSE) {
 		handle_response(c, m);
+		return;
+	}
+	if (c->state == ST_READY && m->kind == CTL_CLOCK_RESPONSE) {
+		handle_clock_response(c, conn, m);
 		return;
 	}
 	if (c->state == ST_READY && m->kind == CTL_HELLO_ACK) {
@@ -349,6 +424,10 @@ static void start_conn(struct proto_client *c, int fd)
 	struct ctl_msg hello = { .kind = CTL_HELLO };
 	strscpy(hello.u.hello.role, c->opts.role, sizeof(hello.u.hello.role));
 	strscpy(hello.u.hello.software, "tether", sizeof(hello.u.hello.software));
+	randombytes_buf(c->clock_nonce, sizeof(c->clock_nonce));
+	memcpy(hello.u.hello.clock_nonce, c->clock_nonce, PROTO_CLOCK_NONCE_LEN);
+	hello.u.hello.has_clock_nonce = true;
+	c->clock_sent_ns = now_real_ns();
 	proto_conn_send(c->conn, &hello);
 	/* connect + handshake share one timeout; it keeps running */
 }
@@ -449,13 +528,16 @@ int proto_client_start(uv_loop_t *loop, const struct proto_client_opts *opts,
 		c->opts.backoff_max_ms = c->opts.backoff_min_ms;
 	if (!c->opts.max_inflight)
 		c->opts.max_inflight = 4096;
+	if (!c->opts.clock_probe_ms)
+		c->opts.clock_probe_ms = 10000;
 	c->backoff_ms = c->opts.backoff_min_ms;
 	c->connect_fd = -1;
 	c->next_id = 1;
 	uv_timer_init(loop, &c->state_timer);
 	uv_timer_init(loop, &c->req_timer);
-	c->state_timer.data = c->req_timer.data = c;
-	c->open_handles = 2;
+	uv_timer_init(loop, &c->clock_timer);
+	c->state_timer.data = c->req_timer.data = c->clock_timer.data = c;
+	c->open_handles = 3;
 	connect_now(c);
 	*out = c;
 	return 0;
@@ -527,8 +609,10 @@ void proto_client_stop(struct proto_client *c, void (*done)(void *), void *userd
 	c->state = ST_STOPPED;
 	uv_timer_stop(&c->state_timer);
 	uv_timer_stop(&c->req_timer);
+	uv_timer_stop(&c->clock_timer);
 	uv_close((uv_handle_t *)&c->state_timer, timer_closed);
 	uv_close((uv_handle_t *)&c->req_timer, timer_closed);
+	uv_close((uv_handle_t *)&c->clock_timer, timer_closed);
 	if (c->poll_open && !uv_is_closing((uv_handle_t *)&c->poll)) {
 		uv_poll_stop(&c->poll);
 		uv_close((uv_handle_t *)&c->poll, poll_closed);

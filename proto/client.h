@@ -21,6 +21,13 @@
  * running); requests made while backing off fail at once. Fail closed:
  * nothing hangs.
  *
+ * Clock: the Hello carries a clock nonce; the HelloAck's signed clock
+ * sample measures the proc side's clock (verifier_install_cert_clocked),
+ * and on a live channel a ClockRequest measures it again every
+ * clock_probe_ms and after a context failed its time check. A skew past
+ * the verifier's bound refuses the channel with clock_skew (on_refused,
+ * then closed and retried after the backoff, which measures again).
+ *
  * Not thread-safe: one loop thread owns the client and its verifier. */
 #pragma once
 
@@ -60,6 +67,7 @@ struct proto_client_opts {
 	size_t max_frame;            /* 0: PROTO_MAX_FRAME */
 	uint64_t read_deadline_ms;   /* 0: 5000 */
 	size_t max_inflight;         /* 0: 4096 */
+	uint64_t clock_probe_ms;     /* 0: 10000 */
 	/* A certificate was installed (emit anchor_established/anchor_changed). */
 	void (*on_anchor)(struct proto_client *c, const struct anchor_event *ev, void *userdata);
 	/* The channel became ready (why REASON_OK) or went down (why says so). */

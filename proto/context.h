@@ -15,7 +15,8 @@
 #include "identity/procref.h"
 
 #define PROTO_VERSION_MAJOR 1
-#define PROTO_VERSION_MINOR 0
+/* 1.1: signed clock samples in Hello/HelloAck and ClockRequest/Response */
+#define PROTO_VERSION_MINOR 1
 
 #define PROTO_NONCE_LEN 32
 #define PROTO_KEY_ID_LEN 16

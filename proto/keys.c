@@ -15,7 +15,12 @@
 
 static const char *domain_label(enum sign_domain d)
 {
-	return d == SIGN_DOMAIN_CONTEXT ? "tether-context-v1" : "tether-anchor-cert-v1";
+	switch (d) {
+	case SIGN_DOMAIN_CONTEXT: return "tether-context-v1";
+	case SIGN_DOMAIN_CERTIFICATE: return "tether-anchor-cert-v1";
+	case SIGN_DOMAIN_CLOCK: return "tether-clock-v1";
+	}
+	return "tether-invalid-domain";
 }
 
 int proto_crypto_init(void) { return sodium_init() < 0 ? -EIO : 0; }

@@ -26,7 +26,7 @@
 #define PROTO_SIG_LEN 64
 #define PROTO_KEY_ID_HEX (2 * PROTO_KEY_ID_LEN + 1)
 
-enum sign_domain { SIGN_DOMAIN_CONTEXT, SIGN_DOMAIN_CERTIFICATE };
+enum sign_domain { SIGN_DOMAIN_CONTEXT, SIGN_DOMAIN_CERTIFICATE, SIGN_DOMAIN_CLOCK };
 
 struct sign_key {
 	uint8_t pk[PROTO_PUBKEY_LEN];

@@ -25,6 +25,8 @@ const char *ctl_kind_name(enum ctl_kind k)
 	case CTL_EXEC_RESIZE: return "ExecResize";
 	case CTL_EXEC_SIGNAL: return "ExecSignal";
 	case CTL_EXEC_DATA: return "ExecData";
+	case CTL_CLOCK_REQUEST: return "ClockRequest";
+	case CTL_CLOCK_RESPONSE: return "ClockResponse";
 	}
 	return "?";
 }
@@ -55,7 +57,29 @@ struct enc_scratch {
 	Tether__ExecResize eresize;
 	Tether__ExecSignal esignal;
 	Tether__ExecData edata;
+	Tether__ClockSample clock;
+	Tether__ClockRequest creq;
+	Tether__ClockResponse cresp;
 };
+
+static Tether__ClockSample *clock_to_pb(const struct clock_sample *c, Tether__ClockSample *pb)
+{
+	tether__clock_sample__init(pb);
+	pb->now_ns = c->now_ns;
+	pb->signature = bin(c->signature, PROTO_SIG_LEN);
+	return pb;
+}
+
+/* -EBADMSG unless a sample of the right shape (the signature is the
+ * verifier's business). */
+static int clock_from_pb(const Tether__ClockSample *pb, struct clock_sample *c)
+{
+	if (!pb || pb->now_ns == 0 || pb->signature.len != PROTO_SIG_LEN)
+		return -EBADMSG;
+	c->now_ns = pb->now_ns;
+	memcpy(c->signature, pb->signature.data, PROTO_SIG_LEN);
+	return 0;
+}
 
 static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scratch *s)
 {
@@ -67,6 +91,8 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		tether__hello__init(&s->hello);
 		s->hello.role = (char *)m->u.hello.role;
 		s->hello.software = (char *)m->u.hello.software;
+		if (m->u.hello.has_clock_nonce)
+			s->hello.clock_nonce = bin(m->u.hello.clock_nonce, PROTO_CLOCK_NONCE_LEN);
 		f->msg_case = TETHER__FRAME__MSG_HELLO;
 		f->hello = &s->hello;
 		return 0;
@@ -78,6 +104,8 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		s->cert.signature = bin(m->u.hello_ack.cert.signature, PROTO_SIG_LEN);
 		tether__hello_ack__init(&s->hello_ack);
 		s->hello_ack.certificate = &s->cert;
+		if (m->u.hello_ack.has_clock)
+			s->hello_ack.clock = clock_to_pb(&m->u.hello_ack.clock, &s->clock);
 		f->msg_case = TETHER__FRAME__MSG_HELLO_ACK;
 		f->hello_ack = &s->hello_ack;
 		return 0;
@@ -186,6 +214,18 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		f->msg_case = TETHER__FRAME__MSG_EXEC_DATA;
 		f->exec_data = &s->edata;
 		return 0;
+	case CTL_CLOCK_REQUEST:
+		tether__clock_request__init(&s->creq);
+		s->creq.nonce = bin(m->u.clock_request.nonce, PROTO_CLOCK_NONCE_LEN);
+		f->msg_case = TETHER__FRAME__MSG_CLOCK_REQUEST;
+		f->clock_request = &s->creq;
+		return 0;
+	case CTL_CLOCK_RESPONSE:
+		tether__clock_response__init(&s->cresp);
+		s->cresp.clock = clock_to_pb(&m->u.clock_response.clock, &s->clock);
+		f->msg_case = TETHER__FRAME__MSG_CLOCK_RESPONSE;
+		f->clock_response = &s->cresp;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -261,6 +301,12 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 		if (copy_str(f->hello->role, m->u.hello.role, sizeof(m->u.hello.role)) < 0 ||
 		    copy_str(f->hello->software, m->u.hello.software, sizeof(m->u.hello.software)) < 0)
 			return -EBADMSG;
+		if (f->hello->clock_nonce.len) {
+			if (f->hello->clock_nonce.len != PROTO_CLOCK_NONCE_LEN)
+				return -EBADMSG;
+			memcpy(m->u.hello.clock_nonce, f->hello->clock_nonce.data, PROTO_CLOCK_NONCE_LEN);
+			m->u.hello.has_clock_nonce = true;
+		}
 		return 0;
 	case TETHER__FRAME__MSG_HELLO_ACK: {
 		m->kind = CTL_HELLO_ACK;
@@ -274,8 +320,22 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 		memcpy(m->u.hello_ack.cert.cert, c->certificate.data, c->certificate.len);
 		m->u.hello_ack.cert.cert_len = c->certificate.len;
 		memcpy(m->u.hello_ack.cert.signature, c->signature.data, PROTO_SIG_LEN);
+		if (f->hello_ack->clock) {
+			if (clock_from_pb(f->hello_ack->clock, &m->u.hello_ack.clock) < 0)
+				return -EBADMSG;
+			m->u.hello_ack.has_clock = true;
+		}
 		return 0;
 	}
+	case TETHER__FRAME__MSG_CLOCK_REQUEST:
+		m->kind = CTL_CLOCK_REQUEST;
+		if (f->clock_request->nonce.len != PROTO_CLOCK_NONCE_LEN)
+			return -EBADMSG;
+		memcpy(m->u.clock_request.nonce, f->clock_request->nonce.data, PROTO_CLOCK_NONCE_LEN);
+		return 0;
+	case TETHER__FRAME__MSG_CLOCK_RESPONSE:
+		m->kind = CTL_CLOCK_RESPONSE;
+		return clock_from_pb(f->clock_response->clock, &m->u.clock_response.clock);
 	case TETHER__FRAME__MSG_IDENTITY_REQUEST: {
 		m->kind = CTL_IDENTITY_REQUEST;
 		const Tether__IdentityRequest *q = f->identity_request;

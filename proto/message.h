@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/reason.h"
+#include "proto/clock.h"
 #include "proto/context.h"
 #include "proto/signed.h"
 
@@ -35,6 +36,8 @@ enum ctl_kind {
 	CTL_EXEC_RESIZE,
 	CTL_EXEC_SIGNAL,
 	CTL_EXEC_DATA,
+	CTL_CLOCK_REQUEST,
+	CTL_CLOCK_RESPONSE,
 };
 
 struct ctl_env_var {
@@ -49,10 +52,20 @@ struct ctl_msg {
 		struct {
 			char role[CTL_MAX_ROLE];
 			char software[CTL_MAX_ROLE];
+			bool has_clock_nonce; /* 1.1 */
+			uint8_t clock_nonce[PROTO_CLOCK_NONCE_LEN];
 		} hello;
 		struct {
 			struct signed_cert cert;
+			bool has_clock; /* 1.1: answer to the Hello's clock_nonce */
+			struct clock_sample clock;
 		} hello_ack;
+		struct {
+			uint8_t nonce[PROTO_CLOCK_NONCE_LEN];
+		} clock_request;
+		struct {
+			struct clock_sample clock;
+		} clock_response;
 		struct {
 			uint64_t request_id;
 			uint8_t nonce[PROTO_NONCE_LEN];

@@ -100,7 +100,17 @@ static void on_conn_msg(struct proto_conn *c, struct ctl_msg *m, void *ud)
 		sc->hello_done = true;
 		struct ctl_msg ack = { .kind = CTL_HELLO_ACK };
 		ack.u.hello_ack.cert = s->cert;
+		if (m->u.hello.has_clock_nonce && s->opts.instance) {
+			clock_sample_sign(s->opts.instance, m->u.hello.clock_nonce, 0, &ack.u.hello_ack.clock);
+			ack.u.hello_ack.has_clock = true;
+		}
 		proto_conn_send(c, &ack);
+		return;
+	}
+	if (m->kind == CTL_CLOCK_REQUEST && s->opts.instance) {
+		struct ctl_msg a = { .kind = CTL_CLOCK_RESPONSE };
+		clock_sample_sign(s->opts.instance, m->u.clock_request.nonce, 0, &a.u.clock_response.clock);
+		proto_conn_send(c, &a);
 		return;
 	}
 	if (m->kind != CTL_IDENTITY_REQUEST) {

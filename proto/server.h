@@ -2,7 +2,9 @@
  *
  * Listens on an endpoint; each connection must start with Hello (within
  * read_deadline_ms), is answered with HelloAck carrying the signed anchor
- * certificate, and may then send IdentityRequests. Each request is handed to
+ * certificate (and, when the Hello carried a clock nonce and `instance` is
+ * set, a clock sample signed by the instance key, proto/clock.h), and may
+ * then send IdentityRequests and ClockRequests (answered at once). Each request is handed to
  * on_identity, which answers asynchronously — exactly once — with
  * proto_request_reply() (a SignedContext) or proto_request_fail() (a reason
  * word). Any protocol error (bad frame, unknown major version, a message out
@@ -60,6 +62,9 @@ struct proto_server_opts {
 	                                   * the one idle longest), else it is refused */
 	size_t max_inflight;              /* per connection; 0: 4096 */
 	const struct signed_cert *cert;   /* sent in every HelloAck (copied) */
+	/* Signs clock samples (borrowed, must outlive the server); NULL: none
+	 * are sent and a ClockRequest closes the connection. */
+	const struct sign_key *instance;
 	void (*on_identity)(struct proto_server *s, struct proto_request *req, void *userdata);
 	void *userdata;
 };

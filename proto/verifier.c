@@ -19,6 +19,11 @@ struct anchor_entry {
 	 * certificate (verifier_renew_cert) moves cert.issued_at on, but the
 	 * instance's earlier contexts stay good. */
 	uint64_t instance_since_ns;
+	/* The channel's measured clock skew (proc minus net) and half the
+	 * round trip of its sample; 0/0 when the peer sends no samples. */
+	int64_t skew_ns;
+	uint64_t skew_unc_ns;
+	bool skew_exceeded;
 };
 
 /* One generation of remembered nonces: open addressing, no deletion; a
@@ -38,7 +43,40 @@ struct verifier {
 	struct nonce_set gen[2]; /* [0] current, [1] previous */
 	uint64_t gen_start_ns;
 	uint8_t hash_key[crypto_shorthash_KEYBYTES];
+	struct verifier_clock_state clock; /* the latest measurement */
 };
+
+/* now (our clock) as the proc side's clock reads it, skew ns ahead. */
+static uint64_t shift_ns(uint64_t now, int64_t skew)
+{
+	if (skew >= 0)
+		return now + (uint64_t)skew;
+	uint64_t back = (uint64_t)(-(skew + 1)) + 1;
+	return now > back ? now - back : 0;
+}
+
+static uint64_t abs_ns(int64_t x) { return x >= 0 ? (uint64_t)x : (uint64_t)(-(x + 1)) + 1; }
+
+/* Verify a sample with `instance` and measure; the verifier remembers the
+ * result. REASON_OK, REASON_PROTOCOL_ERROR (bad signature) or
+ * REASON_CLOCK_SKEW (past the bound; *out still filled). */
+static enum reason clock_measure(struct verifier *v, const struct pub_key *instance,
+				 const struct verifier_clock_in *clk, struct clock_skew *out)
+{
+	if (!clk->nonce || !clock_sample_verify(instance, clk->nonce, clk->sample))
+		return REASON_PROTOCOL_ERROR;
+	clock_skew_measure(clk->sample->now_ns, clk->sent_ns, clk->recv_ns, out);
+	bool exceeded = abs_ns(out->skew_ns) > v->opts.max_clock_skew_ns;
+	v->clock = (struct verifier_clock_state){ .measured = true, .exceeded = exceeded,
+		.skew_ns = out->skew_ns, .uncertainty_ns = out->uncertainty_ns,
+		.max_skew_ns = v->opts.max_clock_skew_ns };
+	/* Whoever can delay the answer widens the round trip: it does not
+	 * widen the time checks past twice the tolerance (a sample that far
+	 * off is corrected by the next one, measured after a context fails). */
+	if (out->uncertainty_ns > v->opts.clock_skew_ns)
+		out->uncertainty_ns = v->opts.clock_skew_ns;
+	return exceeded ? REASON_CLOCK_SKEW : REASON_OK;
+}
 
 static void nonce_set_free(struct nonce_set *s)
 {
@@ -139,6 +177,9 @@ int verifier_new(const struct pub_key *pinned, size_t n_pinned, const struct ver
 		v->opts = *opts;
 	if (!v->opts.clock_skew_ns)
 		v->opts.clock_skew_ns = 1 * NSEC;
+	if (!v->opts.max_clock_skew_ns)
+		v->opts.max_clock_skew_ns = 60 * NSEC;
+	v->clock.max_skew_ns = v->opts.max_clock_skew_ns;
 	if (!v->opts.max_lifetime_ns)
 		v->opts.max_lifetime_ns = 30 * NSEC;
 	if (!v->opts.max_anchors)
@@ -184,23 +225,33 @@ void verifier_channel_closed(struct verifier *v, uint64_t channel)
 
 static struct anchor_entry *entry_for_key(const struct verifier *v, const uint8_t *id);
 
-/* A certificate signed by a pinned key and valid at now_ns (0: the clock). */
-static enum reason cert_admissible(const struct verifier *v, const struct signed_cert *sc, uint64_t now_ns,
-				   struct anchor_cert *c)
+/* Valid at now_ns (0: the clock) on the proc side's clock, sk ahead of ours. */
+static enum reason cert_time_ok(const struct verifier *v, const struct anchor_cert *c, uint64_t now_ns,
+				const struct clock_skew *sk)
 {
-	enum reason r = cert_verify(v->pinned, v->n_pinned, sc, c);
-	if (r != REASON_OK)
-		return r;
-	return cert_time_check(c, now_ns ? now_ns : now_real_ns(), v->opts.clock_skew_ns);
+	return cert_time_check(c, shift_ns(now_ns ? now_ns : now_real_ns(), sk->skew_ns),
+			       v->opts.clock_skew_ns + sk->uncertainty_ns);
 }
 
 enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
 				  uint64_t now_ns, struct anchor_event *ev)
 {
+	return verifier_install_cert_clocked(v, sc, channel, now_ns, NULL, ev);
+}
+
+enum reason verifier_install_cert_clocked(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
+					  uint64_t now_ns, const struct verifier_clock_in *clk,
+					  struct anchor_event *ev)
+{
 	memset(ev, 0, sizeof(*ev));
 	struct anchor_cert c;
-	enum reason r = cert_admissible(v, sc, now_ns, &c);
+	enum reason r = cert_verify(v->pinned, v->n_pinned, sc, &c);
 	if (r != REASON_OK)
+		return r;
+	struct clock_skew sk = { 0, 0 };
+	if (clk && clk->sample && (r = clock_measure(v, &c.instance, clk, &sk)) != REASON_OK)
+		return r;
+	if ((r = cert_time_ok(v, &c, now_ns, &sk)) != REASON_OK)
 		return r;
 
 	struct anchor_entry *e = NULL, *free_slot = NULL, *stale = NULL;
@@ -253,6 +304,9 @@ enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *
 			signed_cert_clear(&copy);
 			e->channel = channel;
 			e->channel_alive = true;
+			e->skew_ns = sk.skew_ns;
+			e->skew_unc_ns = sk.uncertainty_ns;
+			e->skew_exceeded = false;
 			ev->kind = ANCHOR_RECONNECTED;
 			ev->cert = &e->cert;
 			return REASON_OK;
@@ -279,6 +333,9 @@ enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *
 	e->signed_cert = copy;
 	e->channel = channel;
 	e->channel_alive = true;
+	e->skew_ns = sk.skew_ns;
+	e->skew_unc_ns = sk.uncertainty_ns;
+	e->skew_exceeded = false;
 	ev->cert = &e->cert;
 	return REASON_OK;
 }
@@ -288,10 +345,15 @@ enum reason verifier_renew_cert(struct verifier *v, const struct signed_cert *sc
 {
 	memset(ev, 0, sizeof(*ev));
 	struct anchor_cert c;
-	enum reason r = cert_admissible(v, sc, now_ns, &c);
+	enum reason r = cert_verify(v->pinned, v->n_pinned, sc, &c);
 	if (r != REASON_OK)
 		return r;
 	struct anchor_entry *e = entry_for_key(v, c.instance.id);
+	if (e) {
+		struct clock_skew sk = { e->skew_ns, e->skew_unc_ns };
+		if ((r = cert_time_ok(v, &c, now_ns, &sk)) != REASON_OK)
+			return r;
+	}
 	/* Only for the anchor this channel presented, for the same process in
 	 * the same PID namespace, and only forward in time. */
 	if (!e || !e->channel_alive || e->channel != channel ||
@@ -318,6 +380,26 @@ static struct anchor_entry *entry_for_key(const struct verifier *v, const uint8_
 			return &v->anchors[i];
 	return NULL;
 }
+
+enum reason verifier_clock_update(struct verifier *v, uint64_t channel, const struct verifier_clock_in *clk)
+{
+	struct anchor_entry *e = NULL;
+	for (size_t i = 0; i < v->opts.max_anchors && !e; i++)
+		if (v->anchors[i].used && v->anchors[i].channel_alive && v->anchors[i].channel == channel)
+			e = &v->anchors[i];
+	if (!e || !clk || !clk->sample)
+		return REASON_ANCHOR_UNKNOWN;
+	struct clock_skew sk;
+	enum reason r = clock_measure(v, &e->cert.instance, clk, &sk);
+	if (r == REASON_PROTOCOL_ERROR)
+		return r;
+	e->skew_ns = sk.skew_ns;
+	e->skew_unc_ns = sk.uncertainty_ns;
+	e->skew_exceeded = r == REASON_CLOCK_SKEW;
+	return r;
+}
+
+void verifier_clock(const struct verifier *v, struct verifier_clock_state *out) { *out = v->clock; }
 
 const struct signed_cert *verifier_cert_for_key(const struct verifier *v,
 						const uint8_t key_id[PROTO_KEY_ID_LEN])
@@ -348,8 +430,17 @@ enum reason verifier_check_context(struct verifier *v, const struct signed_conte
 	enum reason r = REASON_OK;
 	uint64_t skew = v->opts.clock_skew_ns;
 	uint64_t now = ex->offline ? c->issued_at_ns : (ex->now_ns ? ex->now_ns : now_real_ns());
+	/* Our clock (the replay window's) and the proc side's as measured: the
+	 * times in the context and the certificate are the proc side's. */
+	uint64_t pnow = now;
+	if (!ex->offline) {
+		pnow = shift_ns(now, e->skew_ns);
+		skew += e->skew_unc_ns;
+	}
 
-	if (strcmp(c->anchor.key, e->cert.anchor.key) != 0 ||
+	if (!ex->offline && e->skew_exceeded)
+		r = REASON_CLOCK_SKEW;
+	else if (strcmp(c->anchor.key, e->cert.anchor.key) != 0 ||
 	    strcmp(c->anchor.boot_id, e->cert.boot_id) != 0)
 		r = REASON_ANCHOR_UNKNOWN;
 	else if (ex->nonce && memcmp(ex->nonce, c->nonce, PROTO_NONCE_LEN) != 0)
@@ -357,9 +448,9 @@ enum reason verifier_check_context(struct verifier *v, const struct signed_conte
 	else if (ex->tuple && !proto_tuple_equal(ex->tuple, &c->tuple))
 		r = REASON_CONTEXT_TUPLE_MISMATCH;
 	else if (c->expires_at_ns - c->issued_at_ns > v->opts.max_lifetime_ns ||
-		 c->issued_at_ns > now + skew || now > c->expires_at_ns + skew)
+		 c->issued_at_ns > pnow + skew || pnow > c->expires_at_ns + skew)
 		r = REASON_CONTEXT_EXPIRED;
-	else if (cert_time_check(&e->cert, now, skew) != REASON_OK ||
+	else if (cert_time_check(&e->cert, pnow, skew) != REASON_OK ||
 		 c->issued_at_ns + skew < e->instance_since_ns)
 		r = REASON_ANCHOR_CERTIFICATE_INVALID;
 	else if (!ex->offline) {

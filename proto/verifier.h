@@ -11,6 +11,7 @@
  *   tuple differs from the flow ................................... context_tuple_mismatch
  *   expired / not yet valid / lifetime too long .................... context_expired
  *   certificate expired meanwhile .................................. anchor_certificate_invalid
+ *   the proc side's clock is past max_clock_skew_ns ................ clock_skew
  *   signed but malformed, unknown major version .................... protocol_error
  *
  * One authoritative anchor per PID namespace: a second certificate for the
@@ -23,7 +24,19 @@
  * channel is ANCHOR_RENEWED (verifier_renew_cert).
  *
  * Times are CLOCK_REALTIME ns (the two sides may be different machines);
- * now_ns 0 means "read the clock". Not thread-safe: one loop owns it. */
+ * now_ns 0 means "read the clock". Not thread-safe: one loop owns it.
+ *
+ * Clock skew: the two clocks need not agree. A signed clock sample
+ * (proto/clock.h) that comes with the HelloAck, and again with every
+ * ClockResponse, measures the proc side's clock against ours; the times the
+ * proc side wrote (a context's issued_at/expires_at, a certificate's
+ * issued_at/not_after) are then judged on the proc side's clock as
+ * measured: at now + skew, with clock_skew_ns plus half the sample's round
+ * trip as tolerance. A skew past max_clock_skew_ns refuses the certificate
+ * (or, measured again on a live channel, every context of that channel)
+ * with clock_skew. A peer that sends no sample (protocol 1.0) is judged at
+ * skew 0, as before. Freshness of a live answer is the request's nonce;
+ * offline re-verification judges at the context's own issued_at. */
 #pragma once
 
 #include <stdbool.h>
@@ -32,6 +45,7 @@
 
 #include "common/reason.h"
 #include "proto/cert.h"
+#include "proto/clock.h"
 #include "proto/context.h"
 #include "proto/keys.h"
 #include "proto/signed.h"
@@ -39,7 +53,8 @@
 struct verifier;
 
 struct verifier_opts {
-	uint64_t clock_skew_ns;   /* 0: 1 s */
+	uint64_t clock_skew_ns;   /* 0: 1 s; tolerance beyond the measured skew */
+	uint64_t max_clock_skew_ns; /* 0: 60 s; a measured skew past it is clock_skew */
 	uint64_t max_lifetime_ns; /* 0: 30 s; a context valid for longer is refused */
 	size_t max_anchors;       /* 0: 64 */
 	size_t max_replay;        /* 0: 1 << 20 remembered nonces per generation */
@@ -73,6 +88,40 @@ struct anchor_event {
  * while the first one's channel lives, table full). */
 enum reason verifier_install_cert(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
 				  uint64_t now_ns, struct anchor_event *ev);
+
+/* A clock sample as received: the sample, the nonce we sent for it, and
+ * our clock when the nonce went out and the sample came in. */
+struct verifier_clock_in {
+	const struct clock_sample *sample;
+	const uint8_t *nonce; /* PROTO_CLOCK_NONCE_LEN bytes */
+	uint64_t sent_ns, recv_ns;
+};
+
+/* verifier_install_cert() with the HelloAck's clock sample (clk or
+ * clk->sample NULL: none, skew 0). The sample must verify with the
+ * certificate's instance key (else protocol_error); a skew past
+ * max_clock_skew_ns is REASON_CLOCK_SKEW (the measurement is kept for
+ * verifier_clock()); the certificate is then judged on the proc side's
+ * clock as measured. */
+enum reason verifier_install_cert_clocked(struct verifier *v, const struct signed_cert *sc, uint64_t channel,
+					  uint64_t now_ns, const struct verifier_clock_in *clk,
+					  struct anchor_event *ev);
+
+/* A ClockResponse on a live channel: verified with that channel's instance
+ * key (else protocol_error), it replaces the channel's skew. REASON_OK, or
+ * REASON_CLOCK_SKEW past the bound (every context of the channel is then
+ * refused clock_skew; the caller closes it). */
+enum reason verifier_clock_update(struct verifier *v, uint64_t channel, const struct verifier_clock_in *clk);
+
+/* The latest measurement, whichever channel it came from. */
+struct verifier_clock_state {
+	bool measured;          /* false: no sample yet (or the peer sends none) */
+	bool exceeded;          /* |skew_ns| > max_clock_skew_ns */
+	int64_t skew_ns;        /* proc minus net */
+	uint64_t uncertainty_ns;
+	uint64_t max_skew_ns;   /* the bound in force */
+};
+void verifier_clock(const struct verifier *v, struct verifier_clock_state *out);
 
 /* A renewed certificate presented on a live channel (a HelloAck after the
  * first, docs/protocol.md): the same instance key, anchor, boot_id and PID

@@ -33,6 +33,18 @@
 #                     key is refused (the net-supervisor never becomes
 #                     ready, flows are denied); then the genuine one is
 #                     accepted and flows are allowed.
+#   clock_behind / clock_ahead  the net-supervisor's clock 5 s behind / 6 s
+#                     ahead of the proc side's (libfaketime on the real
+#                     binary): ready, flows allowed, /metrics shows the
+#                     skew, the allowed context verifies offline.
+#   clock_past_bound  the net side 30 s ahead with --max-clock-skew 10: not
+#                     ready (/readyz says clock_skew), anchor_refused
+#                     audited clock_skew, flows denied clock_skew; the clock
+#                     put right, ready and allowed again.
+#   clock_step        ready and allowed; then the net side's clock steps
+#                     30 s ahead on the live channel: the next flow fails
+#                     its time check, the skew is measured again, the
+#                     channel is refused clock_skew; stepped back, allowed.
 CASE=${1:?case}
 TOPO=${2:-split-shared-netns}
 . "$(dirname "$0")/lib.sh"
@@ -72,10 +84,12 @@ find_daemon() {
 	return 1
 }
 
+# NS_ENV: environment for the net-supervisor alone (libfaketime);
+# NS_EXTRA: more options.
 start_netsup() { # start_netsup PUBKEY
-	inside timeout 40 "$NETSUP_BIN" --topology "$TOPO" --identity delegated --control "$CTL" \
+	inside timeout 40 env ${NS_ENV:-} "$NETSUP_BIN" --topology "$TOPO" --identity delegated --control "$CTL" \
 		--provisioning-pubkey "$1" --listen "$PROXY" --admin "$ADMIN" \
-		--policy "$WORK/p.yaml" --audit "$AUDIT" >"$WORK/out" 2>&1 &
+		--policy "$WORK/p.yaml" --audit "$AUDIT" ${NS_EXTRA:-} >"$WORK/out" 2>&1 &
 	NS_TO=$!
 	NS_PID=$(find_daemon "$NS_TO" "$NETSUP_BIN") || fail "net-supervisor did not start: $(cat "$WORK/out")"
 	wait_for 10 inside curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$ADMIN/healthz" ||
@@ -107,6 +121,19 @@ kill_procsup() {
 	PS_PID="" PS_TO=""
 }
 
+readyz_body() { inside curl -s --noproxy '*' --max-time 2 "http://$ADMIN/readyz"; }
+metric() { inside curl -s --noproxy '*' --max-time 2 "http://$ADMIN/metrics" | sed -n "s/^$1 //p"; }
+# the net-supervisor's clock, FAKETIME_TIMESTAMP_FILE re-read at every call
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
+faketime_env() { # faketime_env OFFSET: NS_ENV for a net-supervisor OFFSET s off
+	[ -e "$FAKETIME_LIB" ] || skip "libfaketime not installed (ci/install-deps.sh)"
+	echo "$1" >"$WORK/faketime"
+	chmod 644 "$WORK/faketime"
+	NS_ENV="LD_PRELOAD=$FAKETIME_LIB FAKETIME_TIMESTAMP_FILE=$WORK/faketime FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1"
+}
+set_clock() { echo "$1" >"$WORK/faketime.new" && mv "$WORK/faketime.new" "$WORK/faketime"; }
+# near WANT TOL VALUE: |VALUE - WANT| <= TOL
+near() { python3 -c "import sys; sys.exit(0 if abs(float('$3') - float('$1')) <= float('$2') else 1)" 2>/dev/null; }
 readyz() { inside curl -s -o /dev/null -w '%{http_code}' --noproxy '*' --max-time 2 "http://$ADMIN/readyz"; }
 wait_readyz() { wait_for "$1" sh -c "[ \"\$(nsenter --net=/run/netns/$OUTER curl -s -o /dev/null -w '%{http_code}' --noproxy '*' --max-time 1 http://$ADMIN/readyz)\" = 200 ]"; }
 
@@ -386,6 +413,88 @@ impostor)
 	KID=$(json_field "$WORK/proc2.jsonl" anchor_established instance_key_id)
 	grep '"event":"anchor_established"' "$AUDIT" | tail -1 | grep -q "instance $KID" ||
 		fail "the net-supervisor's anchor is not the genuine instance $KID"
+	stop_workload
+	check_all_audits
+	;;
+clock_behind|clock_ahead)
+	if [ "$CASE" = clock_behind ]; then off=-5 want=5; else off=+6 want=-6; fi
+	faketime_env "$off"
+	start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "not ready with the net side's clock $off s off: $(readyz_body)"
+	[ "$(req 1)" = 200 ] || fail "request 1 not allowed with the net side's clock $off s off: $(cat "$WORK/rw/curl.1")"
+	wait_for 5 sh -c "grep -q '\"decision\":\"allow\"' $AUDIT" || fail "no allow in the audit"
+	expect_decision /usr/bin/curl allow:allowed
+	skew=$(metric tether_clock_skew_seconds)
+	echo "net clock $off s: tether_clock_skew_seconds $skew, max $(metric tether_clock_skew_max_seconds)"
+	near "$want" 0.5 "$skew" || fail "tether_clock_skew_seconds '$skew', want about $want"
+	[ "$(metric tether_clock_skew_max_seconds)" = 60 ] || fail "tether_clock_skew_max_seconds is not 60"
+	grep -q "clock_skew" "$AUDIT" && fail "clock_skew audited within the bound"
+	# the allowed context verifies offline (tether verify-context)
+	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/v.jsonl"
+	grep '"decision":"allow"' "$AUDIT" | head -1 >>"$WORK/v.jsonl"
+	"$TETHER" verify-context --pubkey "$WORK/keys/provisioning.pub" "$WORK/v.jsonl" >"$WORK/v.out" 2>&1 ||
+		fail "the allowed context does not verify: $(cat "$WORK/v.out")"
+	stop_workload
+	check_all_audits
+	;;
+clock_past_bound)
+	faketime_env +30
+	NS_EXTRA="--max-clock-skew 10" start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/keys/provisioning.key" 1
+	wait_for 10 sh -c "nsenter --net=/run/netns/$OUTER curl -s --noproxy '*' --max-time 1 http://$ADMIN/readyz | grep -q clock_skew" ||
+		fail "/readyz does not say clock_skew: $(readyz_body)"
+	echo "readyz: $(readyz_body)"
+	[ "$(readyz)" = 503 ] || fail "/readyz not 503 with the skew past the bound"
+	skew=$(metric tether_clock_skew_seconds)
+	near -30 0.5 "$skew" || fail "tether_clock_skew_seconds '$skew', want about -30"
+	[ "$(metric tether_ready)" = 0 ] || fail "tether_ready is not 0"
+	wait_for 5 grep -q '"event":"anchor_refused"' "$AUDIT" || fail "the refusal was not audited"
+	grep '"event":"anchor_refused"' "$AUDIT" | grep -q '"reason":"clock_skew"' ||
+		fail "anchor_refused audited otherwise: $(grep anchor_refused "$AUDIT")"
+	grep '"event":"anchor_refused"' "$AUDIT" | grep -q 'past --max-clock-skew 10 s' ||
+		fail "anchor_refused does not name the bound: $(grep anchor_refused "$AUDIT")"
+	grep -q "clock is -[23][0-9]\.[0-9]* s from ours, past the bound of 10 s: clock_skew" "$WORK/out" ||
+		fail "no warning naming the skew: $(cat "$WORK/out")"
+	code=$(req 1)
+	[ "$code" = 503 ] || fail "a flow with the skew past the bound: HTTP $code"
+	wait_for 5 sh -c "grep -q egress_decision $AUDIT" || fail "the flow was not audited"
+	got=$(decisions_after 0)
+	echo "past the bound: $got"
+	[ "$got" = "deny:clock_skew:None" ] || fail "the flow was not denied clock_skew: $got"
+	grep -q '"event":"anchor_established"' "$AUDIT" && fail "anchored with the skew past the bound"
+	# the clock put right: the next reconnect measures again
+	set_clock +0
+	wait_readyz 10 || fail "not ready after the clock was put right: $(readyz_body)"
+	near 0 0.5 "$(metric tether_clock_skew_seconds)" || fail "skew not back to 0: $(metric tether_clock_skew_seconds)"
+	[ "$(req 2)" = 200 ] || fail "request 2 not allowed after the clock was put right: $(cat "$WORK/rw/curl.2")"
+	stop_workload
+	check_all_audits
+	;;
+clock_step)
+	faketime_env +0
+	NS_EXTRA="--max-clock-skew 10" start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "never ready: $(readyz_body)"
+	[ "$(req 1)" = 200 ] || fail "request 1 not allowed: $(cat "$WORK/rw/curl.1")"
+	# the net side's clock steps 30 s ahead on the live channel
+	set_clock +30
+	L=$(audit_lines)
+	code=$(req 2)
+	echo "the flow after the step: HTTP $code"
+	[ "$code" = 403 ] || [ "$code" = 503 ] || fail "a flow after the step: HTTP $code"
+	wait_for 5 sh -c "nsenter --net=/run/netns/$OUTER curl -s --noproxy '*' --max-time 1 http://$ADMIN/readyz | grep -q clock_skew" ||
+		fail "/readyz does not say clock_skew after the step: $(readyz_body)"
+	near -30 0.5 "$(metric tether_clock_skew_seconds)" || fail "skew after the step: $(metric tether_clock_skew_seconds)"
+	L2=$(audit_lines)
+	[ "$(req 3)" = 503 ] || fail "request 3 after the step not refused 503"
+	wait_for 5 sh -c "[ -n \"\$(tail -n +$((L2 + 1)) $AUDIT | grep egress_decision)\" ]" || fail "request 3 not audited"
+	got=$(decisions_after "$L2")
+	[ "$got" = "deny:clock_skew:None" ] || fail "request 3 not denied clock_skew: $got"
+	grep '"event":"anchor_refused"' "$AUDIT" | grep -q '"reason":"clock_skew"' || fail "no anchor_refused clock_skew audited"
+	set_clock +0
+	wait_readyz 10 || fail "not ready after the clock stepped back: $(readyz_body)"
+	[ "$(req 4)" = 200 ] || fail "request 4 not allowed after the clock stepped back: $(cat "$WORK/rw/curl.4")"
 	stop_workload
 	check_all_audits
 	;;

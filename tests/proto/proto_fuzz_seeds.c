@@ -87,6 +87,21 @@ int main(int argc, char **argv)
 	struct ctl_msg exited = { .kind = CTL_EXEC_EXITED };
 	exited.u.exec_exited.signal = 9;
 	frame(dir, "seed-exec-exited", 1, &exited);
+	/* 1.1 clock samples */
+	struct ctl_msg hello_clock = hello;
+	memset(hello_clock.u.hello.clock_nonce, 0x3c, PROTO_CLOCK_NONCE_LEN);
+	hello_clock.u.hello.has_clock_nonce = true;
+	frame(dir, "seed-hello-clock", 0, &hello_clock);
+	struct ctl_msg ack_clock = ack;
+	clock_sample_sign(f.inst, hello_clock.u.hello.clock_nonce, FIX_T0, &ack_clock.u.hello_ack.clock);
+	ack_clock.u.hello_ack.has_clock = true;
+	frame(dir, "seed-hello-ack-clock", 0, &ack_clock);
+	struct ctl_msg creq = { .kind = CTL_CLOCK_REQUEST };
+	memset(creq.u.clock_request.nonce, 0x3d, PROTO_CLOCK_NONCE_LEN);
+	frame(dir, "seed-clock-request", 0, &creq);
+	struct ctl_msg cresp = { .kind = CTL_CLOCK_RESPONSE };
+	clock_sample_sign(f.inst, creq.u.clock_request.nonce, FIX_T0, &cresp.u.clock_response.clock);
+	frame(dir, "seed-clock-response", 0, &cresp);
 
 	/* verifier seeds: a good signed context, a certificate, raw context bytes */
 	uint8_t *p;

@@ -841,6 +841,97 @@ static void test_renewal_on_channel(void **state)
 	fix_free(&f);
 }
 
+static int refused_skew;
+static void on_refused_count(struct proto_client *c, enum reason why, void *ud)
+{
+	if (why == REASON_CLOCK_SKEW)
+		refused_skew++;
+}
+
+/* Clock samples over the channel: a server with its instance key answers
+ * the Hello's nonce and the ClockRequests (every 50 ms here); the skew on
+ * one machine is about 0. A bound of 1 ns (any measurement is past it):
+ * the channel is refused clock_skew on every attempt, never ready, and a
+ * request fails. A server that signs no samples (a 1.0 peer): skew not
+ * measured, the channel works as before. */
+static void test_clock_probes(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct srv *s = srv_start(&f, "clock.sock", 0x75, 0x1006, ANSWER, NULL);
+	s->o.instance = s->inst;
+	srv_run(s);
+	struct net n;
+	net_init(&n, &f);
+	struct proto_client_opts o = {
+		.endpoint = s->ep, .verifier = n.v, .request_timeout_ms = 2000, .backoff_min_ms = 20,
+		.backoff_max_ms = 100, .on_anchor = on_anchor, .on_state = on_state, .userdata = &n,
+		.clock_probe_ms = 50,
+	};
+	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
+	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	struct verifier_clock_state st;
+	verifier_clock(n.v, &st);
+	assert_true(st.measured);
+	assert_false(st.exceeded);
+	assert_true(st.skew_ns > -50000000 && st.skew_ns < 50000000);
+	/* a few probes later: still one channel, measured again (a new
+	 * sample: the ns-resolution figures differ) */
+	struct verifier_clock_state first = st;
+	static int never;
+	never = 0;
+	run_until(&n.loop, &never, 1, 300);
+	assert_int_equal(n.ready, 1);
+	assert_int_equal(n.anchor_events, 1);
+	verifier_clock(n.v, &st);
+	assert_true(st.measured && !st.exceeded);
+	assert_true(st.skew_ns != first.skew_ns || st.uncertainty_ns != first.uncertainty_ns);
+	struct waiter w = { 0 };
+	struct proto_tuple t = flow(40100);
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_OK);
+	client_stop(&n);
+	net_fini(&n);
+
+	/* past a 1 ns bound: refused clock_skew, never ready */
+	memset(&n, 0, sizeof(n));
+	uv_loop_init(&n.loop);
+	struct verifier_opts vo = { .max_clock_skew_ns = 1 };
+	assert_int_equal(verifier_new(&f.prov_pub, 1, &vo, &n.v), 0);
+	o.verifier = n.v;
+	o.on_refused = on_refused_count;
+	refused_skew = 0;
+	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
+	assert_true(run_until(&n.loop, &refused_skew, 2, 3000)); /* and again after the backoff */
+	assert_int_equal(n.ready, 0);
+	verifier_clock(n.v, &st);
+	assert_true(st.measured && st.exceeded);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+
+	/* a server that sends no samples */
+	s = srv_start(&f, "clock10.sock", 0x76, 0x1007, ANSWER, NULL);
+	srv_run(s);
+	net_init(&n, &f);
+	o.endpoint = s->ep;
+	o.verifier = n.v;
+	o.on_refused = NULL;
+	assert_int_equal(proto_client_start(&n.loop, &o, &n.c), 0);
+	assert_true(run_until(&n.loop, &n.ready, 1, 3000));
+	verifier_clock(n.v, &st);
+	assert_false(st.measured);
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(proto_client_request(n.c, &t, 0, got, &w, NULL), 0);
+	assert_true(run_until(&n.loop, &w.done, 1, 3000));
+	assert_int_equal(w.reason, REASON_OK);
+	client_stop(&n);
+	net_fini(&n);
+	srv_stop(s);
+	fix_free(&f);
+}
+
 static void test_peer_uid_refused(void **state)
 {
 	struct fixture f;
@@ -1167,6 +1258,7 @@ int main(void)
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_refused_do_not_count),
 		cmocka_unit_test(test_renewal_on_channel),
+		cmocka_unit_test(test_clock_probes),
 		cmocka_unit_test(test_peer_uid_refused),
 		cmocka_unit_test(test_peer_pidfd_fallback),
 		cmocka_unit_test(test_tcp_loopback),

@@ -339,6 +339,80 @@ static void test_identity_messages(void **state)
 	fix_free(&f);
 }
 
+/* 1.1 clock samples: Hello's nonce, HelloAck's sample, ClockRequest and
+ * ClockResponse round-trip; a nonce of the wrong length or a sample
+ * without time or with a short signature is malformed. */
+static void test_clock_messages(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct ctl_msg out;
+	struct ctl_msg h = { .kind = CTL_HELLO };
+	strcpy(h.u.hello.role, "net-supervisor");
+	memset(h.u.hello.clock_nonce, 0x42, PROTO_CLOCK_NONCE_LEN);
+	h.u.hello.has_clock_nonce = true;
+	roundtrip(&h, &out);
+	assert_true(out.u.hello.has_clock_nonce);
+	assert_memory_equal(out.u.hello.clock_nonce, h.u.hello.clock_nonce, PROTO_CLOCK_NONCE_LEN);
+	ctl_msg_clear(&out);
+	h.u.hello.has_clock_nonce = false;
+	roundtrip(&h, &out);
+	assert_false(out.u.hello.has_clock_nonce);
+	ctl_msg_clear(&out);
+
+	struct ctl_msg ack = { .kind = CTL_HELLO_ACK };
+	ack.u.hello_ack.cert = f.cert;
+	clock_sample_sign(f.inst, h.u.hello.clock_nonce, FIX_T0, &ack.u.hello_ack.clock);
+	ack.u.hello_ack.has_clock = true;
+	roundtrip(&ack, &out);
+	assert_true(out.u.hello_ack.has_clock);
+	assert_int_equal(out.u.hello_ack.clock.now_ns, FIX_T0);
+	assert_true(clock_sample_verify(&f.inst_pub, h.u.hello.clock_nonce, &out.u.hello_ack.clock));
+	ctl_msg_clear(&out);
+
+	struct ctl_msg q = { .kind = CTL_CLOCK_REQUEST };
+	memset(q.u.clock_request.nonce, 7, PROTO_CLOCK_NONCE_LEN);
+	roundtrip(&q, &out);
+	assert_int_equal(out.kind, CTL_CLOCK_REQUEST);
+	assert_memory_equal(out.u.clock_request.nonce, q.u.clock_request.nonce, PROTO_CLOCK_NONCE_LEN);
+	struct ctl_msg a = { .kind = CTL_CLOCK_RESPONSE };
+	clock_sample_sign(f.inst, q.u.clock_request.nonce, 0, &a.u.clock_response.clock);
+	roundtrip(&a, &out);
+	assert_int_equal(out.kind, CTL_CLOCK_RESPONSE);
+	assert_true(clock_sample_verify(&f.inst_pub, q.u.clock_request.nonce, &out.u.clock_response.clock));
+
+	uint8_t buf[512], nonce[33] = { 0 };
+	Tether__Frame fr = TETHER__FRAME__INIT;
+	fr.version_major = PROTO_VERSION_MAJOR;
+	fr.version_minor = PROTO_VERSION_MINOR;
+	Tether__ClockRequest cr = TETHER__CLOCK_REQUEST__INIT;
+	cr.nonce.data = nonce;
+	cr.nonce.len = 31;
+	fr.msg_case = TETHER__FRAME__MSG_CLOCK_REQUEST;
+	fr.clock_request = &cr;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG);
+	Tether__Hello hh = TETHER__HELLO__INIT;
+	hh.clock_nonce.data = nonce;
+	hh.clock_nonce.len = 33;
+	fr.msg_case = TETHER__FRAME__MSG_HELLO;
+	fr.hello = &hh;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG);
+	Tether__ClockSample cs = TETHER__CLOCK_SAMPLE__INIT;
+	Tether__ClockResponse cp = TETHER__CLOCK_RESPONSE__INIT;
+	cp.clock = &cs;
+	cs.signature.data = buf + 256;
+	cs.signature.len = PROTO_SIG_LEN;
+	fr.msg_case = TETHER__FRAME__MSG_CLOCK_RESPONSE;
+	fr.clock_response = &cp;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG); /* now_ns 0 */
+	cs.now_ns = FIX_T0;
+	cs.signature.len = 63;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG);
+	cp.clock = NULL;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG);
+	fix_free(&f);
+}
+
 static void test_procref_wire(void **state)
 {
 	struct procref r, back;
@@ -402,6 +476,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_fields),
 		cmocka_unit_test(test_exec_messages),
 		cmocka_unit_test(test_identity_messages),
+		cmocka_unit_test(test_clock_messages),
 		cmocka_unit_test(test_procref_wire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sodium.h>
 
 #include "identity.pb-c.h"
 #include "proto/verifier.h"
@@ -439,6 +440,185 @@ static void test_malformed_signed_context(void **state)
 	signed_context_clear(&good);
 }
 
+/* Clock skew (issue 19 item 7): the proc side's clock 5 s ahead of ours or
+ * 6 s behind used to deny every context context_expired. A signed clock
+ * sample at the handshake measures the skew; contexts and certificates are
+ * judged on the proc side's clock as measured, a skew past the bound is
+ * clock_skew, and offline re-verification does not depend on it. */
+static void test_clock_math(void **state)
+{
+	struct clock_skew sk;
+	clock_skew_measure(100, 40, 60, &sk);
+	assert_int_equal(sk.skew_ns, 50);
+	assert_int_equal(sk.uncertainty_ns, 10);
+	clock_skew_measure(10, 40, 60, &sk);
+	assert_int_equal(sk.skew_ns, -40);
+	clock_skew_measure(50, 60, 40, &sk); /* our clock stepped back */
+	assert_int_equal(sk.skew_ns, -10);
+	assert_int_equal(sk.uncertainty_ns, 0);
+
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	uint8_t n1[PROTO_CLOCK_NONCE_LEN], n2[PROTO_CLOCK_NONCE_LEN];
+	memset(n1, 1, sizeof(n1));
+	memset(n2, 2, sizeof(n2));
+	struct clock_sample cs;
+	clock_sample_sign(f.inst, n1, FIX_T0, &cs);
+	assert_true(clock_sample_verify(&f.inst_pub, n1, &cs));
+	assert_false(clock_sample_verify(&f.inst_pub, n2, &cs)); /* another nonce */
+	assert_false(clock_sample_verify(&f.prov_pub, n1, &cs)); /* another key */
+	cs.now_ns++;
+	assert_false(clock_sample_verify(&f.inst_pub, n1, &cs)); /* another time */
+	/* a context signature is not a clock signature (domains) */
+	uint8_t msg[PROTO_CLOCK_NONCE_LEN + 8];
+	memcpy(msg, n1, PROTO_CLOCK_NONCE_LEN);
+	for (int i = 0; i < 8; i++)
+		msg[PROTO_CLOCK_NONCE_LEN + i] = (uint8_t)(FIX_T0 >> (56 - 8 * i));
+	struct clock_sample forged = { .now_ns = FIX_T0 };
+	sign_detached(f.inst, SIGN_DOMAIN_CONTEXT, msg, sizeof(msg), forged.signature);
+	assert_false(clock_sample_verify(&f.inst_pub, n1, &forged));
+	fix_free(&f);
+}
+
+/* A verifier whose net clock is `net_minus_proc` ns off the proc side's,
+ * with the fixture's certificate (issued at FIX_T0 on the proc clock)
+ * installed with a sample taken at proc time FIX_T0 + 20 s. */
+static enum reason skewed_install(struct fixture *f, int64_t net_minus_proc, uint64_t max_skew,
+				  bool with_sample, struct verifier **v, uint64_t *ch)
+{
+	struct verifier_opts o = { .max_clock_skew_ns = max_skew };
+	assert_int_equal(verifier_new(&f->prov_pub, 1, &o, v), 0);
+	*ch = verifier_channel_open(*v);
+	uint64_t proc_now = FIX_T0 + 20 * SEC;
+	uint64_t net_now = (uint64_t)((int64_t)proc_now + net_minus_proc);
+	uint8_t nonce[PROTO_CLOCK_NONCE_LEN];
+	memset(nonce, 0x5a, sizeof(nonce));
+	struct clock_sample cs;
+	clock_sample_sign(f->inst, nonce, proc_now, &cs);
+	struct verifier_clock_in clk = { .sample = &cs, .nonce = nonce, .sent_ns = net_now - 1000000,
+					 .recv_ns = net_now + 1000000 };
+	struct anchor_event ev;
+	return verifier_install_cert_clocked(*v, &f->cert, *ch, net_now + 1000000, with_sample ? &clk : NULL, &ev);
+}
+
+static enum reason check_at(struct verifier *v, struct fixture *f, uint64_t issued_proc, uint64_t now_net,
+			    bool offline)
+{
+	struct signed_context sc;
+	randombytes_buf(f->nonce, sizeof(f->nonce));
+	assert_int_equal(fix_sign(f, NULL, NULL, NULL, issued_proc, &sc), 0);
+	struct verify_expect ex = { .nonce = offline ? NULL : f->nonce, .tuple = &f->tuple,
+				    .instance_key_id = f->inst_pub.id, .now_ns = now_net, .offline = offline };
+	struct identity_context *c = NULL;
+	enum reason r = verifier_check_context(v, &sc, &ex, &c);
+	context_free(c);
+	signed_context_clear(&sc);
+	return r;
+}
+
+static void test_clock_skew(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct verifier *v;
+	uint64_t ch;
+	uint64_t issued = FIX_T0 + 21 * SEC; /* proc clock */
+	struct verifier_clock_state st;
+
+	/* Without a sample (a 1.0 peer, and the behaviour before): the net
+	 * side 5 s behind refuses a fresh context as not yet valid. */
+	assert_int_equal(skewed_install(&f, -5 * (int64_t)SEC, 0, false, &v, &ch), REASON_OK);
+	assert_int_equal(check_at(v, &f, issued, issued - 5 * SEC + SEC / 10, false), REASON_CONTEXT_EXPIRED);
+	verifier_clock(v, &st);
+	assert_false(st.measured);
+	assert_int_equal(st.max_skew_ns, 60 * SEC);
+	verifier_free(v);
+
+	/* net 5 s behind, measured: allowed */
+	assert_int_equal(skewed_install(&f, -5 * (int64_t)SEC, 0, true, &v, &ch), REASON_OK);
+	verifier_clock(v, &st);
+	assert_true(st.measured);
+	assert_false(st.exceeded);
+	assert_int_equal(st.skew_ns, 5 * (int64_t)SEC);
+	assert_int_equal(st.uncertainty_ns, 1000000);
+	assert_int_equal(check_at(v, &f, issued, issued - 5 * SEC + SEC / 10, false), REASON_OK);
+	/* a context stale on the proc side's own clock is still expired */
+	assert_int_equal(check_at(v, &f, issued, issued - 5 * SEC + 10 * SEC, false), REASON_CONTEXT_EXPIRED);
+	/* offline re-verification does not depend on any skew */
+	assert_int_equal(check_at(v, &f, issued, 0, true), REASON_OK);
+
+	/* the skew measured again on the live channel: +90 s is past the
+	 * bound, every context of the channel is clock_skew from then on */
+	uint8_t nonce[PROTO_CLOCK_NONCE_LEN];
+	memset(nonce, 0x77, sizeof(nonce));
+	struct clock_sample cs;
+	uint64_t net_now = issued - 5 * SEC + SEC;
+	clock_sample_sign(f.inst, nonce, net_now + 90 * SEC, &cs);
+	struct verifier_clock_in clk = { .sample = &cs, .nonce = nonce, .sent_ns = net_now, .recv_ns = net_now };
+	/* a sample for another nonce, or by another key, changes nothing */
+	uint8_t other[PROTO_CLOCK_NONCE_LEN];
+	memset(other, 0x78, sizeof(other));
+	struct verifier_clock_in bad = clk;
+	bad.nonce = other;
+	assert_int_equal(verifier_clock_update(v, ch, &bad), REASON_PROTOCOL_ERROR);
+	assert_int_equal(verifier_clock_update(v, ch + 1, &clk), REASON_ANCHOR_UNKNOWN);
+	verifier_clock(v, &st);
+	assert_int_equal(st.skew_ns, 5 * (int64_t)SEC);
+	assert_int_equal(verifier_clock_update(v, ch, &clk), REASON_CLOCK_SKEW);
+	verifier_clock(v, &st);
+	assert_true(st.exceeded);
+	assert_int_equal(st.skew_ns, 90 * (int64_t)SEC);
+	assert_int_equal(check_at(v, &f, net_now + 90 * SEC, net_now, false), REASON_CLOCK_SKEW);
+	/* back within the bound (-6 s): contexts on that clock are fine */
+	clock_sample_sign(f.inst, nonce, net_now - 6 * SEC, &cs);
+	assert_int_equal(verifier_clock_update(v, ch, &clk), REASON_OK);
+	assert_int_equal(check_at(v, &f, net_now - 6 * SEC, net_now + SEC / 10, false), REASON_OK);
+	/* a sample answered after 10 minutes (a delayed answer) does not
+	 * widen the time checks past twice the tolerance */
+	clock_sample_sign(f.inst, nonce, net_now + 300 * SEC, &cs);
+	clk.recv_ns = net_now + 600 * SEC;
+	assert_int_equal(verifier_clock_update(v, ch, &clk), REASON_OK);
+	verifier_clock(v, &st);
+	assert_int_equal(st.skew_ns, 0);
+	assert_int_equal(st.uncertainty_ns, 300 * SEC);
+	assert_int_equal(check_at(v, &f, net_now, net_now + SEC, false), REASON_OK);
+	assert_int_equal(check_at(v, &f, net_now, net_now + 5 * SEC + 2 * SEC - SEC / 10, false), REASON_OK);
+	assert_int_equal(check_at(v, &f, net_now, net_now + 5 * SEC + 2 * SEC + SEC / 10, false),
+			 REASON_CONTEXT_EXPIRED);
+	verifier_free(v);
+
+	/* net 6 s ahead: allowed */
+	assert_int_equal(skewed_install(&f, 6 * (int64_t)SEC, 0, true, &v, &ch), REASON_OK);
+	verifier_clock(v, &st);
+	assert_int_equal(st.skew_ns, -6 * (int64_t)SEC);
+	assert_int_equal(check_at(v, &f, issued, issued + 6 * SEC + SEC / 10, false), REASON_OK);
+	verifier_free(v);
+
+	/* net 120 s ahead: past the default bound, the certificate is refused
+	 * clock_skew and the measurement is kept */
+	assert_int_equal(skewed_install(&f, 120 * (int64_t)SEC, 0, true, &v, &ch), REASON_CLOCK_SKEW);
+	verifier_clock(v, &st);
+	assert_true(st.measured && st.exceeded);
+	assert_int_equal(st.skew_ns, -120 * (int64_t)SEC);
+	verifier_free(v);
+	/* a wider bound takes it */
+	assert_int_equal(skewed_install(&f, 120 * (int64_t)SEC, 200 * SEC, true, &v, &ch), REASON_OK);
+	assert_int_equal(check_at(v, &f, issued, issued + 120 * SEC, false), REASON_OK);
+	verifier_free(v);
+	/* a sample that does not verify with the certificate's key refuses it */
+	struct verifier_opts o = { 0 };
+	assert_int_equal(verifier_new(&f.prov_pub, 1, &o, &v), 0);
+	ch = verifier_channel_open(v);
+	clock_sample_sign(f.prov, nonce, FIX_T0 + SEC, &cs);
+	struct verifier_clock_in clk2 = { .sample = &cs, .nonce = nonce, .sent_ns = FIX_T0 + SEC,
+					  .recv_ns = FIX_T0 + SEC };
+	struct anchor_event ev;
+	assert_int_equal(verifier_install_cert_clocked(v, &f.cert, ch, FIX_T0 + SEC, &clk2, &ev),
+			 REASON_PROTOCOL_ERROR);
+	verifier_free(v);
+	fix_free(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -452,6 +632,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_renewal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anchor_table_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_signed_context, setup, teardown),
+		cmocka_unit_test(test_clock_math),
+		cmocka_unit_test(test_clock_skew),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
