@@ -55,6 +55,8 @@ struct netsup_config {
 	size_t relay_memory;                   /* 64 MiB: all tunnels' queued buffers (proxy.c) */
 	size_t audit_queue;                    /* 8192 events */
 	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
+	uint64_t revoke_grace_ms;              /* 3 s: a lost/replaced anchor's tunnels close after this (revoke.h) */
+	uint64_t max_tunnel_lifetime_ms;       /* 0 = off */
 	/* TEST ONLY: the static identity strategy. */
 	const char *identity_static;
 	const char *identity_static_sha256;
@@ -101,6 +103,8 @@ struct netsup {
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;
+	uv_timer_t revoke_grace, revoke_lifetime; /* revoke.c */
+	bool revoke_started;
 	size_t n_rejecting;          /* over-limit connections being answered 503 */
 	size_t admin_conns;          /* open /metrics, /healthz, /readyz connections */
 	size_t n_relaying;           /* tunnels relayed in user space (not splice) */

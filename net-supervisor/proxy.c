@@ -87,6 +87,7 @@ struct conn {
 	bool spliced;
 	char policy_name[132];
 	uint64_t generation;
+	uint64_t allowed_at; /* uv_now() of the allow: --max-tunnel-lifetime counts from here */
 };
 
 /* ---------- small helpers ---------- */
@@ -1110,6 +1111,7 @@ static void decide(struct conn *c)
 		}
 	}
 	audit_decision(c, true, c->d.reason, 0);
+	c->allowed_at = uv_now(ns->loop);
 	c->state = C_CONNECTING;
 	uv_timer_start(&c->timer, connect_timeout, ns->cfg.connect_timeout_ms, 0);
 	try_connect(c);
@@ -1363,4 +1365,54 @@ void proxy_close_all(struct netsup *ns)
 		n = c->next;
 		conn_close(c);
 	}
+}
+
+/* ---------- revocation (revoke.h) ---------- */
+
+static void audit_revoked(struct conn *c, enum revoke_why why)
+{
+	struct netsup *ns = c->ns;
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "reason", json_string(revoke_word(why)));
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
+	json_object_set_new(o, "pid", c->id ? json_integer(c->id->pid) : json_null());
+	json_object_set_new(o, "process_key", c->id && c->id->process_key ? json_string(c->id->process_key) : json_null());
+	json_object_set_new(o, "identity_source", json_string(flow_source_word(c->id ? c->id->source : FLOW_SOURCE_NONE)));
+	json_object_set_new(o, "anchor_epoch", c->id ? json_integer((json_int_t)c->id->anchor_epoch) : json_null());
+	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
+	json_object_set_new(o, "decision_generation", json_integer((json_int_t)c->generation));
+	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
+	json_object_set_new(o, "age_ms", json_integer((json_int_t)(uv_now(ns->loop) - c->allowed_at)));
+	char ip[INET6_ADDRSTRLEN];
+	int port;
+	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
+	json_t *cl = json_object();
+	json_object_set_new(cl, "ip", json_string(ip));
+	json_object_set_new(cl, "port", json_integer(port));
+	json_object_set_new(o, "client", cl);
+	netsup_audit(ns, "tunnel_revoked", o);
+	ns->metrics.tunnels_revoked[why]++;
+}
+
+size_t proxy_revoke_tunnels(struct netsup *ns,
+			    enum revoke_why (*judge)(const struct tunnel_view *t, void *data), void *data)
+{
+	size_t n = 0;
+	for (struct conn *c = ns->conns, *next; c; c = next) {
+		next = c->next;
+		if ((c->state != C_CONNECTING && c->state != C_RELAY) || !c->decided || !c->d.allow)
+			continue;
+		struct tunnel_view t = { .id = c->id, .host = c->req.host, .port = c->req.port,
+					 .addr = &c->chosen, .allowed_at_ms = c->allowed_at };
+		enum revoke_why why = judge(&t, data);
+		if (why == REVOKE_KEEP || why >= REVOKE__COUNT)
+			continue;
+		audit_revoked(c, why);
+		conn_close(c);
+		n++;
+	}
+	return n;
 }
