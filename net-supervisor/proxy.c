@@ -1411,8 +1411,19 @@ size_t proxy_revoke_tunnels(struct netsup *ns,
 		if (why == REVOKE_KEEP || why >= REVOKE__COUNT)
 			continue;
 		audit_revoked(c, why);
-		conn_close(c);
 		n++;
+		if (c->state == C_RELAY) {
+			conn_close(c);
+			continue;
+		}
+		/* Still connecting: the client has had no answer yet, so it gets
+		 * one (after the allow in the audit, this says why it ended). */
+		if (why == REVOKE_POLICY_CHANGED)
+			respond(c, 403, REASON_POLICY_DENY);
+		else if (why == REVOKE_ANCHOR_REPLACED)
+			respond(c, 403, REASON_ANCHOR_UNKNOWN);
+		else
+			respond(c, 503, REASON_NOT_READY);
 	}
 	return n;
 }
