@@ -37,6 +37,32 @@ wait_ready() { # PORT WANT [tenths]
 
 PP=$(freeport); AP=$(freeport)
 while [ "$AP" = "$PP" ]; do AP=$(freeport); done
+# An upstream that holds every connection until its client closes, and logs
+# "accept N" / "eof N": a tunnel's upstream end, to see the proxy close it.
+HP=$(freeport)
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+"$PY" -u -c '
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
+print("listening", flush=True)
+n = 0
+def hold(c, i):
+    while c.recv(4096): pass
+    print("eof", i, flush=True)
+while True:
+    c, _ = s.accept(); n += 1
+    print("accept", n, flush=True)
+    threading.Thread(target=hold, args=(c, n), daemon=True).start()
+' "$HP" >"$TMP/holder.log" 2>&1 &
+PIDS+=($!)
+holder_count() { grep -c "^$1 " "$TMP/holder.log"; }
+wait_for() { # TENTHS CMD...: until CMD succeeds (bounded)
+	local n=$1; shift
+	for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
+	return 1
+}
+wait_for 100 grep -q '^listening' "$TMP/holder.log" || { echo "FAIL: the holding upstream did not start"; cat "$TMP/holder.log"; exit 1; }
 cat >"$TMP/policy.yaml" <<YAML
 version: 1
 network:
@@ -48,7 +74,7 @@ network:
         - path: /usr/bin/curl
       endpoints:
         - cidr: 127.0.0.1/32
-          ports: [$AP]
+          ports: [$AP, $HP]
 YAML
 
 # ---- local ----
@@ -78,6 +104,36 @@ POOL=$(sed -n 's/^tether_identity_local_answers_total{where="pool"} //p' <<<"$M"
 check "local: /metrics counts where answers were made (pool: ${POOL:-none})" [ "${POOL:-0}" -ge 1 ]
 check "local: /metrics has the loop's count" grep -q '^tether_identity_local_answers_total{where="loop"} [0-9]' <<<"$M"
 check "local: /metrics has the over-budget count" grep -q '^tether_identity_local_loop_over_budget_total [0-9]' <<<"$M"
+kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
+
+# local, issue 19 item 6: the anchor is SIGKILLed while a process it started
+# (which survives it) holds a tunnel; the proxy closes that tunnel after
+# --revoke-grace-ms, audited tunnel_revoked anchor_lost.
+IDENT_WAIT_FILE=$TMP/go2 "$TT/ident_anchor" - "$TT/ident_workload" "$PP" "tunnel:127.0.0.1:$HP" \
+	>"$TMP/wl2.out" 2>&1 &
+A2=$!
+PIDS+=($A2)
+SHA=$(sha256sum "$TT/ident_anchor" | cut -d' ' -f1)
+"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
+	--audit "$TMP/revoke.audit" --identity local --anchor-pid "$A2" --expected-anchor-sha256 "$SHA" \
+	--revoke-grace-ms 300 2>"$TMP/revoke.log" &
+NPID=$!
+PIDS+=($NPID)
+check "local revoke: ready" wait_ready "$AP" 200
+touch "$TMP/go2"
+check "local revoke: the tunnel is open" wait_for 50 grep -q '^workload: HTTP/1.1 200' "$TMP/wl2.out"
+check "local revoke: the upstream holds it" wait_for 50 [ "$(holder_count accept)" -ge 1 ]
+E0=$(holder_count eof)
+kill -KILL "$A2"; wait "$A2" 2>/dev/null
+check "local revoke: anchor lost -> the tunnel is closed (workload side)" \
+	wait_for 40 grep -q '^workload: tunnel closed' "$TMP/wl2.out"
+check "local revoke: ... and upstream side" wait_for 20 [ "$(holder_count eof)" -gt "$E0" ]
+check "local revoke: audit tunnel_revoked anchor_lost" \
+	wait_for 20 grep -q '"event":"tunnel_revoked".*"reason":"anchor_lost"' "$TMP/revoke.audit"
+check "local revoke: the revoked flow names the workload" \
+	grep -q "\"event\":\"tunnel_revoked\".*\"binary\":\"$TT/ident_workload\"" "$TMP/revoke.audit"
+check "local revoke: /metrics counts it" wait_for 20 bash -c \
+	"curl -s --max-time 2 http://127.0.0.1:$AP/metrics | grep -q '^tether_tunnels_revoked_total{reason=\"anchor_lost\"} 1'"
 kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
 
 "$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
