@@ -57,6 +57,7 @@ while True:
 ' "$HP" >"$TMP/holder.log" 2>&1 &
 PIDS+=($!)
 holder_count() { grep -c "^$1 " "$TMP/holder.log"; }
+holder_more() { [ "$(holder_count "$1")" -gt "$2" ]; } # KIND THAN
 wait_for() { # TENTHS CMD...: until CMD succeeds (bounded)
 	local n=$1; shift
 	for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
@@ -122,12 +123,12 @@ PIDS+=($NPID)
 check "local revoke: ready" wait_ready "$AP" 200
 touch "$TMP/go2"
 check "local revoke: the tunnel is open" wait_for 50 grep -q '^workload: HTTP/1.1 200' "$TMP/wl2.out"
-check "local revoke: the upstream holds it" wait_for 50 [ "$(holder_count accept)" -ge 1 ]
+check "local revoke: the upstream holds it" wait_for 50 holder_more accept 0
 E0=$(holder_count eof)
 kill -KILL "$A2"; wait "$A2" 2>/dev/null
 check "local revoke: anchor lost -> the tunnel is closed (workload side)" \
 	wait_for 40 grep -q '^workload: tunnel closed' "$TMP/wl2.out"
-check "local revoke: ... and upstream side" wait_for 20 [ "$(holder_count eof)" -gt "$E0" ]
+check "local revoke: ... and upstream side" wait_for 20 holder_more eof "$E0"
 check "local revoke: audit tunnel_revoked anchor_lost" \
 	wait_for 20 grep -q '"event":"tunnel_revoked".*"reason":"anchor_lost"' "$TMP/revoke.audit"
 check "local revoke: the revoked flow names the workload" \
@@ -159,7 +160,7 @@ if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
 	for _ in $(seq 1 50); do [ -S "$TMP/ps.ctl" ] && break; sleep 0.1; done
 	"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
 		--audit "$TMP/deleg.audit" --identity delegated --control "unix:$TMP/ps.ctl" \
-		--provisioning-pubkey "$TMP/keys/provisioning.pub" 2>"$TMP/deleg.log" &
+		--provisioning-pubkey "$TMP/keys/provisioning.pub" --revoke-grace-ms 300 2>"$TMP/deleg.log" &
 	NPID=$!
 	PIDS+=($NPID)
 	check "delegated: ready once the certificate verifies" wait_ready "$AP" 200
@@ -178,9 +179,23 @@ if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
 	check "delegated: audit allow" grep -q '"decision":"allow"' <<<"$D"
 	check "delegated: identity_source delegated" grep -q '"identity_source":"delegated"' <<<"$D"
 	check "delegated: signed context kept" grep -q '"signed_context":"' <<<"$D"
+	# issue 19 item 6: a tunnel held by a process the supervisor started;
+	# the supervisor is SIGKILLed; the proxy closes the tunnel.
+	A0=$(holder_count accept); E0=$(holder_count eof)
+	timeout 30 "$B/tether" exec --socket "$TMP/ps.exec" -- /usr/bin/curl -s -o /dev/null -p \
+		-x "http://127.0.0.1:$PP" --max-time 25 "http://127.0.0.1:$HP/" >/dev/null 2>&1 &
+	XPID=$!
+	PIDS+=($XPID)
+	check "delegated revoke: the tunnel is open" wait_for 100 holder_more accept "$A0"
 	fi
-	kill -TERM "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
+	kill -KILL "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
 	check "delegated: supervisor gone -> not ready" wait_ready "$AP" 503
+	if [ "$CODE" != skip ]; then
+		check "delegated revoke: the tunnel is closed" wait_for 50 holder_more eof "$E0"
+		check "delegated revoke: audit tunnel_revoked anchor_lost" wait_for 20 \
+			grep -q '"event":"tunnel_revoked".*"reason":"anchor_lost".*"identity_source":"delegated"' \
+			"$TMP/deleg.audit"
+	fi
 	kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
 
 	"$B/proc-supervisor" --exec-socket "$TMP/ps2.exec" --status-socket "$TMP/ps2.status" \
