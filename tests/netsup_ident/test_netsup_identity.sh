@@ -182,15 +182,21 @@ if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
 	# issue 19 item 6: a tunnel held by a process the supervisor started;
 	# the supervisor is SIGKILLed; the proxy closes the tunnel.
 	A0=$(holder_count accept); E0=$(holder_count eof)
-	timeout 30 "$B/tether" exec --socket "$TMP/ps.exec" -- /usr/bin/curl -s -o /dev/null -p \
-		-x "http://127.0.0.1:$PP" --max-time 25 "http://127.0.0.1:$HP/" >/dev/null 2>&1 &
-	XPID=$!
-	PIDS+=($XPID)
+	# curl runs in the background of the session's shell: a grandchild,
+	# which the supervisor's death does not take along (its direct
+	# children it does); it records its pid for the cleanup.
+	timeout 30 "$B/tether" exec --socket "$TMP/ps.exec" -- /bin/sh -c \
+		"/usr/bin/curl -s -o /dev/null -p -x http://127.0.0.1:$PP --max-time 25 http://127.0.0.1:$HP/ \
+		 </dev/null >/dev/null 2>&1 & echo \$! >$TMP/curl.pid" >/dev/null 2>&1
 	check "delegated revoke: the tunnel is open" wait_for 100 holder_more accept "$A0"
 	fi
 	kill -KILL "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
 	check "delegated: supervisor gone -> not ready" wait_ready "$AP" 503
 	if [ "$CODE" != skip ]; then
+		CURL_PID=$(cat "$TMP/curl.pid" 2>/dev/null)
+		[ -n "$CURL_PID" ] && PIDS+=("$CURL_PID")
+		check "delegated revoke: the curl holding the tunnel outlived the supervisor" \
+			kill -0 "${CURL_PID:-0}"
 		check "delegated revoke: the tunnel is closed" wait_for 50 holder_more eof "$E0"
 		check "delegated revoke: audit tunnel_revoked anchor_lost" wait_for 20 \
 			grep -q '"event":"tunnel_revoked".*"reason":"anchor_lost".*"identity_source":"delegated"' \
