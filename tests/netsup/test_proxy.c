@@ -1270,6 +1270,52 @@ static void test_reload_slow_write(void **state)
 	proxy_stop(&p);
 }
 
+
+/* A Kubernetes ConfigMap volume: policy.yaml -> ..data/policy.yaml, ..data
+ * -> ..<timestamp>; an update writes a new timestamped directory, renames a
+ * new ..data link over the old one and removes the old directory. The
+ * proxy follows the link anew (it must not have pinned the old directory). */
+static void test_reload_configmap_swap(void **state)
+{
+	(void)state;
+	char cm[400], d1[450], d2[450], f[500], link[450], tmp[450], allow[1024];
+	snprintf(cm, sizeof(cm), "%s/cm", tmpdir);
+	snprintf(d1, sizeof(d1), "%s/..2026_12_03_v1", cm);
+	snprintf(d2, sizeof(d2), "%s/..2026_12_03_v2", cm);
+	assert_int_equal(mkdir(cm, 0755), 0);
+	assert_int_equal(mkdir(d1, 0755), 0);
+	default_policy(allow, sizeof(allow), "enforce");
+	snprintf(f, sizeof(f), "%s/policy.yaml", d1);
+	write_file(f, allow);
+	snprintf(link, sizeof(link), "%s/..data", cm);
+	assert_int_equal(symlink("..2026_12_03_v1", link), 0);
+	snprintf(f, sizeof(f), "%s/policy.yaml", cm);
+	assert_int_equal(symlink("..data/policy.yaml", f), 0);
+	const char *extra[] = { "--policy", f, NULL };
+	struct proxy p;
+	proxy_start(&p, "version: 1\nnetwork:\n  policies: []\n", extra);
+	char buf[4096], dest[64], req[256];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	int n = snprintf(req, sizeof(req), "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest);
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
+	/* the kubelet's update */
+	assert_int_equal(mkdir(d2, 0755), 0);
+	char f2[500];
+	snprintf(f2, sizeof(f2), "%s/policy.yaml", d2);
+	write_file(f2, "version: 1\nnetwork:\n  policies: []\n");
+	snprintf(tmp, sizeof(tmp), "%s/..data_tmp", cm);
+	assert_int_equal(symlink("..2026_12_03_v2", tmp), 0);
+	assert_int_equal(rename(tmp, link), 0);
+	snprintf(f2, sizeof(f2), "%s/policy.yaml", d1);
+	unlink(f2);
+	rmdir(d1);
+	assert_true(audit_wait(&p, "\"event\":\"policy_loaded\"", "\"policy_generation\":2", 3000));
+	assert_true(audit_wait(&p, "\"policy_generation\":2", "\"ok\":true", 100));
+	exchange(p.port, req, (size_t)n, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	proxy_stop(&p);
+}
+
 /* Open a CONNECT tunnel to the echo upstream (which holds it until the
  * client half-closes); returns the client fd after the 200. */
 static int tunnel_open(int port)
@@ -1419,6 +1465,7 @@ int main(void)
 		cmocka_unit_test(test_audit_mode),
 		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_reload_slow_write),
+		cmocka_unit_test(test_reload_configmap_swap),
 		cmocka_unit_test(test_reload_revokes_tunnels),
 		cmocka_unit_test(test_max_tunnel_lifetime),
 		cmocka_unit_test(test_audit_rotation),
