@@ -179,7 +179,9 @@ policy_reload)
 	# and the same workload's next curl is refused; a CONNECT tunnel curl
 	# opened before (telnet:// through the proxy, held open by its stdin)
 	# is closed by the reload (tunnel_revoked policy_changed: the audit
-	# line is written as the proxy closes both ends)
+	# line is written as the proxy closes both ends; curl's telnet does
+	# not notice a closed socket while its stdin is open, so the audit is
+	# the witness here, the client side is checked in test_proxy)
 	cat >"$WORK/r.sh" <<EOF
 #!/bin/sh
 curl -sS -o /dev/null -w 'first %{http_code}\n' --max-time 10 $URL
