@@ -1043,6 +1043,12 @@ static void decide(struct conn *c)
 	struct netsup *ns = c->ns;
 	if (!c->id_done || c->state != C_WAIT || c->gai_pending)
 		return;
+	if (c->id && ns->identity &&
+	    (!ns->identity->anchored || c->id->anchor_epoch != ns->identity->anchor_epoch)) {
+		/* resolved under an anchor that is gone now: it would be revoked */
+		reject(c, 503, REASON_NOT_READY);
+		return;
+	}
 	const struct network_policy *np = policystore_network(ns->policy);
 	c->generation = policystore_generation(ns->policy);
 	if (!c->gai_done) {
