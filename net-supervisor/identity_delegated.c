@@ -225,6 +225,9 @@ static void on_anchor(struct proto_client *c, const struct anchor_event *ev, voi
 	snprintf(desc, sizeof(desc), "delegated %s instance %s anchor pid %d", s->cfg.endpoint, kid,
 		 (int)ev->cert->anchor.pid);
 	strscpy(s->base.anchor_desc, desc, sizeof(s->base.anchor_desc));
+	/* A new instance key moves the anchor epoch (tunnels it vouched for
+	 * are revoked, netsup.c); a reconnect or renewal keeps it. */
+	identity_strategy_set_instance(&s->base, kid);
 	if (ev->kind == ANCHOR_CHANGED) {
 		s->stats.anchor_changes++;
 		char old[PROTO_KEY_ID_HEX];

@@ -813,6 +813,7 @@ static void anchor_after(uv_work_t *w, int status)
 		 s->anchor.key);
 	s->anchor_error[0] = '\0';
 	free(j);
+	identity_strategy_set_instance(&s->base, s->anchor.key);
 	identity_strategy_set_anchored(&s->base, true, desc);
 }
 

@@ -127,6 +127,7 @@ static const struct identity_strategy_ops static_ops = {
 static void anchor_fire(uv_timer_t *t)
 {
 	struct static_strategy *s = t->data;
+	identity_strategy_set_instance(&s->base, "static_test");
 	identity_strategy_set_anchored(&s->base, true, "static_test (no real anchor)");
 }
 
@@ -173,6 +174,7 @@ int identity_static_new(uv_loop_t *loop, const struct identity_static_config *cf
 	if (!cfg->never_anchor) {
 		if (cfg->anchor_delay_ms == 0) {
 			s->base.anchored = true;
+			identity_strategy_set_instance(&s->base, "static_test");
 			strscpy(s->base.anchor_desc, "static_test (no real anchor)",
 				sizeof(s->base.anchor_desc));
 		} else {

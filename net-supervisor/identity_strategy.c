@@ -20,6 +20,7 @@ struct identity_request {
 	bool closing;
 	enum reason reason;
 	struct flow_identity *id;
+	uint64_t anchor_epoch; /* the strategy's when the request started */
 };
 
 const char *flow_source_word(enum flow_source s)
@@ -73,6 +74,7 @@ struct flow_identity *flow_identity_dup(const struct flow_identity *src)
 	memcpy(id->sha256, src->sha256, sizeof(id->sha256));
 	id->pid = src->pid;
 	id->source = src->source;
+	id->anchor_epoch = src->anchor_epoch;
 	if ((src->binary_path && !(id->binary_path = strdup(src->binary_path))) ||
 	    (src->process_key && !(id->process_key = strdup(src->process_key))))
 		goto fail;
@@ -99,6 +101,17 @@ void identity_strategy_set_anchored(struct identity_strategy *s, bool anchored, 
 	strscpy(s->anchor_desc, desc ? desc : "", sizeof(s->anchor_desc));
 	if (changed && s->on_anchor)
 		s->on_anchor(s, anchored, s->on_anchor_data);
+}
+
+void identity_strategy_set_instance(struct identity_strategy *s, const char *instance)
+{
+	if (!instance || strcmp(s->anchor_instance, instance) == 0)
+		return;
+	bool had = s->anchor_instance[0] != '\0';
+	strscpy(s->anchor_instance, instance, sizeof(s->anchor_instance));
+	s->anchor_epoch++;
+	if (had && s->on_replaced)
+		s->on_replaced(s, s->on_anchor_data);
 }
 
 static void req_closed(uv_handle_t *h)
@@ -158,6 +171,7 @@ int identity_resolve(struct identity_strategy *s, const struct proxy_flow *tuple
 	req->cb = cb;
 	req->data = data;
 	req->start_ns = now_mono_ns();
+	req->anchor_epoch = s->anchor_epoch;
 	uv_timer_init(s->loop, &req->timer);
 	req->timer.data = req;
 	uv_timer_start(&req->timer, req_timer, timeout_ms ? timeout_ms : IDENTITY_DEFAULT_TIMEOUT_MS, 0);
@@ -184,6 +198,8 @@ void identity_request_complete(struct identity_request *req, enum reason reason,
 	req->completed = true;
 	if (reason == REASON_OK && !id)
 		reason = REASON_IDENTITY_UNAVAILABLE;
+	if (id)
+		id->anchor_epoch = req->anchor_epoch;
 	if (req->delivered) {
 		flow_identity_free(id);
 		req_maybe_free(req);

@@ -57,6 +57,9 @@ struct flow_identity {
 	size_t n_ancestors;
 	uint8_t *signed_context;     /* delegated: the serialized SignedContext, else NULL */
 	size_t signed_context_len;
+	/* The strategy's anchor_epoch when the request started: which anchor
+	 * instance vouched for this identity (set by the plumbing). */
+	uint64_t anchor_epoch;
 };
 
 struct flow_identity *flow_identity_new(void);
@@ -85,6 +88,7 @@ struct identity_strategy_ops {
 };
 
 typedef void (*identity_anchor_cb)(struct identity_strategy *s, bool anchored, void *data);
+typedef void (*identity_replaced_cb)(struct identity_strategy *s, void *data);
 
 /* Embedded at the start of every concrete strategy. */
 struct identity_strategy {
@@ -94,10 +98,24 @@ struct identity_strategy {
 	char anchor_desc[128]; /* for the anchor_established audit event */
 	identity_anchor_cb on_anchor;
 	void *on_anchor_data;
+	/* Which anchor instance identities come from: +1 each time a
+	 * different instance (another process, another instance key) is
+	 * established. Identities keep the epoch they were resolved under, so
+	 * the proxy can tell which live tunnels a lost or replaced anchor had
+	 * vouched for. A reconnect of the same instance keeps the epoch. */
+	uint64_t anchor_epoch;
+	char anchor_instance[96];
+	/* Called (with on_anchor_data) when the epoch moves past a previous
+	 * instance; may be NULL. */
+	identity_replaced_cb on_replaced;
 };
 
 /* For strategies: announce anchor established (true) or lost (false). */
 void identity_strategy_set_anchored(struct identity_strategy *s, bool anchored, const char *desc);
+/* For strategies: the anchor instance about to vouch for identities
+ * ("<boot_id>:<pidfs ino>", an instance key id). Call before announcing
+ * it anchored; a new value moves anchor_epoch. */
+void identity_strategy_set_instance(struct identity_strategy *s, const char *instance);
 
 /* Result handed to the requester. On REASON_OK, id is non-NULL and the
  * callback takes ownership; otherwise id is NULL. latency_ns is the time

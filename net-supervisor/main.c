@@ -38,6 +38,9 @@ static void usage(FILE *out)
 "  --header-timeout-ms N      time to send the whole head (default 10000; → 408)\n"
 "  --connect-timeout-ms N     upstream connect (default 10000; → 504)\n"
 "  --idle-timeout-ms N        relay idle (default 300000)\n"
+"  --revoke-grace-ms N        an anchor lost or replaced: its tunnels are closed\n"
+"                             after this (default 3000; audit tunnel_revoked)\n"
+"  --max-tunnel-lifetime-ms N close tunnels older than this (default 0: off)\n"
 "  --identity-timeout-ms N    identity resolution (default 2000; → 403 identity_timeout)\n"
 "  --resolve-timeout-ms N     upstream name lookup (default 5000; → 504 resolve_timeout)\n"
 "  --relay-buffer BYTES       read size (default 262144)\n"
@@ -88,7 +91,7 @@ enum {
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
-	O_MAXSKEW,
+	O_MAXSKEW, O_REVGRACE, O_MAXLIFE,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -129,6 +132,10 @@ int main(int argc, char **argv)
 		{ "header-timeout-ms", required_argument, NULL, O_HTO },
 		{ "connect-timeout-ms", required_argument, NULL, O_CTO },
 		{ "idle-timeout-ms", required_argument, NULL, O_ITO },
+		{ "revoke-grace-ms", required_argument, NULL, O_REVGRACE },
+		{ "revoke-grace", required_argument, NULL, O_REVGRACE },
+		{ "max-tunnel-lifetime-ms", required_argument, NULL, O_MAXLIFE },
+		{ "max-tunnel-lifetime", required_argument, NULL, O_MAXLIFE },
 		{ "identity-timeout-ms", required_argument, NULL, O_IDTO },
 		{ "resolve-timeout-ms", required_argument, NULL, O_RTO },
 		{ "relay-buffer", required_argument, NULL, O_RBUF },
@@ -212,6 +219,16 @@ int main(int argc, char **argv)
 			if (parse_u64("--connect-timeout-ms", optarg, 3600000, &v) < 0 || v == 0)
 				return 2;
 			cfg.connect_timeout_ms = v;
+			break;
+		case O_REVGRACE:
+			if (parse_u64("--revoke-grace-ms", optarg, 3600000, &v) < 0)
+				return 2;
+			cfg.revoke_grace_ms = v;
+			break;
+		case O_MAXLIFE:
+			if (parse_u64("--max-tunnel-lifetime-ms", optarg, 30ULL * 86400000, &v) < 0)
+				return 2;
+			cfg.max_tunnel_lifetime_ms = v;
 			break;
 		case O_ITO:
 			if (parse_u64("--idle-timeout-ms", optarg, 86400000, &v) < 0 || v == 0)

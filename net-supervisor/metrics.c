@@ -161,6 +161,11 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "# TYPE tether_ready gauge\ntether_ready %d\n",
 		(unsigned long long)m->policy_reloads_ok, (unsigned long long)m->policy_reloads_failed,
 		(unsigned long long)m->policy_generation, m->ready ? 1 : 0);
+	bprintf(&b, "# HELP tether_tunnels_revoked_total Open tunnels closed because what allowed them ended.\n"
+		    "# TYPE tether_tunnels_revoked_total counter\n");
+	for (int w = REVOKE_KEEP + 1; w < REVOKE__COUNT; w++)
+		bprintf(&b, "tether_tunnels_revoked_total{reason=\"%s\"} %llu\n", revoke_word(w),
+			(unsigned long long)m->tunnels_revoked[w]);
 	if (m->have_local)
 		bprintf(&b, "# HELP tether_identity_local_answers_total Local identity answers, by where they were made\n"
 			    "# (the event loop answers cheap bounded cases itself, the thread pool the rest).\n"

@@ -9,6 +9,7 @@
 
 #include "common/reason.h"
 #include "net-supervisor/identity_strategy.h"
+#include "net-supervisor/revoke.h"
 
 #define METRICS_LATENCY_BUCKETS 19
 
@@ -37,6 +38,7 @@ struct metrics {
 	uint64_t policy_reloads_ok;
 	uint64_t policy_reloads_failed;
 	uint64_t policy_generation;
+	uint64_t tunnels_revoked[REVOKE__COUNT]; /* by revoke_why */
 	bool ready;
 	/* Local identity only (filled at render time): where its answers were
 	 * made, and the loop's attempts that ran past their link budget. */

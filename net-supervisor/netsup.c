@@ -16,6 +16,7 @@
 #include "net-supervisor/identity_delegated.h"
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
+#include "net-supervisor/revoke.h"
 #include "topology/detect.h"
 #include "topology/model.h"
 
@@ -38,6 +39,8 @@ void netsup_config_defaults(struct netsup_config *cfg)
 	cfg->relay_memory = 64 * 1024 * 1024;
 	cfg->audit_queue = 8192;
 	cfg->splice = false;
+	cfg->revoke_grace_ms = 3000;
+	cfg->max_tunnel_lifetime_ms = 0;
 }
 
 char *bufpool_get(struct bufpool *p)
@@ -148,6 +151,16 @@ static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 	json_object_set_new(o, "anchor", json_string(s->anchor_desc));
 	netsup_audit(ns, anchored ? "anchor_established" : "anchor_lost", o);
 	netsup_update_ready(ns);
+	if (!anchored)
+		revoke_after_anchor(ns);
+}
+
+/* Another anchor instance took over: what the old one vouched for goes
+ * (after the grace, revoke.c). */
+static void on_anchor_replaced(struct identity_strategy *s, void *data)
+{
+	(void)s;
+	revoke_after_anchor(data);
 }
 
 /* The anchor was refused: local (wrong digest, gone, ...) or delegated
@@ -266,6 +279,8 @@ static void on_policy(struct policystore *ps, bool ok, const char *msg, void *da
 	ns->metrics.policy_generation = policystore_generation(ps);
 	netsup_audit(ns, "policy_loaded", o);
 	netsup_update_ready(ns);
+	if (ok)
+		revoke_after_policy(ns);
 }
 
 /* The proxy listeners, in cfg->listen_netns when set: the sockets stay
@@ -333,6 +348,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	ns->admin = NULL;
 	auditq_flush(ns->audit); /* staged decisions are written and answered first */
 	proxy_close_all(ns);
+	revoke_stop(ns);
 	policystore_close(ns->policy);
 	ns->policy = NULL;
 	if (ns->identity) {
@@ -469,6 +485,7 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	uv_unref((uv_handle_t *)&ns->audit_prepare);
 	uv_unref((uv_handle_t *)&ns->audit_check);
 	ns->audit_handles = true;
+	revoke_start(ns);
 	r = policystore_new(loop, cfg->policy, cfg->n_policy, on_policy, ns, &ns->policy);
 	if (r < 0)
 		return r;
@@ -509,6 +526,7 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 			return r;
 		}
 		ns->identity->on_anchor = on_anchor;
+		ns->identity->on_replaced = on_anchor_replaced;
 		ns->identity->on_anchor_data = ns;
 		if (ns->identity->anchored)
 			on_anchor(ns->identity, true, ns);
@@ -517,6 +535,7 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 		if (r < 0)
 			return r;
 		ns->identity->on_anchor = on_anchor;
+		ns->identity->on_replaced = on_anchor_replaced;
 		ns->identity->on_anchor_data = ns;
 		if (ns->identity->anchored)
 			on_anchor(ns->identity, true, ns);

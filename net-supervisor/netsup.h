@@ -59,6 +59,8 @@ struct netsup_config {
 	 * audit_unavailable; true relays it and counts it. */
 	bool audit_failure_allow;
 	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
+	uint64_t revoke_grace_ms;              /* 3 s: a lost/replaced anchor's tunnels close after this (revoke.h) */
+	uint64_t max_tunnel_lifetime_ms;       /* 0 = off */
 	/* TEST ONLY: the static identity strategy. */
 	const char *identity_static;
 	const char *identity_static_sha256;
@@ -111,6 +113,8 @@ struct netsup {
 	uv_prepare_t audit_prepare;
 	uv_check_t audit_check;
 	bool audit_handles;
+	uv_timer_t revoke_grace, revoke_lifetime; /* revoke.c */
+	bool revoke_started;
 	size_t n_rejecting;          /* over-limit connections being answered 503 */
 	size_t admin_conns;          /* open /metrics, /healthz, /readyz connections */
 	size_t n_relaying;           /* tunnels relayed in user space (not splice) */

@@ -1,15 +1,29 @@
 #include "net-supervisor/policystore.h"
 
+#include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
 
+/* A watched directory (canonical path) and an inotify watch on it. */
 struct watch {
-	uv_fs_event_t ev;
-	struct policystore *ps;
+	int wd;
+	char *dir;
+};
+
+/* A name whose complete arrival in dir means "reload": a policy file, the
+ * file a symlinked policy path points to, or a Kubernetes ConfigMap's
+ * `..data` link (swapped by rename when the ConfigMap changes). */
+struct target {
+	char dir[PATH_MAX];
+	char name[NAME_MAX + 1];
 };
 
 struct policystore {
@@ -22,8 +36,12 @@ struct policystore {
 	void *data;
 	uv_signal_t sighup;
 	uv_timer_t debounce;
+	int ino_fd; /* inotify, -1 when unavailable */
+	uv_poll_t ino_poll;
 	struct watch *watches;
 	size_t n_watches;
+	struct target *targets;
+	size_t n_targets;
 	bool watching;
 	/* reload state */
 	uv_work_t work;
@@ -43,7 +61,12 @@ static void ps_free(struct policystore *ps)
 	for (size_t i = 0; i < ps->n_files; i++)
 		free(ps->files[i]);
 	free(ps->files);
+	for (size_t i = 0; i < ps->n_watches; i++)
+		free(ps->watches[i].dir);
 	free(ps->watches);
+	free(ps->targets);
+	if (ps->ino_fd >= 0)
+		close(ps->ino_fd);
 	free(ps);
 }
 
@@ -79,10 +102,17 @@ int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
 		free(ps);
 		return -ENOMEM;
 	}
+	ps->ino_fd = -1;
+	/* Absolute, but symlinks kept: a ConfigMap mount's policy.yaml is a
+	 * link through `..data`, which the kubelet points elsewhere on every
+	 * update; resolving it once would pin the old version's directory. */
+	char cwd[PATH_MAX];
 	for (size_t i = 0; i < n_files; i++) {
-		ps->files[i] = realpath(files[i], NULL);
-		if (!ps->files[i])
+		if (files[i][0] == '/' || !getcwd(cwd, sizeof(cwd))) {
 			ps->files[i] = strdup(files[i]);
+		} else if (asprintf(&ps->files[i], "%s/%s", cwd, files[i]) < 0) {
+			ps->files[i] = NULL;
+		}
 		if (!ps->files[i])
 			return -ENOMEM;
 		ps->n_files++;
@@ -121,6 +151,8 @@ static void work_run(uv_work_t *w)
 	ps->result = load(ps->files, ps->n_files, &ps->next, &ps->diag);
 }
 
+static void watch_refresh(struct policystore *ps);
+
 static void work_done(uv_work_t *w, int status)
 {
 	struct policystore *ps = w->data;
@@ -146,6 +178,7 @@ static void work_done(uv_work_t *w, int status)
 		if (ps->cb)
 			ps->cb(ps, false, msg, ps->data);
 	}
+	watch_refresh(ps);
 	if (ps->again) {
 		ps->again = false;
 		policystore_reload(ps);
@@ -178,24 +211,142 @@ static void on_sighup(uv_signal_t *s, int signum)
 
 static void on_debounce(uv_timer_t *t) { policystore_reload(t->data); }
 
-static void on_fs(uv_fs_event_t *ev, const char *filename, int events, int status)
+/* Split path into its canonical directory and its name. */
+static bool target_of(const char *path, struct target *t)
 {
-	struct watch *w = ev->data;
-	struct policystore *ps = w->ps;
-	if (status < 0 || !filename)
+	_cleanup_free_ char *a = strdup(path), *b = strdup(path);
+	if (!a || !b)
+		return false;
+	const char *base = basename(a);
+	if (!realpath(dirname(b), t->dir) || strlen(base) > NAME_MAX)
+		return false;
+	strscpy(t->name, base, sizeof(t->name));
+	return true;
+}
+
+static void target_add(struct policystore *ps, const struct target *t)
+{
+	for (size_t i = 0; i < ps->n_targets; i++)
+		if (strcmp(ps->targets[i].dir, t->dir) == 0 && strcmp(ps->targets[i].name, t->name) == 0)
+			return;
+	struct target *v = realloc(ps->targets, (ps->n_targets + 1) * sizeof(*v));
+	if (!v)
 		return;
-	char dirbuf[4096];
-	size_t dl = sizeof(dirbuf);
-	if (uv_fs_event_getpath(ev, dirbuf, &dl) < 0)
+	ps->targets = v;
+	ps->targets[ps->n_targets++] = *t;
+}
+
+#define WATCH_MASK (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
+
+static void watch_dir(struct policystore *ps, const char *dir)
+{
+	for (size_t i = 0; i < ps->n_watches; i++)
+		if (strcmp(ps->watches[i].dir, dir) == 0)
+			return;
+	int wd = inotify_add_watch(ps->ino_fd, dir, WATCH_MASK);
+	if (wd < 0) {
+		log_warn("cannot watch %s for policy changes (%m); SIGHUP still reloads", dir);
 		return;
-	/* Only our files: editors write temp files next to them. */
+	}
+	struct watch *v = realloc(ps->watches, (ps->n_watches + 1) * sizeof(*v));
+	char *d = strdup(dir);
+	if (!v || !d) {
+		free(d);
+		if (v)
+			ps->watches = v;
+		inotify_rm_watch(ps->ino_fd, wd);
+		return;
+	}
+	ps->watches = v;
+	ps->watches[ps->n_watches++] = (struct watch){ .wd = wd, .dir = d };
+}
+
+/* What to watch now: each file's own directory (its name and `..data`),
+ * and, when the path is a symlink, the directory of what it points to
+ * today (an in-place write of the target). Recomputed after every reload:
+ * a swapped link points somewhere new. */
+static void watch_refresh(struct policystore *ps)
+{
+	if (ps->ino_fd < 0 || ps->closing)
+		return;
+	ps->n_targets = 0;
 	for (size_t i = 0; i < ps->n_files; i++) {
-		const char *f = ps->files[i];
-		const char *slash = strrchr(f, '/');
-		if (slash && strcmp(slash + 1, filename) == 0 &&
-		    (size_t)(slash - f) == strlen(dirbuf) && strncmp(f, dirbuf, (size_t)(slash - f)) == 0) {
+		struct target t;
+		if (target_of(ps->files[i], &t)) {
+			target_add(ps, &t);
+			strscpy(t.name, "..data", sizeof(t.name));
+			target_add(ps, &t);
+		}
+		_cleanup_free_ char *real = realpath(ps->files[i], NULL);
+		if (real && target_of(real, &t))
+			target_add(ps, &t);
+	}
+	for (size_t i = 0; i < ps->n_targets; i++)
+		watch_dir(ps, ps->targets[i].dir);
+}
+
+static bool is_symlink(const char *dir, const char *name)
+{
+	char p[PATH_MAX + NAME_MAX + 2];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return lstat(p, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* Reload only once a file is complete: closed after writing
+ * (IN_CLOSE_WRITE) or renamed into place (IN_MOVED_TO), or a symlink
+ * created at the name (it is complete at birth). A bare IN_MODIFY is a
+ * writer in the middle of its work: loading then could enforce a prefix
+ * of the new file (a valid policy missing the rules or pins after it). */
+static void on_event(struct policystore *ps, const struct inotify_event *ev)
+{
+	if (ev->mask & IN_Q_OVERFLOW) {
+		log_warn("policy watch: inotify queue overflowed, a change may have been missed; "
+			 "send SIGHUP to reload");
+		return;
+	}
+	const char *dir = NULL;
+	size_t wi = 0;
+	for (; wi < ps->n_watches; wi++)
+		if (ps->watches[wi].wd == ev->wd) {
+			dir = ps->watches[wi].dir;
+			break;
+		}
+	if (!dir)
+		return;
+	if (ev->mask & IN_IGNORED) { /* the directory is gone */
+		free(ps->watches[wi].dir);
+		ps->watches[wi] = ps->watches[--ps->n_watches];
+		return;
+	}
+	if (!ev->len)
+		return;
+	bool complete = (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) ||
+			((ev->mask & IN_CREATE) && is_symlink(dir, ev->name));
+	if (!complete)
+		return;
+	for (size_t i = 0; i < ps->n_targets; i++)
+		if (strcmp(ps->targets[i].name, ev->name) == 0 && strcmp(ps->targets[i].dir, dir) == 0) {
 			uv_timer_start(&ps->debounce, on_debounce, 100, 0);
 			return;
+		}
+}
+
+static void on_inotify(uv_poll_t *h, int status, int events)
+{
+	(void)events;
+	struct policystore *ps = h->data;
+	if (status < 0)
+		return;
+	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+	for (;;) {
+		ssize_t n = read(ps->ino_fd, buf, sizeof(buf));
+		if (n <= 0)
+			return; /* EAGAIN: drained */
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			on_event(ps, ev);
+			p += sizeof(*ev) + ev->len;
 		}
 	}
 }
@@ -211,44 +362,27 @@ int policystore_watch(struct policystore *ps)
 	uv_timer_init(ps->loop, &ps->debounce);
 	ps->debounce.data = ps;
 	ps->open_handles++;
-	ps->watches = calloc(ps->n_files ? ps->n_files : 1, sizeof(*ps->watches));
-	if (!ps->watches)
-		return -ENOMEM;
 	ps->watching = true;
-	for (size_t i = 0; i < ps->n_files; i++) {
-		/* Watch the directory: an editor's rename-over replaces the inode. */
-		_cleanup_free_ char *copy = strdup(ps->files[i]);
-		if (!copy)
-			return -ENOMEM;
-		const char *dir = dirname(copy);
-		bool dup = false;
-		for (size_t j = 0; j < ps->n_watches; j++) {
-			char p[4096];
-			size_t pl = sizeof(p);
-			if (uv_fs_event_getpath(&ps->watches[j].ev, p, &pl) == 0 && strcmp(p, dir) == 0)
-				dup = true;
-		}
-		if (dup)
-			continue;
-		struct watch *w = &ps->watches[ps->n_watches];
-		w->ps = ps;
-		uv_fs_event_init(ps->loop, &w->ev);
-		w->ev.data = w;
-		ps->open_handles++;
-		ps->n_watches++;
-		r = uv_fs_event_start(&w->ev, on_fs, dir, 0);
-		if (r < 0)
-			log_warn("cannot watch %s for policy changes (%s); SIGHUP still reloads", dir,
-				 uv_strerror(r));
+	ps->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (ps->ino_fd < 0) {
+		log_warn("policy reload on change disabled: inotify: %m; SIGHUP still reloads");
+		return 0;
 	}
-	return 0;
+	r = uv_poll_init(ps->loop, &ps->ino_poll, ps->ino_fd);
+	if (r < 0) {
+		close(ps->ino_fd);
+		ps->ino_fd = -1;
+		return r;
+	}
+	ps->ino_poll.data = ps;
+	ps->open_handles++;
+	watch_refresh(ps);
+	return uv_poll_start(&ps->ino_poll, UV_READABLE, on_inotify);
 }
 
 static void handle_closed(uv_handle_t *h)
 {
 	struct policystore *ps = h->data;
-	if (h->type == UV_FS_EVENT)
-		ps = ((struct watch *)h->data)->ps;
 	if (--ps->open_handles > 0)
 		return;
 	if (ps->reloading)
@@ -271,8 +405,8 @@ void policystore_close(struct policystore *ps)
 	}
 	uv_close((uv_handle_t *)&ps->sighup, handle_closed);
 	uv_close((uv_handle_t *)&ps->debounce, handle_closed);
-	for (size_t i = 0; i < ps->n_watches; i++)
-		uv_close((uv_handle_t *)&ps->watches[i].ev, handle_closed);
+	if (ps->ino_fd >= 0)
+		uv_close((uv_handle_t *)&ps->ino_poll, handle_closed);
 }
 
 const struct network_policy *policystore_network(const struct policystore *ps)

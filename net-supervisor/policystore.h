@@ -1,9 +1,12 @@
 /* The policy in force and its reloads.
  *
  * The files (command layer, in order, on top of the embedded baseline) are
- * loaded with the layered loader. A reload (SIGHUP, or a change of any of
- * the files, seen through uv_fs_event on their directories and debounced)
- * parses and validates everything on the thread pool; only a fully valid
+ * loaded with the layered loader. A reload (SIGHUP, or a file arriving
+ * complete: closed after writing or renamed into place, seen through
+ * inotify on the directories, debounced; never a bare modification, which
+ * may be a writer halfway through) parses and validates everything on the
+ * thread pool; a policy path that is a symlink (a ConfigMap's `..data`
+ * swap) is followed anew on every reload. Only a fully valid
  * result replaces the old policy, on the loop thread, in one pointer swap,
  * with the next generation number. An invalid file keeps the old policy. */
 #pragma once

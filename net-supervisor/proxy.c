@@ -96,6 +96,8 @@ struct conn {
 	bool spliced;
 	char policy_name[132];
 	uint64_t generation;
+	uint64_t allowed_at; /* uv_now() of the allow: --max-tunnel-lifetime counts from here */
+	uint8_t revoked;     /* enum revoke_why: revoked while its allow was being recorded */
 };
 
 /* ---------- small helpers ---------- */
@@ -423,6 +425,19 @@ static void respond(struct conn *c, int status, enum reason reason)
 
 static void start_connect(struct conn *c);
 
+/* An allowed flow revoked before the client had its answer: it gets one
+ * that says why it ended (the allow is already in the audit, and so is the
+ * tunnel_revoked line). */
+static void answer_revoked(struct conn *c, enum revoke_why why)
+{
+	if (why == REVOKE_POLICY_CHANGED)
+		respond(c, 403, REASON_POLICY_DENY);
+	else if (why == REVOKE_ANCHOR_REPLACED)
+		respond(c, 403, REASON_ANCHOR_UNKNOWN);
+	else
+		respond(c, 503, REASON_NOT_READY);
+}
+
 /* The decision is in the audit file (or cannot be): give its answer. While
  * the file cannot take it, --audit-failure deny (the default) answers 503
  * audit_unavailable instead; allow gives the answer, counted. */
@@ -446,7 +461,9 @@ static void decision_recorded(struct auditq_waiter *w, bool recorded)
 		ns->metrics.audit_unrecorded_answered++;
 	}
 	metrics_decision(&ns->metrics, c->answer_allow, c->answer_allow ? c->d.reason : c->answer_reason, src);
-	if (c->answer_allow)
+	if (c->answer_allow && c->revoked != REVOKE_KEEP)
+		answer_revoked(c, c->revoked);
+	else if (c->answer_allow)
 		start_connect(c);
 	else
 		respond(c, c->answer_status, c->answer_reason);
@@ -1098,6 +1115,12 @@ static void decide(struct conn *c)
 	struct netsup *ns = c->ns;
 	if (!c->id_done || c->state != C_WAIT || c->gai_pending)
 		return;
+	if (c->id && ns->identity &&
+	    (!ns->identity->anchored || c->id->anchor_epoch != ns->identity->anchor_epoch)) {
+		/* resolved under an anchor that is gone now: it would be revoked */
+		reject(c, 503, REASON_NOT_READY);
+		return;
+	}
 	const struct network_policy *np = policystore_network(ns->policy);
 	c->generation = policystore_generation(ns->policy);
 	if (!c->gai_done) {
@@ -1165,6 +1188,7 @@ static void decide(struct conn *c)
 			return;
 		}
 	}
+	c->allowed_at = uv_now(c->ns->loop);
 	record_then_answer(c, true, c->d.reason, 0);
 }
 
@@ -1426,4 +1450,64 @@ void proxy_close_all(struct netsup *ns)
 		n = c->next;
 		conn_close(c);
 	}
+}
+
+/* ---------- revocation (revoke.h) ---------- */
+
+static void audit_revoked(struct conn *c, enum revoke_why why)
+{
+	struct netsup *ns = c->ns;
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "reason", json_string(revoke_word(why)));
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
+	json_object_set_new(o, "pid", c->id ? json_integer(c->id->pid) : json_null());
+	json_object_set_new(o, "process_key", c->id && c->id->process_key ? json_string(c->id->process_key) : json_null());
+	json_object_set_new(o, "identity_source", json_string(flow_source_word(c->id ? c->id->source : FLOW_SOURCE_NONE)));
+	json_object_set_new(o, "anchor_epoch", c->id ? json_integer((json_int_t)c->id->anchor_epoch) : json_null());
+	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
+	json_object_set_new(o, "decision_generation", json_integer((json_int_t)c->generation));
+	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
+	json_object_set_new(o, "age_ms", json_integer((json_int_t)(uv_now(ns->loop) - c->allowed_at)));
+	char ip[INET6_ADDRSTRLEN];
+	int port;
+	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
+	json_t *cl = json_object();
+	json_object_set_new(cl, "ip", json_string(ip));
+	json_object_set_new(cl, "port", json_integer(port));
+	json_object_set_new(o, "client", cl);
+	netsup_audit(ns, "tunnel_revoked", o);
+	ns->metrics.tunnels_revoked[why]++;
+}
+
+size_t proxy_revoke_tunnels(struct netsup *ns,
+			    enum revoke_why (*judge)(const struct tunnel_view *t, void *data), void *data)
+{
+	size_t n = 0;
+	for (struct conn *c = ns->conns, *next; c; c = next) {
+		next = c->next;
+		bool recording = c->state == C_RECORD && c->answer_allow && c->revoked == REVOKE_KEEP;
+		if ((c->state != C_CONNECTING && c->state != C_RELAY && !recording) || !c->decided || !c->d.allow)
+			continue;
+		struct tunnel_view t = { .id = c->id, .host = c->req.host, .port = c->req.port,
+					 .addr = &c->chosen, .allowed_at_ms = c->allowed_at };
+		enum revoke_why why = judge(&t, data);
+		if (why == REVOKE_KEEP || why >= REVOKE__COUNT)
+			continue;
+		audit_revoked(c, why);
+		n++;
+		if (c->state == C_RELAY) {
+			conn_close(c);
+			continue;
+		}
+		if (recording) { /* answered when its allow is in the file */
+			c->revoked = (uint8_t)why;
+			continue;
+		}
+		/* Still connecting: the client has had no answer yet. */
+		answer_revoked(c, why);
+	}
+	return n;
 }

@@ -13,8 +13,14 @@
 #pragma once
 
 #include "net-supervisor/netsup.h"
+#include "net-supervisor/revoke.h"
 
 int proxy_listen(struct netsup *ns, const char *addr, struct proxy_listener **out);
 void proxy_listener_close(struct proxy_listener *l);
 /* Close every open connection (shutdown). */
 void proxy_close_all(struct netsup *ns);
+/* Close every allowed flow still open (connecting or relaying) for which
+ * judge gives a reason, auditing each as tunnel_revoked (revoke.h).
+ * Returns how many were closed. */
+size_t proxy_revoke_tunnels(struct netsup *ns,
+			    enum revoke_why (*judge)(const struct tunnel_view *t, void *data), void *data);

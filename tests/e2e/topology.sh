@@ -176,12 +176,20 @@ procsup_killed|netsup_killed|launcher_killed)
 policy_reload)
 	# a policy change reaches a running sandbox: curl is allowed, the file
 	# is rewritten without it, the net-supervisor reloads (generation 2)
-	# and the same workload's next curl is refused
+	# and the same workload's next curl is refused; a CONNECT tunnel curl
+	# opened before (telnet:// through the proxy, held open by its stdin)
+	# is closed by the reload (tunnel_revoked policy_changed: the audit
+	# line is written as the proxy closes both ends; curl's telnet does
+	# not notice a closed socket while its stdin is open, so the audit is
+	# the witness here, the client side is checked in test_proxy)
 	cat >"$WORK/r.sh" <<EOF
 #!/bin/sh
 curl -sS -o /dev/null -w 'first %{http_code}\n' --max-time 10 $URL
+{ i=0; while [ ! -e $WORK/revoked ] && [ \$i -lt 300 ]; do sleep 0.05; i=\$((i+1)); done; } |
+	curl -sS -p -x "\$HTTP_PROXY" telnet://198.51.100.10:8080 >/dev/null 2>&1 &
 i=0; while [ ! -e $WORK/reloaded ] && [ \$i -lt 300 ]; do sleep 0.05; i=\$((i+1)); done
 curl -sS -o /dev/null -w 'second %{http_code}\n' --max-time 10 $URL
+wait
 EOF
 	chmod 755 "$WORK/r.sh"
 	cp "$WORK/p.yaml" "$WORK/live.yaml"
@@ -191,9 +199,14 @@ EOF
 	RUN_PID=$!
 	wait_for 15 grep -q "^first " "$WORK/out" || fail "first request never made"
 	grep -qx "first 200" "$WORK/out" || fail "first request not allowed: $(grep first "$WORK/out")"
+	two_allows() { [ "$(grep -c '"decision":"allow"' "$AUDIT")" -ge 2 ]; }
+	wait_for 10 two_allows || fail "the tunnel was not opened"
 	sed -i 's|/usr/bin/curl|/usr/bin/nothing-here|' "$WORK/live.yaml"
 	wait_for 10 grep -q '"policy_generation":2' "$AUDIT" || fail "policy not reloaded"
 	touch "$WORK/reloaded"
+	wait_for 10 grep -q '"event":"tunnel_revoked".*"reason":"policy_changed"' "$AUDIT" ||
+		fail "the tunnel outlived the reload that denies it (no tunnel_revoked policy_changed)"
+	touch "$WORK/revoked"
 	wait "$RUN_PID"; RUN_PID=""
 	grep -qx "second 403" "$WORK/out" || fail "after reload: $(grep second "$WORK/out")"
 	python3 - "$AUDIT" <<'PY' || fail "decisions do not follow the reload"
@@ -201,7 +214,7 @@ import json, sys
 d = [json.loads(l) for l in open(sys.argv[1])]
 d = [(e["decision"], e["reason"], e.get("policy_generation")) for e in d if e.get("event") == "egress_decision"]
 print("decisions:", d)
-sys.exit(0 if d == [("allow", "allowed", 1), ("deny", "no_matching_policy", 2)] else 1)
+sys.exit(0 if d == [("allow", "allowed", 1)] * 2 + [("deny", "no_matching_policy", 2)] else 1)
 PY
 	check_audit_common
 	;;

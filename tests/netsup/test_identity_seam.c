@@ -212,6 +212,45 @@ static void test_static_strategy(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+
+static void count_replaced(struct identity_strategy *st, void *data)
+{
+	(void)st;
+	(*(int *)data)++;
+}
+
+/* The anchor epoch: a new instance moves it (and is announced once it
+ * replaces a previous one), the same instance again does not; an identity
+ * carries the epoch its request started under, even when the answer comes
+ * after a replacement (the proxy then revokes it: revoke.h). */
+static void test_anchor_epoch(void **state)
+{
+	(void)state;
+	struct seam s;
+	int replaced = 0;
+	seam_open(&s, 1);
+	s.f.base.on_replaced = count_replaced;
+	s.f.base.on_anchor_data = &replaced;
+	identity_strategy_set_instance(&s.f.base, "boot:100");
+	assert_int_equal(s.f.base.anchor_epoch, 1);
+	assert_int_equal(replaced, 0); /* the first one replaces nothing */
+	identity_strategy_set_instance(&s.f.base, "boot:100");
+	assert_int_equal(s.f.base.anchor_epoch, 1);
+	assert_int_equal(seam_resolve(&s, 1000), 0);
+	identity_strategy_set_instance(&s.f.base, "boot:200");
+	assert_int_equal(s.f.base.anchor_epoch, 2);
+	assert_int_equal(replaced, 1);
+	identity_request_complete(s.f.held, REASON_OK, make_id("/usr/bin/git"));
+	run_for(&s.loop, 20);
+	assert_int_equal(s.g.calls, 1);
+	assert_int_equal(s.g.id->anchor_epoch, 1);
+	struct flow_identity *dup = flow_identity_dup(s.g.id);
+	assert_int_equal(dup->anchor_epoch, 1);
+	flow_identity_free(dup);
+	flow_identity_free(s.g.id);
+	seam_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -220,6 +259,7 @@ int main(void)
 		cmocka_unit_test(test_abandon),
 		cmocka_unit_test(test_reason_passes_through_and_start_failure),
 		cmocka_unit_test(test_static_strategy),
+		cmocka_unit_test(test_anchor_epoch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

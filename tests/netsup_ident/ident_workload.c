@@ -5,10 +5,13 @@
  * child opens N connections and holds them all (benchmarks).
  * "connect:HOST:PORT": the child asks the proxy at ADDR:PORT for
  * CONNECT HOST:PORT and prints the status line it gets. "self": no child,
- * this process connects and holds (a process that exec'd it connects anew). */
+ * this process connects and holds (a process that exec'd it connects anew).
+ * "tunnel:HOST:PORT": as connect:, then holds the tunnel until the proxy
+ * closes it ("workload: tunnel closed"); this child survives the anchor. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +42,10 @@ int main(int argc, char **argv)
 	if (c < 0)
 		return 1;
 	if (c == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* "tunnel:HOST:PORT" outlives the anchor on purpose: it is the
+		 * surviving process whose tunnel the proxy must revoke. */
+		if (strncmp(argv[2], "tunnel:", 7) != 0)
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(20);
 		/* Scripts start the workload before the proxy is ready. */
 		const char *wf = getenv("IDENT_WAIT_FILE");
@@ -56,10 +62,12 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(argv[2], "exit") == 0)
 			_exit(0);
-		if (strncmp(argv[2], "connect:", 8) == 0) {
+		bool tunnel = strncmp(argv[2], "tunnel:", 7) == 0;
+		if (strncmp(argv[2], "connect:", 8) == 0 || tunnel) {
+			const char *dest = argv[2] + (tunnel ? 7 : 8);
 			char req[512];
 			int n = snprintf(req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n",
-					 argv[2] + 8, argv[2] + 8);
+					 dest, dest);
 			if (write(fd, req, (size_t)n) != n)
 				_exit(1);
 			char resp[256];
@@ -72,6 +80,14 @@ int main(int argc, char **argv)
 				*eol = '\0';
 			printf("workload: %s\n", resp);
 			fflush(stdout);
+			if (tunnel && strstr(resp, " 200")) {
+				/* hold the tunnel until the proxy ends it */
+				char b;
+				while (read(fd, &b, 1) > 0)
+					;
+				printf("workload: tunnel closed\n");
+				fflush(stdout);
+			}
 			_exit(strstr(resp, " 200") ? 0 : 3);
 		}
 		char b;

@@ -37,6 +37,33 @@ wait_ready() { # PORT WANT [tenths]
 
 PP=$(freeport); AP=$(freeport)
 while [ "$AP" = "$PP" ]; do AP=$(freeport); done
+# An upstream that holds every connection until its client closes, and logs
+# "accept N" / "eof N": a tunnel's upstream end, to see the proxy close it.
+HP=$(freeport)
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+"$PY" -u -c '
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
+print("listening", flush=True)
+n = 0
+def hold(c, i):
+    while c.recv(4096): pass
+    print("eof", i, flush=True)
+while True:
+    c, _ = s.accept(); n += 1
+    print("accept", n, flush=True)
+    threading.Thread(target=hold, args=(c, n), daemon=True).start()
+' "$HP" >"$TMP/holder.log" 2>&1 &
+PIDS+=($!)
+holder_count() { grep -c "^$1 " "$TMP/holder.log"; }
+holder_more() { [ "$(holder_count "$1")" -gt "$2" ]; } # KIND THAN
+wait_for() { # TENTHS CMD...: until CMD succeeds (bounded)
+	local n=$1; shift
+	for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
+	return 1
+}
+wait_for 100 grep -q '^listening' "$TMP/holder.log" || { echo "FAIL: the holding upstream did not start"; cat "$TMP/holder.log"; exit 1; }
 cat >"$TMP/policy.yaml" <<YAML
 version: 1
 network:
@@ -48,7 +75,7 @@ network:
         - path: /usr/bin/curl
       endpoints:
         - cidr: 127.0.0.1/32
-          ports: [$AP]
+          ports: [$AP, $HP]
 YAML
 
 # ---- local ----
@@ -80,6 +107,36 @@ check "local: /metrics has the loop's count" grep -q '^tether_identity_local_ans
 check "local: /metrics has the over-budget count" grep -q '^tether_identity_local_loop_over_budget_total [0-9]' <<<"$M"
 kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
 
+# local, issue 19 item 6: the anchor is SIGKILLed while a process it started
+# (which survives it) holds a tunnel; the proxy closes that tunnel after
+# --revoke-grace-ms, audited tunnel_revoked anchor_lost.
+IDENT_WAIT_FILE=$TMP/go2 "$TT/ident_anchor" - "$TT/ident_workload" "$PP" "tunnel:127.0.0.1:$HP" \
+	>"$TMP/wl2.out" 2>&1 &
+A2=$!
+PIDS+=($A2)
+SHA=$(sha256sum "$TT/ident_anchor" | cut -d' ' -f1)
+"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
+	--audit "$TMP/revoke.audit" --identity local --anchor-pid "$A2" --expected-anchor-sha256 "$SHA" \
+	--revoke-grace-ms 300 2>"$TMP/revoke.log" &
+NPID=$!
+PIDS+=($NPID)
+check "local revoke: ready" wait_ready "$AP" 200
+touch "$TMP/go2"
+check "local revoke: the tunnel is open" wait_for 50 grep -q '^workload: HTTP/1.1 200' "$TMP/wl2.out"
+check "local revoke: the upstream holds it" wait_for 50 holder_more accept 0
+E0=$(holder_count eof)
+kill -KILL "$A2"; wait "$A2" 2>/dev/null
+check "local revoke: anchor lost -> the tunnel is closed (workload side)" \
+	wait_for 40 grep -q '^workload: tunnel closed' "$TMP/wl2.out"
+check "local revoke: ... and upstream side" wait_for 20 holder_more eof "$E0"
+check "local revoke: audit tunnel_revoked anchor_lost" \
+	wait_for 20 grep -q '"event":"tunnel_revoked".*"reason":"anchor_lost"' "$TMP/revoke.audit"
+check "local revoke: the revoked flow names the workload" \
+	grep -q "\"event\":\"tunnel_revoked\".*\"binary\":\"$TT/ident_workload\"" "$TMP/revoke.audit"
+check "local revoke: /metrics counts it" wait_for 20 bash -c \
+	"curl -s --max-time 2 http://127.0.0.1:$AP/metrics | grep -q '^tether_tunnels_revoked_total{reason=\"anchor_lost\"} 1'"
+kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
+
 "$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
 	--audit "$TMP/wrong.audit" --identity local --anchor-pid "$APID" \
 	--expected-anchor-sha256 "$(printf '%064d' 0)" 2>"$TMP/wrong.log" &
@@ -103,7 +160,7 @@ if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
 	for _ in $(seq 1 50); do [ -S "$TMP/ps.ctl" ] && break; sleep 0.1; done
 	"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
 		--audit "$TMP/deleg.audit" --identity delegated --control "unix:$TMP/ps.ctl" \
-		--provisioning-pubkey "$TMP/keys/provisioning.pub" 2>"$TMP/deleg.log" &
+		--provisioning-pubkey "$TMP/keys/provisioning.pub" --revoke-grace-ms 300 2>"$TMP/deleg.log" &
 	NPID=$!
 	PIDS+=($NPID)
 	check "delegated: ready once the certificate verifies" wait_ready "$AP" 200
@@ -122,9 +179,29 @@ if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
 	check "delegated: audit allow" grep -q '"decision":"allow"' <<<"$D"
 	check "delegated: identity_source delegated" grep -q '"identity_source":"delegated"' <<<"$D"
 	check "delegated: signed context kept" grep -q '"signed_context":"' <<<"$D"
+	# issue 19 item 6: a tunnel held by a process the supervisor started;
+	# the supervisor is SIGKILLed; the proxy closes the tunnel.
+	A0=$(holder_count accept); E0=$(holder_count eof)
+	# curl runs in the background of the session's shell: a grandchild,
+	# which the supervisor's death does not take along (its direct
+	# children it does); it records its pid for the cleanup.
+	timeout 30 "$B/tether" exec --socket "$TMP/ps.exec" -- /bin/sh -c \
+		"/usr/bin/curl -s -o /dev/null -p -x http://127.0.0.1:$PP --max-time 25 http://127.0.0.1:$HP/ \
+		 </dev/null >/dev/null 2>&1 & echo \$! >$TMP/curl.pid" >/dev/null 2>&1
+	check "delegated revoke: the tunnel is open" wait_for 100 holder_more accept "$A0"
 	fi
-	kill -TERM "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
+	kill -KILL "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
 	check "delegated: supervisor gone -> not ready" wait_ready "$AP" 503
+	if [ "$CODE" != skip ]; then
+		CURL_PID=$(cat "$TMP/curl.pid" 2>/dev/null)
+		[ -n "$CURL_PID" ] && PIDS+=("$CURL_PID")
+		check "delegated revoke: the curl holding the tunnel outlived the supervisor" \
+			kill -0 "${CURL_PID:-0}"
+		check "delegated revoke: the tunnel is closed" wait_for 50 holder_more eof "$E0"
+		check "delegated revoke: audit tunnel_revoked anchor_lost" wait_for 20 \
+			grep -q '"event":"tunnel_revoked".*"reason":"anchor_lost".*"identity_source":"delegated"' \
+			"$TMP/deleg.audit"
+	fi
 	kill -TERM "$NPID" 2>/dev/null; wait "$NPID" 2>/dev/null
 
 	"$B/proc-supervisor" --exec-socket "$TMP/ps2.exec" --status-socket "$TMP/ps2.status" \
