@@ -91,15 +91,18 @@ static char *pod_ruleset(const struct fence_config *cfg)
 	char *out = NULL;
 	/* "add + delete + define" in one buffer is one transaction: the old
 	 * table (if any) is replaced without a window where nothing applies.
-	 * The first rule: the SYN-ACK (or UDP answer) of a supervisor's socket
-	 * (skuid of a request socket is its listener's) to a loopback flow the
-	 * workload started never leaves, whatever the port. */
+	 * The first two rules: a supervisor's socket (the skuid of a SYN-ACK
+	 * is its listener's) never answers a loopback flow the workload
+	 * started, whatever the port: its SYN-ACK leaves as a RST|ACK (the
+	 * workload's connect is refused at once, the handshake never
+	 * completes) and any other answer (UDP) is dropped. */
 	int n = asprintf(&out,
 		"add table inet " FENCE_TABLE "\n"
 		"delete table inet " FENCE_TABLE "\n"
 		"table inet " FENCE_TABLE " {\n"
 		"  chain output {\n"
 		"    type filter hook output priority filter; policy accept;\n"
+		"    oifname \"lo\" ct direction reply ct mark 0x%08x meta skuid %u tcp flags & (syn | ack) == syn | ack counter tcp flags set rst | ack accept\n"
 		"    oifname \"lo\" ct direction reply ct mark 0x%08x meta skuid %u counter drop\n"
 		"    ct state established,related accept\n"
 		"    meta skuid %u accept\n"
@@ -110,7 +113,7 @@ static char *pod_ruleset(const struct fence_config *cfg)
 		"    counter reject with icmpx type admin-prohibited\n"
 		"  }\n"
 		"}\n",
-		FENCE_CT_WORKLOAD, uid, uid, rule_ports, rule_dns, rule_sup, FENCE_CT_WORKLOAD);
+		FENCE_CT_WORKLOAD, uid, FENCE_CT_WORKLOAD, uid, uid, rule_ports, rule_dns, rule_sup, FENCE_CT_WORKLOAD);
 	return n < 0 ? NULL : out;
 }
 

@@ -7,11 +7,13 @@
  * loopback TCP to `ports` (the proxy) and UDP/TCP to `dns_ports` on
  * loopback, and the workload's loopback traffic to itself: a loopback flow
  * started by another uid is allowed and marked (ct mark FENCE_CT_WORKLOAD),
- * and a reply to a marked flow from a socket of the proxy's uid (a
- * supervisor's own endpoint: admin, metrics, a tcp control channel) is
- * dropped, so such an endpoint is never reachable by the workload even when
- * nobody declared it. `supervisor_ports` (TCP and UDP) are refused at once
- * (reset / unreachable) instead of timing out.
+ * and a socket of the proxy's uid (a supervisor's own endpoint: admin,
+ * metrics, a tcp control channel) never answers a marked flow: its SYN-ACK
+ * is rewritten into a RST|ACK (the workload's connect is refused at once,
+ * no handshake completes) and any other answer is dropped, so a TCP
+ * endpoint is unreachable even when nobody declared it. A UDP datagram
+ * still reaches an undeclared supervisor UDP socket (only its answer is
+ * dropped): `supervisor_ports` (TCP and UDP) are refused outright.
  *
  * FENCE_VETH (table inet tether_fence_<iface>, in the netns that holds the
  * proxy's end of the workload's veth; the workload cannot touch it): input
