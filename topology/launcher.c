@@ -590,7 +590,8 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 		fprintf(f, "WARNING: %s\n", p->unsupported);
 	if (p->pod)
 		fprintf(f, "pod netns: %s (veth %s %s <-> %s %s; default route via %s, fenced by nftables: "
-			   "only uid 0 sends anything but loopback TCP to port %d)\n",
+			   "only uid 0 sends off loopback; on loopback the workload reaches port %d and its own "
+			   "sockets, never uid 0's)\n",
 			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner,
 			p->veth_outer, PROXY_PORT);
 	else

@@ -150,10 +150,14 @@ done
 innet ip addr add 203.0.113.1/32 dev lo
 inpod ip route add 203.0.113.1/32 via 198.51.100.1
 inpod $HELPER tcp-refused 203.0.113.1 8081 || fail "8081 on an address other than the proxy's was not refused"
-# Nothing is forwarded: a route through the net side is refused too.
+# Nothing is forwarded: a route through the net side (onward to a link
+# where nobody answers ARP: a timeout without the fence) is refused at once.
 innet sysctl -qw net.ipv4.ip_forward=1
+innet ip link add tfd$ID type veth peer name tfe$ID && innet ip addr add 192.0.2.1/24 dev tfd$ID &&
+	innet ip link set tfd$ID up && innet ip link set tfe$ID up || fail "onward link"
 inpod ip route add 192.0.2.0/24 via 198.51.100.1
-inpod $HELPER tcp-refused 192.0.2.77 80 || fail "forwarding through the veth fence not refused"
+inpod $HELPER tcp-refused 192.0.2.77 80; rc=$?
+[ $rc = 0 ] || fail "forwarding through the veth fence not refused at once (rc $rc)"
 innet nft list table inet tether_fence_tfb$ID | grep -q "counter packets [1-9]" || fail "no refusal counted"
 innet $BIN/tether fence remove --veth tfb$ID || fail "veth fence remove"
 innet $BIN/tether fence remove --veth tfb$ID || fail "second veth fence remove"
