@@ -1,5 +1,8 @@
 #include "net-supervisor/fence.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <nftables/libnftables.h>
 #include <sched.h>
@@ -9,33 +12,187 @@
 
 #include "common/util.h"
 
-char *fence_ruleset(const struct fence_config *cfg)
+/* "a, b, c" of n ports into buf. */
+static void port_list(const uint16_t *ports, size_t n, char *buf, size_t size)
 {
-	char ports[FENCE_MAX_PORTS * 7 + 8] = "";
 	size_t o = 0;
-	for (size_t i = 0; i < cfg->n_ports && i < FENCE_MAX_PORTS; i++)
-		o += (size_t)snprintf(ports + o, sizeof(ports) - o, "%s%u", i ? ", " : "", cfg->ports[i]);
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && i < FENCE_MAX_PORTS && o < size; i++)
+		o += (size_t)snprintf(buf + o, size - o, "%s%u", i ? ", " : "", ports[i]);
+}
+
+int fence_table_name(enum fence_kind kind, const char *iface, char *out, size_t size)
+{
+	if (kind == FENCE_POD)
+		return snprintf(out, size, "%s", FENCE_TABLE) < (int)size ? 0 : -ENAMETOOLONG;
+	if (!iface || !*iface || strlen(iface) >= 16)
+		return -EINVAL;
+	/* Interface names may carry '-' and '.'; nft identifiers take '_'. */
+	char id[16];
+	size_t i = 0;
+	for (; iface[i]; i++) {
+		char c = iface[i];
+		if (!isalnum((unsigned char)c) && c != '_' && c != '-' && c != '.')
+			return -EINVAL;
+		id[i] = isalnum((unsigned char)c) ? c : '_';
+	}
+	id[i] = '\0';
+	return snprintf(out, size, "%s_%s", FENCE_TABLE, id) < (int)size ? 0 : -ENAMETOOLONG;
+}
+
+/* The proxy's addresses by family, normalised: "{ a, b }" or "" when none. */
+static int addr_sets(const struct fence_config *cfg, char *v4, char *v6, size_t size)
+{
+	size_t o4 = 0, o6 = 0;
+	v4[0] = v6[0] = '\0';
+	for (size_t i = 0; i < cfg->n_addrs && i < FENCE_MAX_ADDRS; i++) {
+		unsigned char bin[16];
+		char txt[INET6_ADDRSTRLEN];
+		if (!cfg->addrs[i])
+			return -EINVAL;
+		if (inet_pton(AF_INET, cfg->addrs[i], bin) == 1) {
+			inet_ntop(AF_INET, bin, txt, sizeof(txt));
+			o4 += (size_t)snprintf(v4 + o4, size - o4, "%s%s", o4 ? ", " : "{ ", txt);
+		} else if (inet_pton(AF_INET6, cfg->addrs[i], bin) == 1) {
+			inet_ntop(AF_INET6, bin, txt, sizeof(txt));
+			o6 += (size_t)snprintf(v6 + o6, size - o6, "%s%s", o6 ? ", " : "{ ", txt);
+		} else {
+			return -EINVAL;
+		}
+		if (o4 >= size - 3 || o6 >= size - 3)
+			return -ENAMETOOLONG;
+	}
+	if (o4)
+		strcat(v4, " }");
+	if (o6)
+		strcat(v6, " }");
+	return 0;
+}
+
+/* Pod: an output chain keyed on the sending socket's uid. */
+static char *pod_ruleset(const struct fence_config *cfg)
+{
+	char ports[FENCE_MAX_PORTS * 7 + 8], dns[FENCE_MAX_PORTS * 7 + 8], sup[FENCE_MAX_PORTS * 7 + 8];
+	port_list(cfg->ports, cfg->n_ports, ports, sizeof(ports));
+	port_list(cfg->dns_ports, cfg->n_dns_ports, dns, sizeof(dns));
+	port_list(cfg->supervisor_ports, cfg->n_supervisor_ports, sup, sizeof(sup));
+	unsigned uid = (unsigned)cfg->proxy_uid;
+	char rule_ports[sizeof(ports) + 64] = "", rule_dns[sizeof(dns) + 96] = "", rule_sup[2 * sizeof(sup) + 256] = "";
+	if (cfg->n_ports)
+		snprintf(rule_ports, sizeof(rule_ports), "    oifname \"lo\" tcp dport { %s } accept\n", ports);
+	if (cfg->n_dns_ports)
+		snprintf(rule_dns, sizeof(rule_dns),
+			 "    oifname \"lo\" meta l4proto { tcp, udp } th dport { %s } accept\n", dns);
+	if (cfg->n_supervisor_ports)
+		snprintf(rule_sup, sizeof(rule_sup),
+			 "    oifname \"lo\" tcp dport { %s } counter reject with tcp reset\n"
+			 "    oifname \"lo\" udp dport { %s } counter reject with icmpx type admin-prohibited\n",
+			 sup, sup);
 	char *out = NULL;
 	/* "add + delete + define" in one buffer is one transaction: the old
-	 * table (if any) is replaced without a window where nothing applies. */
+	 * table (if any) is replaced without a window where nothing applies.
+	 * The first two rules: a supervisor's socket (the skuid of a SYN-ACK
+	 * is its listener's) never answers a loopback flow the workload
+	 * started, whatever the port: its SYN-ACK leaves as a RST|ACK (the
+	 * workload's connect is refused at once, the handshake never
+	 * completes) and any other answer (UDP) is dropped. */
 	int n = asprintf(&out,
 		"add table inet " FENCE_TABLE "\n"
 		"delete table inet " FENCE_TABLE "\n"
 		"table inet " FENCE_TABLE " {\n"
 		"  chain output {\n"
 		"    type filter hook output priority filter; policy accept;\n"
+		"    oifname \"lo\" ct direction reply ct mark 0x%08x meta skuid %u tcp flags & (syn | ack) == syn | ack counter tcp flags set rst | ack accept\n"
+		"    oifname \"lo\" ct direction reply ct mark 0x%08x meta skuid %u counter drop\n"
 		"    ct state established,related accept\n"
 		"    meta skuid %u accept\n"
 		"%s%s%s"
+		"    oifname \"lo\" ct state new ct mark set 0x%08x accept\n"
 		"    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } accept\n"
-		"    meta l4proto tcp reject with tcp reset\n"
-		"    reject with icmpx type admin-prohibited\n"
+		"    meta l4proto tcp counter reject with tcp reset\n"
+		"    counter reject with icmpx type admin-prohibited\n"
 		"  }\n"
 		"}\n",
-		(unsigned)cfg->proxy_uid,
-		cfg->n_ports ? "    oifname \"lo\" tcp dport { " : "", ports,
-		cfg->n_ports ? " } accept\n" : "");
+		FENCE_CT_WORKLOAD, uid, FENCE_CT_WORKLOAD, uid, uid, rule_ports, rule_dns, rule_sup, FENCE_CT_WORKLOAD);
 	return n < 0 ? NULL : out;
+}
+
+/* Veth: input and forward chains on the proxy's end of the veth. */
+static char *veth_ruleset(const struct fence_config *cfg)
+{
+	char table[64], v4[FENCE_MAX_ADDRS * 20 + 8], v6[FENCE_MAX_ADDRS * 48 + 8];
+	if (fence_table_name(FENCE_VETH, cfg->iface, table, sizeof(table)) < 0 ||
+	    addr_sets(cfg, v4, v6, sizeof(v4) < sizeof(v6) ? sizeof(v4) : sizeof(v6)) < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	char ports[FENCE_MAX_PORTS * 7 + 8], dns[FENCE_MAX_PORTS * 7 + 8];
+	port_list(cfg->ports, cfg->n_ports, ports, sizeof(ports));
+	port_list(cfg->dns_ports, cfg->n_dns_ports, dns, sizeof(dns));
+	/* The open ports, per family of the proxy's addresses (or on any local
+	 * address when no address is given). */
+	char open[2048] = "";
+	size_t o = 0;
+	const char *fam[2][2] = { { "ip daddr ", v4 }, { "ip6 daddr ", v6 } };
+	bool any = !v4[0] && !v6[0];
+	for (int f = 0; f < 2; f++) {
+		if (!any && !fam[f][1][0])
+			continue;
+		char match[FENCE_MAX_ADDRS * 48 + 32] = "";
+		if (!any)
+			snprintf(match, sizeof(match), "%s%s ", fam[f][0], fam[f][1]);
+		if (cfg->n_ports)
+			o += (size_t)snprintf(open + o, sizeof(open) - o, "    %stcp dport { %s } accept\n", match,
+					      ports);
+		if (cfg->n_dns_ports)
+			o += (size_t)snprintf(open + o, sizeof(open) - o,
+					      "    %smeta l4proto { tcp, udp } th dport { %s } accept\n", match, dns);
+		if (any)
+			break;
+	}
+	if (o >= sizeof(open)) {
+		errno = E2BIG;
+		return NULL;
+	}
+	char *out = NULL;
+	/* Priority filter - 10: before any filter table of the host's own. */
+	int n = asprintf(&out,
+		"add table inet %s\n"
+		"delete table inet %s\n"
+		"table inet %s {\n"
+		"  chain input {\n"
+		"    type filter hook input priority filter - 10; policy accept;\n"
+		"    iifname != \"%s\" accept\n"
+		"    ct state established,related accept\n"
+		"    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept\n"
+		"%s"
+		"    meta l4proto tcp counter reject with tcp reset\n"
+		"    counter reject with icmpx type admin-prohibited\n"
+		"  }\n"
+		"  chain forward {\n"
+		"    type filter hook forward priority filter - 10; policy accept;\n"
+		"    iifname \"%s\" meta l4proto tcp counter reject with tcp reset\n"
+		"    iifname \"%s\" counter reject with icmpx type admin-prohibited\n"
+		"    oifname \"%s\" counter drop\n"
+		"  }\n"
+		"}\n",
+		table, table, table, cfg->iface, open, cfg->iface, cfg->iface, cfg->iface);
+	return n < 0 ? NULL : out;
+}
+
+char *fence_ruleset(const struct fence_config *cfg)
+{
+	if (cfg->n_ports > FENCE_MAX_PORTS || cfg->n_dns_ports > FENCE_MAX_PORTS ||
+	    cfg->n_supervisor_ports > FENCE_MAX_PORTS || cfg->n_addrs > FENCE_MAX_ADDRS) {
+		errno = E2BIG;
+		return NULL;
+	}
+	switch (cfg->kind) {
+	case FENCE_POD: return pod_ruleset(cfg);
+	case FENCE_VETH: return veth_ruleset(cfg);
+	}
+	errno = EINVAL;
+	return NULL;
 }
 
 static int enter_netns(const char *name, char *err, size_t errsize)
@@ -89,21 +246,33 @@ static int run_nft(const char *script, char *err, size_t errsize)
 int fence_install(const struct fence_config *cfg, char *err, size_t errsize)
 {
 	err[0] = '\0';
+	_cleanup_free_ char *script = fence_ruleset(cfg);
+	if (!script) {
+		int r = -errno;
+		snprintf(err, errsize, "invalid fence: %s",
+			 r == -E2BIG ? "too many ports or addresses" :
+			 cfg->kind == FENCE_VETH ? "a veth fence needs a valid --iface and addresses" : strerror(-r));
+		return r;
+	}
 	int r = enter_netns(cfg->netns, err, errsize);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *script = fence_ruleset(cfg);
-	if (!script)
-		return -ENOMEM;
 	return run_nft(script, err, errsize);
 }
 
-int fence_remove(const char *netns, char *err, size_t errsize)
+int fence_remove(enum fence_kind kind, const char *iface, const char *netns, char *err, size_t errsize)
 {
 	err[0] = '\0';
+	char table[64];
+	if (fence_table_name(kind, iface, table, sizeof(table)) < 0) {
+		snprintf(err, errsize, "invalid interface name '%s'", iface ? iface : "");
+		return -EINVAL;
+	}
 	int r = enter_netns(netns, err, errsize);
 	if (r < 0)
 		return r;
 	/* add-then-delete: removing an absent fence is not an error. */
-	return run_nft("add table inet " FENCE_TABLE "\ndelete table inet " FENCE_TABLE "\n", err, errsize);
+	char script[200];
+	snprintf(script, sizeof(script), "add table inet %s\ndelete table inet %s\n", table, table);
+	return run_nft(script, err, errsize);
 }

@@ -369,8 +369,9 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < cfg.n_listen; i++)
 			if ((fc.ports[fc.n_ports] = port_of(cfg.listen[i])))
 				fc.n_ports++;
-		if (cfg.admin && (fc.ports[fc.n_ports] = port_of(cfg.admin)))
-			fc.n_ports++;
+		/* The admin port is ours, not the workload's: refused to it. */
+		if (cfg.admin && (fc.supervisor_ports[fc.n_supervisor_ports] = port_of(cfg.admin)))
+			fc.n_supervisor_ports++;
 		char err[1024];
 		int r = fence_install(&fc, err, sizeof(err));
 		if (r < 0) {

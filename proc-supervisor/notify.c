@@ -10,6 +10,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +68,8 @@ struct notifier {
 	size_t cache_cap;
 	uint64_t clock;
 	struct caller scratch;  /* a caller that could not be cached */
+	struct sockaddr_storage allowed[NOTIFIER_ALLOWED_MAX]; /* bypass reports: the proxy, DNS */
+	size_t n_allowed;
 };
 
 static int64_t ts_ns(const struct timespec *t)
@@ -387,7 +391,90 @@ struct pending {
 	uint64_t cookie;
 	bool have_ref;        /* slow path: ref filled while blocked */
 	struct procref ref;
+	bool have_dst;        /* dst read from the caller while it was blocked */
+	bool bypass;          /* dst is an inet destination neither loopback nor allowed */
+	int sotype;
+	struct sockaddr_storage dst;
 };
+
+int notifier_allow_destination(struct notifier *n, const struct sockaddr *sa, socklen_t len)
+{
+	if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+	    len < (sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))
+		return -EAFNOSUPPORT;
+	if (n->n_allowed >= NOTIFIER_ALLOWED_MAX)
+		return -E2BIG;
+	memset(&n->allowed[n->n_allowed], 0, sizeof(n->allowed[0]));
+	memcpy(&n->allowed[n->n_allowed++], sa,
+	       sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	return 0;
+}
+
+/* The connect's sockaddr, from the blocked caller's memory (bypass reports
+ * only; read before ID_VALID so the tid was the caller's). */
+static void read_dst(struct notifier *n, const struct seccomp_notif *req, struct pending *p)
+{
+	if (!n->ops.bypass || !n->n_allowed)
+		return;
+	size_t len = (size_t)req->data.args[2];
+	if (len > sizeof(p->dst))
+		len = sizeof(p->dst);
+	if (len < sizeof(sa_family_t))
+		return;
+	memset(&p->dst, 0, sizeof(p->dst));
+	struct iovec local = { .iov_base = &p->dst, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)req->data.args[1], .iov_len = len };
+	if (process_vm_readv((pid_t)req->pid, &local, 1, &remote, 1, 0) != (ssize_t)len) {
+		n->stats.dst_unread++;
+		return;
+	}
+	p->have_dst = true;
+}
+
+static bool v4_loopback(uint32_t be)
+{
+	uint32_t a = ntohl(be);
+	return (a >> 24) == 127 || a == 0; /* 0.0.0.0 reaches the local host */
+}
+
+/* Not loopback and not an allowed destination. */
+static bool dst_is_bypass(const struct notifier *n, const struct sockaddr_storage *d)
+{
+	if (d->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)d;
+		if (v4_loopback(a->sin_addr.s_addr))
+			return false;
+		for (size_t i = 0; i < n->n_allowed; i++) {
+			const struct sockaddr_in *w = (const struct sockaddr_in *)&n->allowed[i];
+			if (w->sin_family == AF_INET && w->sin_port == a->sin_port &&
+			    (w->sin_addr.s_addr == INADDR_ANY || w->sin_addr.s_addr == a->sin_addr.s_addr))
+				return false;
+		}
+		return true;
+	}
+	if (d->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)d;
+		if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) || IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr))
+			return false;
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+			struct sockaddr_storage v4 = { 0 };
+			struct sockaddr_in *m = (struct sockaddr_in *)&v4;
+			m->sin_family = AF_INET;
+			m->sin_port = a->sin6_port;
+			memcpy(&m->sin_addr, &a->sin6_addr.s6_addr[12], 4);
+			return dst_is_bypass(n, &v4);
+		}
+		for (size_t i = 0; i < n->n_allowed; i++) {
+			const struct sockaddr_in6 *w = (const struct sockaddr_in6 *)&n->allowed[i];
+			if (w->sin6_family == AF_INET6 && w->sin6_port == a->sin6_port &&
+			    (IN6_IS_ADDR_UNSPECIFIED(&w->sin6_addr) ||
+			     memcmp(&w->sin6_addr, &a->sin6_addr, sizeof(a->sin6_addr)) == 0))
+				return false;
+		}
+		return true;
+	}
+	return false; /* AF_UNSPEC (disconnect), AF_UNIX, ...: not a way out */
+}
 
 static void count_pidfd_error(struct notifier *n, int r)
 {
@@ -448,6 +535,18 @@ static void check_release_socket(struct notifier *n, struct pending *p)
 		} else if (domain != AF_INET && domain != AF_INET6) {
 			n->stats.not_inet++;
 			p->have_cookie = false;
+		}
+	}
+	if (p->have_dst && dst_is_bypass(n, &p->dst)) {
+		int domain = 0;
+		socklen_t len = sizeof(domain);
+		/* an inet socket only (a unix socket handed an inet address fails on its own) */
+		if (getsockopt(p->dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+		    (domain == AF_INET || domain == AF_INET6)) {
+			p->bypass = true;
+			len = sizeof(p->sotype);
+			if (getsockopt(p->dup, SOL_SOCKET, SO_TYPE, &p->sotype, &len) < 0)
+				p->sotype = 0;
 		}
 	}
 	close(p->dup);
@@ -533,7 +632,9 @@ static void phase_blocked_fast(struct notifier *n, int fd, const struct seccomp_
 		}
 		c->ref.exe_err = exe_capture(c->exe_link, &c->ref.exe);
 	}
+	read_dst(n, req, p);
 	if (!still_valid(n, fd, req)) {
+		p->have_dst = false;
 		p->drop = true;
 		return;
 	}
@@ -563,8 +664,11 @@ static void phase_blocked_slow(struct notifier *n, int fd, const struct seccomp_
 			count_pidfd_error(n, r);
 		return;
 	}
-	if (!still_valid(n, fd, req))
+	read_dst(n, req, p);
+	if (!still_valid(n, fd, req)) {
+		p->have_dst = false;
 		return;
+	}
 	read_cookie(n, p);
 }
 
@@ -655,12 +759,21 @@ static void phase_after(struct notifier *n, struct pending *p)
 			ref = &p->ref;
 		}
 		int r = !ref ? -ESRCH : n->ops.record ? n->ops.record(n->ops.user, p->cookie, ref) : -ENOSYS;
+		if (p->bypass) {
+			n->stats.bypass_attempts++;
+			n->ops.bypass(n->ops.user, &p->dst, p->sotype, ref);
+			p->bypass = false;
+		}
 		if (p->c)
 			p->c->ref.pidfd = -1;
 		if (r < 0)
 			n->stats.failures++;
 		else
 			n->stats.recorded++;
+	}
+	if (p->bypass) { /* no cookie: reported without the ref */
+		n->stats.bypass_attempts++;
+		n->ops.bypass(n->ops.user, &p->dst, p->sotype, p->have_ref ? &p->ref : NULL);
 	}
 	if (p->have_ref && n->ops.release)
 		n->ops.release(n->ops.user, &p->ref);
@@ -689,6 +802,8 @@ int notifier_handle(struct notifier *n, int fd)
 	p.drop = false;
 	p.pidfd = p.tpidfd = p.dup = -1;
 	p.have_cookie = p.have_ref = false;
+	p.have_dst = p.bypass = false;
+	p.sotype = 0;
 	p.ref.pidfd = -1;
 	if ((pid_t)n->req->pid <= 0) /* caller outside our pid namespace: cannot be a member */
 		n->stats.failures++;

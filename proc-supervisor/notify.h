@@ -49,6 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -63,6 +64,15 @@ struct notifier_ops {
 	int (*record)(void *user, uint64_t cookie, const struct procref *ref);
 	void (*release)(void *user, struct procref *ref); /* procref_close */
 	void *user;
+	/* Optional: a connect to an inet destination that is neither loopback
+	 * nor an allowed one (notifier_allow_destination): an attempt to go
+	 * around the proxy, which the nftables fences refuse. Called after
+	 * CONTINUE, once per such connect; ref is the caller's (NULL when it
+	 * could not be had); sotype SOCK_STREAM, SOCK_DGRAM, ... (0 unknown).
+	 * dst was read from the caller's memory while it was blocked, before
+	 * ID_VALID: a hostile thread can change it between our read and the
+	 * kernel's, so it is evidence, never a decision. */
+	void (*bypass)(void *user, const struct sockaddr_storage *dst, int sotype, const struct procref *ref);
 };
 
 struct notifier_stats {
@@ -83,6 +93,9 @@ struct notifier_stats {
 	uint64_t cache_misses;  /* the caller was opened afresh */
 	uint64_t cache_stale;   /* a cached pidfd was of a gone process (tid reused): reopened */
 	uint64_t exe_changed;   /* a cached caller's image differed (exec): re-read */
+	/* Bypass reports (appended). */
+	uint64_t bypass_attempts; /* ops.bypass calls */
+	uint64_t dst_unread;      /* the sockaddr could not be read from the caller */
 };
 
 struct notifier;
@@ -102,6 +115,13 @@ int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct n
 #define NOTIFIER_CACHE_DEFAULT 64
 #define NOTIFIER_CACHE_MAX 4096
 int notifier_set_cache(struct notifier *n, size_t entries);
+/* A destination a workload may connect to without a bypass report: the
+ * proxy's listener, a DNS service. An unspecified address (0.0.0.0, ::)
+ * allows the port on every address of that family. Until one is added no
+ * connect is reported. -E2BIG past NOTIFIER_ALLOWED_MAX, -EAFNOSUPPORT for
+ * a non-inet address. */
+#define NOTIFIER_ALLOWED_MAX 8
+int notifier_allow_destination(struct notifier *n, const struct sockaddr *sa, socklen_t len);
 /* Watch a listener; takes ownership of fd (closed on error too). */
 int notifier_add_listener(struct notifier *n, int fd);
 /* Handle one pending notification on fd synchronously (tests, benchmarks).

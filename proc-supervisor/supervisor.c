@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -36,6 +38,102 @@ static void glue_release(void *user, struct procref *ref)
 {
 	if (ref->pidfd >= 0)
 		procref_close(ref);
+}
+
+/* egress_bypass_attempt: a workload's connect to somewhere other than the
+ * proxy. The fences refuse it (nftables, where the workload cannot touch
+ * them); this is the record of who tried, what and where. */
+static void glue_bypass(void *user, const struct sockaddr_storage *dst, int sotype, const struct procref *ref)
+{
+	struct procsup *ps = user;
+	if (!ps->audit)
+		return;
+	uint64_t now = now_mono_ns() / 1000000u;
+	if (now - ps->bypass_window_ms >= 1000) {
+		ps->bypass_window_ms = now;
+		ps->bypass_in_window = 0;
+	}
+	if (ps->bypass_in_window >= PROCSUP_BYPASS_PER_SEC) {
+		ps->bypass_suppressed++;
+		return;
+	}
+	ps->bypass_in_window++;
+	char addr[INET6_ADDRSTRLEN] = "";
+	unsigned port = 0;
+	if (dst->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)dst;
+		inet_ntop(AF_INET, &a->sin_addr, addr, sizeof(addr));
+		port = ntohs(a->sin_port);
+	} else {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)dst;
+		inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof(addr));
+		port = ntohs(a->sin6_port);
+	}
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "destination", json_string(addr));
+	json_object_set_new(o, "port", json_integer(port));
+	json_object_set_new(o, "transport", json_string(sotype == SOCK_STREAM ? "tcp" : sotype == SOCK_DGRAM ? "udp" :
+							 sotype == SOCK_RAW ? "raw" : "other"));
+	json_object_set_new(o, "source", json_string("connect_notifier"));
+	if (ref) {
+		json_object_set_new(o, "pid", json_integer(ref->pid));
+		json_object_set_new(o, "process_key", json_string(ref->key));
+		json_object_set_new(o, "uid", json_integer((json_int_t)ref->euid));
+		if (ref->exe_err == 0 && ref->exe.path[0])
+			json_object_set_new(o, "exe", json_string(ref->exe.path));
+		if (ref->comm[0])
+			json_object_set_new(o, "comm", json_string(ref->comm));
+	}
+	if (ps->bypass_suppressed) {
+		json_object_set_new(o, "suppressed", json_integer((json_int_t)ps->bypass_suppressed));
+		ps->bypass_suppressed = 0;
+	}
+	audit_emit(ps->audit, "egress_bypass_attempt", o);
+	json_decref(o);
+}
+
+/* The proxy's address from --proxy (http://HOST:PORT, HOST an IP literal)
+ * for the bypass reports, and its port on any address of the other family
+ * (the proxy's second listener, which the proc side is not told). */
+static void allow_proxy(struct procsup *ps)
+{
+	const char *u = ps->cfg.proxy_url;
+	if (!u || strncmp(u, "http://", 7) != 0)
+		return;
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *h = u + 7, *end;
+	if (*h == '[') {
+		end = strchr(h, ']');
+		if (!end || end[1] != ':')
+			return;
+		h++;
+	} else {
+		end = strrchr(h, ':');
+		if (!end)
+			return;
+	}
+	if ((size_t)(end - h) >= sizeof(host))
+		return;
+	memcpy(host, h, (size_t)(end - h));
+	host[end - h] = '\0';
+	const char *ps_port = end + (*end == ']' ? 2 : 1);
+	char *e;
+	unsigned long port = strtoul(ps_port, &e, 10);
+	if (!port || port > 65535 || (*e && *e != '/'))
+		return;
+	struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, host, &a4.sin_addr) == 1) {
+		notifier_allow_destination(ps->notifier, (struct sockaddr *)&a4, sizeof(a4));
+		a6.sin6_addr = in6addr_any;
+		notifier_allow_destination(ps->notifier, (struct sockaddr *)&a6, sizeof(a6));
+	} else if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) {
+		notifier_allow_destination(ps->notifier, (struct sockaddr *)&a6, sizeof(a6));
+		a4.sin_addr.s_addr = INADDR_ANY;
+		notifier_allow_destination(ps->notifier, (struct sockaddr *)&a4, sizeof(a4));
+	}
 }
 
 static int glue_record(void *user, uint64_t cookie, const struct procref *ref)
@@ -523,11 +621,12 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 		return r;
 	ps->loop_ready = true;
 	struct notifier_ops ops = { .identify = notifier_identify_default, .record = glue_record, .release = glue_release,
-				    .user = ps };
+				    .user = ps, .bypass = glue_bypass };
 	if ((r = notifier_new(&ps->loop, &ps->caps, &ops, &ps->notifier)) < 0) {
 		log_error("seccomp notifier: %s", strerror(-r));
 		return r;
 	}
+	allow_proxy(ps);
 	for (int i = 0; i < PROCSUP_NSIG_FWD; i++) {
 		uv_signal_init(&ps->loop, &ps->sig_fwd[i]);
 		ps->sig_fwd[i].data = ps;

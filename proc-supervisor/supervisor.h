@@ -135,7 +135,13 @@ struct procsup {
 	} done_hooks[PROCSUP_MAX_HOOKS];
 	size_t n_done_hooks;
 	bool loop_ready, handles_ready;
+	/* egress_bypass_attempt reports: at most PROCSUP_BYPASS_PER_SEC a
+	 * second, the rest counted into the next one's "suppressed". */
+	uint64_t bypass_window_ms;
+	unsigned bypass_in_window;
+	uint64_t bypass_suppressed;
 };
+#define PROCSUP_BYPASS_PER_SEC 20
 
 int procsup_init(struct procsup *ps, const struct procsup_config *cfg);
 /* Spawn a workload process. 0 and *out (owned by ps) or -errno with *err. */

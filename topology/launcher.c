@@ -591,12 +591,15 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 		fprintf(f, "WARNING: %s\n", p->unsupported);
 	if (p->pod)
 		fprintf(f, "pod netns: %s (veth %s %s <-> %s %s; default route via %s, fenced by nftables: "
-			   "only uid 0 sends anything but loopback TCP to port %d)\n",
+			   "only uid 0 sends off loopback; on loopback the workload reaches port %d and its own "
+			   "sockets, never uid 0's)\n",
 			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner,
 			p->veth_outer, PROXY_PORT);
 	else
-		fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route)\n", p->netns_name,
-			p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner);
+		fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route; veth fence: table inet "
+			   "tether_fence_%s admits only TCP %d to the proxy's addresses from %s)\n",
+			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner, p->veth_outer,
+			PROXY_PORT, p->veth_outer);
 	fprintf(f, "proxy: %s%s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url,
 		p->pod ? " in the pod netns; upstream leaves from ours" : "");
 	if (p->ipv6)
@@ -1071,8 +1074,27 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 	if (plan->ipv6 && ((r = netns_addr_add(-1, plan->veth_outer, plan->addr6_outer, err)) < 0 ||
 			   (r = netns_addr_add(wns->fd, plan->veth_inner, plan->addr6_inner, err)) < 0))
 		return r;
-	if (!plan->pod)
-		return 0; /* deliberately no default route: the on-link /30 (and /64) to the proxy is all */
+	char port[16];
+	snprintf(port, sizeof(port), "%d", PROXY_PORT);
+	if (!plan->pod) {
+		/* Deliberately no default route: the on-link /30 (and /64) to the
+		 * proxy is all. The proxy's end of the veth sits in our netns,
+		 * beside whatever else listens here: the veth fence (in this
+		 * netns, which a workload root in its own cannot touch) admits
+		 * the proxy's port on the proxy's addresses and refuses the rest.
+		 * Registered first, so a crash half-way still removes it. */
+		char spec[64], a4[32], a6[48] = "";
+		snprintf(spec, sizeof(spec), "inet tether_fence_%s", plan->veth_outer);
+		r = cleanup_guardian_add(g, CLEANUP_NFT_TABLE, spec, -1, NULL);
+		if (r < 0)
+			return topology_error_errno(err, r, "cannot register nftables table %s", spec);
+		if ((r = ip_of(plan->addr_outer, a4, sizeof(a4))) < 0 ||
+		    (plan->ipv6 && (r = ip_of(plan->addr6_outer, a6, sizeof(a6))) < 0))
+			return topology_error_errno(err, r, "bad veth address");
+		const char *vf[] = { plan->self_path, "fence", "install", "--veth", plan->veth_outer,
+				     "--allow-port", port, "--addr", a4, a6[0] ? "--addr" : NULL, a6, NULL };
+		return run_self(vf, "tether fence install --veth", err);
+	}
 	/* A pod netns routes out like a real pod's; the fence, not the
 	 * routing table, is what keeps the workload in. Installed before any
 	 * process of ours is in the netns. */
@@ -1086,8 +1108,6 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 		    (r = netns_route_add(wns->fd, "::/0", gw6, plan->veth_inner, err)) < 0)
 			return r;
 	}
-	char port[16];
-	snprintf(port, sizeof(port), "%d", PROXY_PORT);
 	const char *fence[] = { plan->self_path, "fence", "install", "--netns", plan->netns_name,
 				"--proxy-uid", "0", "--allow-port", port, NULL };
 	return run_self(fence, "tether fence install", err);

@@ -185,6 +185,8 @@ nothing_left() {
 	local t=$1
 	ip -n "$OUTER" -o link | grep -q "tt${t}a" && fail "veth tt${t}a left behind"
 	[ -e "/run/netns/tt${t}w" ] && fail "netns tt${t}w left behind"
+	ip netns exec "$OUTER" nft list table inet "tether_fence_tt${t}a" >/dev/null 2>&1 &&
+		fail "veth fence table tether_fence_tt${t}a left behind"
 	[ -e "/run/tether/run-$t" ] && fail "/run/tether/run-$t left behind"
 	ls -d /sys/fs/cgroup/*/tether-run-"$t" /sys/fs/cgroup/tether-run-"$t" 2>/dev/null | grep -q . &&
 		fail "cgroup tether-run-$t left behind"

@@ -75,6 +75,81 @@ direct_blocked)
 	direct_bypass_check 4 "$WORK/p.yaml" "$URL"
 	check_audit_common
 	;;
+bypass_fenced)
+	# Issue 19 items 1 and 2. TCP and UDP listeners on 0.0.0.0 and :: in
+	# the caller's netns (where every topology's net-supervisor runs and,
+	# in the veth topologies, where the proxy's end of the veth is) answer
+	# nothing the workload sends, on any address it can name (the proxy's
+	# host, the veth's addresses and peers, IPv6 ones, the outer netns's
+	# other address): refused at once, never a timeout. In a pod netns a
+	# supervisor's (uid 0) TCP listener on 0.0.0.0/:: there is refused at
+	# once too, while the workload's own dev server on 127.0.0.1 and ::1
+	# works. The proxy still works, and the attempt is audited
+	# (egress_bypass_attempt with the process).
+	cp "$SRC/tests/e2e/bypass_probe.py" "$SRC/tests/e2e/bypass_listen.py" "$WORK/" && chmod 644 "$WORK"/bypass_*.py
+	# nsenter itself (not the `inside` function): $! is then the listener
+	nsenter --net=/run/netns/"$OUTER" python3 "$WORK/bypass_listen.py" 9999 "$WORK/outer.log" "$WORK/outer.ready" &
+	SERVER_PID="$SERVER_PID $!"
+	wait_for 5 test -e "$WORK/outer.ready" || fail "outer listeners did not start"
+	inside python3 "$WORK/bypass_probe.py" 9999 127.0.0.1 198.51.100.1 >"$WORK/control"
+	grep -q "tcp 198.51.100.1 open" "$WORK/control" && grep -q "udp 127.0.0.1 answered" "$WORK/control" ||
+		fail "the outer listeners do not answer in their own netns: $(cat "$WORK/control")"
+	rm -f "$WORK/outer.log"
+	cat >"$WORK/w.sh" <<EOF
+#!/bin/sh
+python3 -m http.server 3000 --bind 127.0.0.1 --directory $WORK/www >/dev/null 2>&1 & a=\$!
+v6=0; ip -6 addr show dev lo 2>/dev/null | grep -q '::1/128' && v6=1
+b=""; [ \$v6 = 1 ] && { python3 -m http.server 3000 --bind ::1 --directory $WORK/www >/dev/null 2>&1 & b=\$!; }
+echo V6=\$v6
+i=0; while [ ! -e $WORK/go ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i+1)); done
+i=0; until curl -s -o /dev/null --noproxy '*' --max-time 1 http://127.0.0.1:3000/ || [ \$i -ge 100 ]; do sleep 0.05; i=\$((i+1)); done
+curl -sS --noproxy '*' --max-time 3 http://127.0.0.1:3000/ | grep -q hello && echo LOOP4-OK
+if [ \$v6 = 1 ]; then
+	i=0; until curl -gs -o /dev/null --noproxy '*' --max-time 1 'http://[::1]:3000/' || [ \$i -ge 100 ]; do sleep 0.05; i=\$((i+1)); done
+	curl -gsS --noproxy '*' --max-time 3 'http://[::1]:3000/' | grep -q hello && echo LOOP6-OK
+fi
+python3 $WORK/bypass_probe.py 9999 --auto 198.51.100.1 | sed 's/^/OUTER /'
+python3 $WORK/bypass_probe.py 9997 --tcp-only --auto | sed 's/^/PODNS /'
+curl -sS -o /dev/null -w 'PROXY-%{http_code}\n' --max-time 10 $URL
+kill \$a \$b 2>/dev/null
+EOF
+	inside timeout 40 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" -- sh "$WORK/w.sh" \
+		>"$WORK/out" 2>&1 &
+	RUN_PID=$!
+	if [ "$POD" = 1 ]; then
+		wait_for 10 grep -q "^V6=" "$WORK/out" || fail "the workload did not start"
+		TPID=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")") || fail "tether run process not found"
+		ip netns exec "tt${TPID}w" python3 "$WORK/bypass_listen.py" 9997 "$WORK/pod.log" "$WORK/pod.ready" &
+		SERVER_PID="$SERVER_PID $!"
+		wait_for 5 test -e "$WORK/pod.ready" || fail "pod netns listeners did not start"
+	fi
+	touch "$WORK/go"
+	wait "$RUN_PID"; RC=$?; RUN_PID=""
+	[ "$RC" = 0 ] || fail "tether run rc=$RC"
+	grep -qx "PROXY-200" "$WORK/out" || fail "the proxy no longer works"
+	expect_decision /usr/bin/curl allow:allowed
+	grep -qx LOOP4-OK "$WORK/out" || fail "the workload cannot use its own dev server on 127.0.0.1"
+	if grep -qx V6=1 "$WORK/out"; then grep -qx LOOP6-OK "$WORK/out" || fail "the workload cannot use its own dev server on ::1"; fi
+	n=$(grep -c "^OUTER " "$WORK/out")
+	[ "$n" -ge 8 ] || fail "too few probes ($n)"
+	if grep -qx V6=1 "$WORK/out" && grep -q "^ipv6: tt" "$WORK/out" 2>/dev/null; then
+		grep -q "^OUTER tcp 2001:db8:" "$WORK/out" || fail "no IPv6 veth address probed"
+	fi
+	bad=$(awk '/^(OUTER|PODNS) / && (($4 != "refused" && $4 != "noroute") || $5 >= 1000)' "$WORK/out")
+	[ -z "$bad" ] || fail "reached, or not refused at once: $bad"
+	[ -s "$WORK/outer.log" ] && fail "a listener in the caller's netns was reached: $(cat "$WORK/outer.log")"
+	[ -s "$WORK/pod.log" ] && fail "a supervisor's listener in the pod netns was reached: $(cat "$WORK/pod.log")"
+	python3 - "$AUDIT" <<'PY' || fail "no egress_bypass_attempt with the process for port 9999"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+hits = [e for e in ev if e.get("event") == "egress_bypass_attempt" and e.get("port") == 9999
+        and "python3" in (e.get("exe") or "") and e.get("pid") and e.get("process_key")
+        and e.get("transport") in ("tcp", "udp")]
+print(f"{len(hits)} egress_bypass_attempt events for port 9999")
+sys.exit(0 if hits else 1)
+PY
+	check_audit_common
+	;;
 daemonize|daemonize_nocgroup)
 	# double fork: the daemon's parent exits, it is reparented, connects later
 	cat >"$WORK/d.sh" <<EOF

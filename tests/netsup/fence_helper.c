@@ -4,6 +4,11 @@
  *   fence_helper udp-send ADDR PORT      send one datagram (exit 0 if sent)
  *   fence_helper tcp ADDR PORT           connect within 2 s (exit 0 if connected)
  *   fence_helper ping ADDR               ICMP echo (datagram socket), 0 if answered in 1 s
+ *   fence_helper tcp-refused ADDR PORT   0 if connect is refused (reset or ICMP error) within 1 s;
+ *                                        1 connected, 3 no answer (a timeout is not a refusal)
+ *   fence_helper udp-echo ADDR PORT      answer every datagram with its payload, forever
+ *   fence_helper udp-ask ADDR PORT       connected UDP: 0 answered within 1 s, 4 refused (ICMP
+ *                                        error), 3 no answer
  * ADDR may be IPv4 or IPv6. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -99,6 +104,47 @@ int main(int argc, char **argv)
 		socklen_t el = sizeof(err);
 		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
 		return err == 0 ? 0 : 1;
+	}
+	if (!strcmp(mode, "tcp-refused")) {
+		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (connect(fd, (struct sockaddr *)&ss, sl) == 0)
+			return 1;
+		if (errno != EINPROGRESS)
+			return 0; /* refused at once (EACCES, ENETUNREACH, ...) */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (poll(&p, 1, 1000) != 1)
+			return 3;
+		int err = 0;
+		socklen_t el = sizeof(err);
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		return err == 0 ? 1 : 0;
+	}
+	if (!strcmp(mode, "udp-echo")) {
+		int fd = socket(ss.ss_family, SOCK_DGRAM, 0);
+		if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+			perror("udp-echo");
+			return 1;
+		}
+		for (;;) {
+			char buf[2048];
+			struct sockaddr_storage from;
+			socklen_t fl = sizeof(from);
+			ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+			if (n >= 0)
+				(void)!sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, fl);
+		}
+	}
+	if (!strcmp(mode, "udp-ask")) {
+		int fd = socket(ss.ss_family, SOCK_DGRAM, 0);
+		if (connect(fd, (struct sockaddr *)&ss, sl) < 0)
+			return 4;
+		if (send(fd, "ask", 3, 0) != 3)
+			return 4;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 1000) != 1)
+			return 3;
+		char in[64];
+		return recv(fd, in, sizeof(in), 0) == 3 ? 0 : 4;
 	}
 	if (!strcmp(mode, "ping")) {
 		int v6 = ss.ss_family == AF_INET6;

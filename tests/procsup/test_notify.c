@@ -4,8 +4,14 @@
  *    the ref is the child's process; non-inet and bad fds just continue;
  *  - fail closed: with the listener closed, the child's connect is ENOSYS;
  *  - the libuv path: a watched listener records and then closes by itself
- *    when its process tree is gone. */
+ *    when its process tree is gone;
+ *  - bypass reports: a connect to an inet destination neither loopback nor
+ *    allowed is handed to ops.bypass with its address and the caller's ref;
+ *    the allowed one, its port on the other family, loopback are not (UDP
+ *    connects to TEST-NET: no packet is sent). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -76,6 +82,63 @@ static void body_attrib(struct child_report *rep)
 static void body_one(struct child_report *rep)
 {
 	rep->main_r = loopback_connect(server_port, &rep->main_cookie);
+}
+
+static int udp_connect(int fam, const char *ip, int port)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len;
+	if (fam == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, ip, &a->sin_addr);
+		len = sizeof(*a);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		inet_pton(AF_INET6, ip, &a->sin6_addr);
+		len = sizeof(*a);
+	}
+	int fd = socket(fam, SOCK_DGRAM, 0);
+	if (fd < 0)
+		return -errno;
+	int r = connect(fd, (struct sockaddr *)&ss, len) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* 192.0.2.1:9 is a bypass; 192.0.2.2:3128 the proxy; [2001:db8::5]:3128
+ * the proxy's port on the other family; 127.0.0.1:9 loopback. */
+static void body_bypass(struct child_report *rep)
+{
+	rep->main_r = udp_connect(AF_INET, "192.0.2.1", 9);
+	rep->thread_r = udp_connect(AF_INET, "192.0.2.2", 3128);
+	rep->unix_r = udp_connect(AF_INET6, "2001:db8::5", 3128);
+	rep->badfd_r = udp_connect(AF_INET, "127.0.0.1", 9);
+}
+
+static struct {
+	int n;
+	char addr[64];
+	int port, sotype;
+	pid_t pid;
+} bypassed;
+
+static void on_bypass(void *user, const struct sockaddr_storage *dst, int sotype, const struct procref *ref)
+{
+	(void)user;
+	bypassed.n++;
+	const struct sockaddr_in *a = (const struct sockaddr_in *)dst;
+	if (dst->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &a->sin_addr, bypassed.addr, sizeof(bypassed.addr));
+		bypassed.port = ntohs(a->sin_port);
+	} else {
+		snprintf(bypassed.addr, sizeof(bypassed.addr), "family %d", dst->ss_family);
+	}
+	bypassed.sotype = sotype;
+	bypassed.pid = ref ? ref->pid : -1;
 }
 
 static int read_report(int sock, struct child_report *rep)
@@ -194,6 +257,40 @@ int main(void)
 		close(sock);
 		close(lfd);
 		w.rec.fail_identify = false;
+	}
+
+	/* 5. bypass reports, on a notifier with ops.bypass and the proxy allowed */
+	{
+		struct notifier_ops ops = { .identify = notify_rec_identify, .record = notify_rec_record,
+					    .release = notify_rec_release, .user = &w.rec, .bypass = on_bypass };
+		struct notifier *nb = NULL;
+		CHECK(notifier_new(&w.loop, &w.caps, &ops, &nb) == 0, "bypass notifier");
+		struct sockaddr_in proxy = { .sin_family = AF_INET, .sin_port = htons(3128) };
+		inet_pton(AF_INET, "192.0.2.2", &proxy.sin_addr);
+		struct sockaddr_in6 any6 = { .sin6_family = AF_INET6, .sin6_port = htons(3128) };
+		CHECK(notifier_allow_destination(nb, (struct sockaddr *)&proxy, sizeof(proxy)) == 0, "allow proxy");
+		CHECK(notifier_allow_destination(nb, (struct sockaddr *)&any6, sizeof(any6)) == 0, "allow v6 port");
+		w.rec.n = 0;
+		pid = start_child(&w.f, &sock, body_bypass);
+		lfd = notify_recv_listener(sock);
+		CHECK(lfd >= 0, "no listener (5)");
+		(void)!write(sock, "g", 1);
+		CHECK(notify_handle_n(nb, lfd, 4) == 0, "handling (5)");
+		CHECK(read_report(sock, &rep) == 0, "no report (5)");
+		CHECK(rep.main_r == 0 && rep.thread_r == 0 && rep.badfd_r == 0, "udp connects %d %d %d", rep.main_r,
+		      rep.thread_r, rep.badfd_r);
+		CHECK(bypassed.n == 1, "bypass reports %d (want 1: 192.0.2.1:9 only)", bypassed.n);
+		CHECK(strcmp(bypassed.addr, "192.0.2.1") == 0 && bypassed.port == 9, "reported %s:%d", bypassed.addr,
+		      bypassed.port);
+		CHECK(bypassed.sotype == SOCK_DGRAM, "sotype %d", bypassed.sotype);
+		CHECK(bypassed.pid == pid, "reported pid %d, child %d", (int)bypassed.pid, (int)pid);
+		CHECK(notifier_stats(nb)->bypass_attempts == 1, "bypass_attempts %llu",
+		      (unsigned long long)notifier_stats(nb)->bypass_attempts);
+		waitpid(pid, NULL, 0);
+		close(sock);
+		close(lfd);
+		notifier_close(nb);
+		uv_run(&w.loop, UV_RUN_NOWAIT);
 	}
 
 	uv_close((uv_handle_t *)&t, NULL);
