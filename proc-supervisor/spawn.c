@@ -479,8 +479,8 @@ static void set_exec_error(struct spawn_error *e, const struct spawn_opts *o, co
 			 prog, x->path, (unsigned)o->uid);
 	else
 		snprintf(e->message, sizeof(e->message),
-			 "%s: cannot execute: Permission denied for the workload's uid %u (the file %s needs "
-			 "its execute bit for that user)", prog, (unsigned)o->uid, x->path);
+			 "%s: cannot execute: Permission denied for the workload's uid %u (that user must be "
+			 "allowed to execute %s)", prog, (unsigned)o->uid, x->path);
 }
 
 static int recv_msg(int sock, struct child_msg *m, int *fd, int timeout_ms)
