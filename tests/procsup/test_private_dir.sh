@@ -34,6 +34,21 @@ expect_eq "[fd] runs as nobody" "$(awk '/^Uid:/{print $2}' <<<"$out")" "$(id -u 
 # execveat(AT_EMPTY_PATH) named the process after the fd number)
 echo "info: comm of a process exec'd by fd: $(timeout 20 "$PS" --cgroup none --user nobody -- "$P/bin/cat" /proc/self/comm)"
 
+# connect-time attribution of a process exec'd by fd names the file
+cp "$T/probe_connect" "$P/bin/probe_connect" && chmod 755 "$P/bin/probe_connect"
+"$T/probe_connect" serve "$D/port" 30 &
+BG_PIDS+=("$!")
+disown "$!"
+if wait_file "$D/port"; then
+	out=$(timeout 20 "$PS" --cgroup none --user nobody --debug-registry "$D/reg.json" -- \
+		"$P/bin/probe_connect" connect "$(cat "$D/port")")
+	cookie=$(printf '%s' "$out" | sed -n 's/^cookie=\([0-9]*\) pid=.*/\1/p')
+	got=$(jq -r --arg c "$cookie" '.attributions[] | select(.cookie == $c) | "\(.found) \(.exe) \(.exe_ino)"' "$D/reg.json")
+	expect_eq "[fd] connect attributed to the file" "$got" "true $P/bin/probe_connect $(stat -c %i "$P/bin/probe_connect")"
+else
+	fail "[fd] test server never listened"
+fi
+
 # a #! script: clear failure, 126
 printf '#!/bin/sh\necho script-ran\n' >"$P/bin/s.sh"
 chmod 755 "$P/bin/s.sh"
