@@ -128,6 +128,7 @@ enum child_step {
 	STEP_SECCOMP,
 	STEP_SEND_LISTENER,
 	STEP_EXECVE,
+	STEP_EXEC_SCRIPT, /* path unreachable for the uid, and a #! script cannot run by fd */
 };
 
 static const char *step_name(int step)
@@ -149,6 +150,7 @@ static const char *step_name(int step)
 	case STEP_SECCOMP: return "seccomp";
 	case STEP_SEND_LISTENER: return "send listener";
 	case STEP_EXECVE: return "execve";
+	case STEP_EXEC_SCRIPT: return "execve";
 	}
 	return "?";
 }
@@ -161,6 +163,7 @@ struct child_msg {
 #define MSG_ERROR 1
 #define MSG_LISTENER 2
 #define MSG_CGROUP 3 /* step = 1 joined the sandbox cgroup, 0 not (err says why) */
+#define MSG_EXEC_FD 4 /* the path was out of reach (err): exec by the fd next */
 
 static _Noreturn void child_fail(int sock, int step, int err)
 {
@@ -191,36 +194,76 @@ static int drop_ptrace_cap(void)
 	return 0;
 }
 
-/* glibc refuses sigaction() for the signals it reserves (32, 33), yet an
- * ignored disposition of those is inherited from whoever started us and
- * survives execve. Reset them with the raw syscall: kernel sigaction layout
- * {handler, flags, restorer, mask} on the architectures we build for. */
-static void reset_reserved_signal(int sig)
+/* glibc refuses sigaction() for the signals it reserves (32, 33), yet a
+ * disposition of those is inherited from whoever started us and an ignored
+ * one survives execve. Read and set them with the raw syscall: kernel
+ * sigaction layout {handler, flags, restorer, mask} on the architectures
+ * we build for. -ENOSYS elsewhere. */
+static int raw_sigaction(int sig, void (*set)(int), void (**old)(int))
 {
 #if defined(__x86_64__) || defined(__aarch64__)
-	struct {
+	struct ksigaction {
 		void (*handler)(int);
 		unsigned long flags;
 		void (*restorer)(void);
 		uint64_t mask;
-	} ksa = { .handler = SIG_DFL };
-	(void)syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+	} ksa = { .handler = set }, kold = { 0 };
+	if (syscall(SYS_rt_sigaction, sig, set ? &ksa : NULL, old ? &kold : NULL, sizeof(ksa.mask)) < 0)
+		return -errno;
+	if (old)
+		*old = kold.handler;
+	return 0;
 #else
-	(void)sig;
+	(void)sig, (void)set, (void)old;
+	return -ENOSYS;
 #endif
 }
 
-static _Noreturn void child_run(const struct spawn_opts *o, const char *path, char *const *envp, int sock,
-				pid_t parent, int cg_procs)
+#define SIGBIT(s) (1ULL << ((s) - 1))
+
+void spawn_sigconf_capture(struct spawn_sigconf *sc)
 {
-	/* 1. Signals: default dispositions (ignored ones too); the mask stays
-	 * full (inherited from the blocked parent) until just before execve. */
+	memset(sc, 0, sizeof(*sc));
+	for (int s = 1; s <= 64 && s < _NSIG; s++) {
+		if (s == SIGKILL || s == SIGSTOP || s == SIGCHLD)
+			continue;
+		struct sigaction old;
+		void (*h)(int) = SIG_DFL;
+		if (sigaction(s, NULL, &old) == 0)
+			h = old.sa_handler;
+		else if (raw_sigaction(s, NULL, &h) < 0)
+			continue;
+		if (h == SIG_IGN)
+			sc->ignored |= SIGBIT(s);
+	}
+	/* The raw call: glibc's sigprocmask hides its reserved signals. */
+	uint64_t mask = 0;
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) == 0)
+		sc->blocked = mask & ~(SIGBIT(SIGKILL) | SIGBIT(SIGSTOP));
+}
+
+struct exec_target {
+	const char *path;
+	int fd;      /* the program opened by the supervisor (set_ids only), -1 */
+	bool script; /* it starts with #! */
+};
+
+static _Noreturn void child_run(const struct spawn_opts *o, const struct exec_target *x, char *const *envp,
+				int sock, pid_t parent, int cg_procs)
+{
+	const char *path = x->path;
+	/* 1. Signals: default dispositions, or ignored where the supervisor
+	 * was started with them ignored (our own handlers are libuv's and
+	 * must not run here); the mask stays full (inherited from the blocked
+	 * parent) until just before execve. */
+	uint64_t ignored = o->sigconf ? o->sigconf->ignored : 0;
 	for (int s = 1; s < _NSIG; s++) {
 		if (s == SIGKILL || s == SIGSTOP)
 			continue;
-		struct sigaction sa = { .sa_handler = SIG_DFL };
+		bool ign = s <= 64 && (ignored & SIGBIT(s));
+		struct sigaction sa = { .sa_handler = ign ? SIG_IGN : SIG_DFL };
 		if (sigaction(s, &sa, NULL) < 0)
-			reset_reserved_signal(s);
+			(void)raw_sigaction(s, sa.sa_handler, NULL);
 	}
 
 	/* Into the sandbox cgroup before anything of the workload runs (vfork
@@ -259,18 +302,21 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 	/* 4. Close every fd but 0-2, keep_fds, and our own plumbing (the env
 	 * boundary's hook; it clears CLOEXEC on what it keeps, so set it back
 	 * on the two fds that must vanish at execve). */
-	int keep[SPAWN_MAX_KEEP + 2];
+	int keep[SPAWN_MAX_KEEP + 3];
 	size_t nk = 0;
 	keep[nk++] = sock;
 	if (o->landlock_fd >= 0)
 		keep[nk++] = o->landlock_fd;
+	if (x->fd >= 0)
+		keep[nk++] = x->fd;
 	for (size_t i = 0; i < o->n_keep && i < SPAWN_MAX_KEEP; i++)
 		keep[nk++] = o->keep_fds[i];
 	int r = envb_close_fds(keep, nk, 0);
 	if (r < 0)
 		child_fail(sock, STEP_CLOSE_FDS, -r);
 	if (fcntl(sock, F_SETFD, FD_CLOEXEC) < 0 ||
-	    (o->landlock_fd >= 0 && fcntl(o->landlock_fd, F_SETFD, FD_CLOEXEC) < 0))
+	    (o->landlock_fd >= 0 && fcntl(o->landlock_fd, F_SETFD, FD_CLOEXEC) < 0) ||
+	    (x->fd >= 0 && fcntl(x->fd, F_SETFD, FD_CLOEXEC) < 0))
 		child_fail(sock, STEP_CLOSE_FDS, errno);
 
 	/* CAP_SYS_PTRACE would let a root workload open the (non-dumpable)
@@ -347,16 +393,30 @@ static _Noreturn void child_run(const struct spawn_opts *o, const char *path, ch
 			child_fail(sock, STEP_SECCOMP, -r);
 	}
 
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* The raw call: glibc's sigprocmask would drop its reserved signals
+	 * from the set. */
+	uint64_t mask = o->sigconf ? o->sigconf->blocked : 0;
+	(void)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, sizeof(mask));
 	execve(path, o->argv, envp);
-	child_fail(sock, STEP_EXECVE, errno);
+	int e = errno;
+	if (e == EACCES && x->fd >= 0) {
+		/* The supervisor could reach the program, our uid cannot (a
+		 * directory on the way it may not enter): run the file it
+		 * opened. A #! script would be handed to its interpreter as
+		 * /dev/fd/N, gone at exec (CLOEXEC), so it is not tried. */
+		if (x->script)
+			child_fail(sock, STEP_EXEC_SCRIPT, e);
+		struct child_msg m = { .kind = MSG_EXEC_FD, .err = e };
+		(void)!write(sock, &m, sizeof(m));
+		syscall(SYS_execveat, x->fd, "", o->argv, envp, AT_EMPTY_PATH);
+		e = errno;
+	}
+	child_fail(sock, STEP_EXECVE, e);
 }
 
 struct child_args {
 	const struct spawn_opts *o;
-	const char *path;
+	const struct exec_target *x;
 	char *const *envp;
 	int sock;
 	pid_t parent;
@@ -366,10 +426,30 @@ struct child_args {
 static int child_entry(void *arg)
 {
 	const struct child_args *a = arg;
-	child_run(a->o, a->path, a->envp, a->sock, a->parent, a->cg_procs);
+	child_run(a->o, a->x, a->envp, a->sock, a->parent, a->cg_procs);
 }
 
 /* ---- the parent side ---- */
+
+/* Open the resolved program for an exec by fd, and note whether it is a #!
+ * script (read as the supervisor: the workload may not read it). A file we
+ * may not read (execute-only, non-root supervisor) is held by O_PATH. */
+static void exec_target_open(struct exec_target *x)
+{
+	int fd = open(x->path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	bool readable = fd >= 0;
+	if (!readable)
+		fd = open(x->path, O_PATH | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	char head[2];
+	x->script = readable && pread(fd, head, 2, 0) == 2 && head[0] == '#' && head[1] == '!';
+	x->fd = fd;
+}
 
 static void set_error(struct spawn_error *e, int code, const char *step, int err, const char *prog)
 {
@@ -382,6 +462,25 @@ static void set_error(struct spawn_error *e, int code, const char *step, int err
 		snprintf(e->message, sizeof(e->message), "%s: cannot execute: %s", prog, strerror(err));
 	else
 		snprintf(e->message, sizeof(e->message), "%s: spawn failed at %s: %s", prog, step, strerror(err));
+}
+
+/* An exec refused for the workload's uid: say which uid and what to do. */
+static void set_exec_error(struct spawn_error *e, const struct spawn_opts *o, const struct exec_target *x,
+			   int step, int err, const char *prog)
+{
+	set_error(e, err == ENOENT ? 127 : 126, step_name(step), err, prog);
+	if (!o->set_ids || err != EACCES)
+		return;
+	if (step == STEP_EXEC_SCRIPT)
+		snprintf(e->message, sizeof(e->message),
+			 "%s: cannot execute: %s is a #! script in a directory uid %u cannot enter, and a script "
+			 "is run by its path: put it where that user can read it (e.g. chmod o+x on each "
+			 "directory above it) or run it with its interpreter as the command",
+			 prog, x->path, (unsigned)o->uid);
+	else
+		snprintf(e->message, sizeof(e->message),
+			 "%s: cannot execute: Permission denied for the workload's uid %u (that user must be "
+			 "allowed to execute %s)", prog, (unsigned)o->uid, x->path);
 }
 
 static int recv_msg(int sock, struct child_msg *m, int *fd, int timeout_ms)
@@ -449,8 +548,13 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 
 	/* The cgroup.procs fd the child writes itself into. */
 	int cg_procs = -1;
-	if (o->cgroup_fd >= 0)
-		cg_procs = openat(o->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	if (o->cgroup_fd >= 0 && (cg_procs = openat(o->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0)
+		res->cgroup_err = errno;
+
+	/* Another uid may not reach the path we resolved: hold the file. */
+	struct exec_target x = { .path = res->path, .fd = -1 };
+	if (o->set_ids)
+		exec_target_open(&x);
 
 	/* vfork-style: the child shares our memory and we sleep until it has
 	 * exec'd or exited, like posix_spawn; no page-table copy. It runs on
@@ -461,13 +565,15 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 		r = -errno;
 		if (cg_procs >= 0)
 			close(cg_procs);
+		if (x.fd >= 0)
+			close(x.fd);
 		close(child_sock);
 		set_error(err, 127, "stack", -r, prog);
 		return r;
 	}
 	STACK_UNPOISON(stack + guard, stack_size);
 	(void)mprotect(stack, guard, PROT_NONE);
-	struct child_args ca = { .o = o, .path = res->path, .envp = envp, .sock = child_sock, .parent = getpid(),
+	struct child_args ca = { .o = o, .x = &x, .envp = envp, .sock = child_sock, .parent = getpid(),
 				 .cg_procs = cg_procs };
 	int pidfd = -1;
 	sigset_t all, old;
@@ -482,6 +588,8 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 	close(child_sock);
 	if (cg_procs >= 0)
 		close(cg_procs);
+	if (x.fd >= 0)
+		close(x.fd);
 	if (pid < 0) {
 		r = -clone_errno;
 		set_error(err, 127, "clone", clone_errno, prog);
@@ -515,16 +623,21 @@ int spawn_process(const struct spawn_opts *o, struct spawn_result *res, struct s
 		}
 		if (m.kind == MSG_CGROUP && fd < 0) {
 			res->in_cgroup = m.step == 1;
+			res->cgroup_err = res->in_cgroup ? 0 : (m.err > 0 ? m.err : EIO);
+			continue;
+		}
+		if (m.kind == MSG_EXEC_FD && fd < 0) {
+			res->exec_by_fd = true;
 			continue;
 		}
 		if (fd >= 0)
 			close(fd);
 		if (m.kind == MSG_ERROR) {
 			int e = m.err > 0 ? m.err : EIO;
-			int code = 127;
-			if (m.step == STEP_EXECVE && e != ENOENT)
-				code = 126;
-			set_error(err, code, step_name(m.step), e, prog);
+			if (m.step == STEP_EXECVE || m.step == STEP_EXEC_SCRIPT)
+				set_exec_error(err, o, &x, m.step, e, prog);
+			else
+				set_error(err, 127, step_name(m.step), e, prog);
 			r = -e;
 			goto fail;
 		}

@@ -4,7 +4,8 @@
  * then clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD) on a private stack with
  * all signals blocked - posix_spawn's shape (no page-table copy; we sleep
  * until the child has exec'd or died) with a pidfd from birth. The child,
- * in order: resets every signal disposition, writes itself into the
+ * in order: sets every signal disposition to default, or to ignored where
+ * the supervisor's start had it so (sigconf), writes itself into the
  * sandbox cgroup's cgroup.procs (before any workload code exists: as good
  * as CLONE_INTO_CGROUP, which vfork-style clone cannot use), starts a
  * session or process group, moves stdio into place, closes every other fd
@@ -14,8 +15,13 @@
  * PR_SET_NO_NEW_PRIVS, RLIMIT_CORE=0, enters the Landlock scope domain,
  * installs the seccomp program (with a listener it sends to the parent over
  * SCM_RIGHTS: the in-flight fd keeps it alive until the parent, resumed
- * after execve, receives it; no ack is possible or needed), restores the
- * signal mask and execs. The child runs only async-signal-safe code and
+ * after execve, receives it; no ack is possible or needed), sets the
+ * signal mask the supervisor started with (sigconf) and execs. With
+ * set_ids the program is also opened by the supervisor beforehand: when
+ * the workload's uid cannot reach its path (a build in a 0700 home) the
+ * child execs that fd (execveat AT_EMPTY_PATH), the same file; a #!
+ * script cannot be run that way (its interpreter opens it by path) and
+ * fails with a message that says so. The child runs only async-signal-safe code and
  * writes nothing but its own stack (it shares our memory). Failures come
  * back over a CLOEXEC socket as (step, errno) and the child exits 127; EOF
  * on that socket means execve succeeded. */
@@ -23,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -35,6 +42,20 @@ enum spawn_session {
 };
 
 #define SPAWN_MAX_KEEP 16
+
+/* The signal configuration a workload process starts with: what was
+ * ignored and blocked when the supervisor started (under nohup SIGHUP is
+ * ignored; a job-control shell may leave SIGTTOU/SIGTTIN ignored), given
+ * back as tini does. Bit n-1 = signal n (the kernel's sigset, 64 signals),
+ * so the vfork child can set the mask with the raw syscall, glibc's
+ * reserved signals included. SIGCHLD is never restored as ignored: that
+ * would make the workload's own children vanish unwaited. */
+struct spawn_sigconf {
+	uint64_t ignored;
+	uint64_t blocked;
+};
+/* Read ours now: call before the supervisor changes any disposition. */
+void spawn_sigconf_capture(struct spawn_sigconf *sc);
 
 struct spawn_opts {
 	char *const *argv;        /* argv[0] is the program; required */
@@ -50,6 +71,7 @@ struct spawn_opts {
 	int cgroup_fd;            /* sandbox cgroup directory (O_PATH ok), -1 none */
 	int timeout_ms;           /* reading the child's report; 0 => 5000 */
 	const struct rlimit *nofile; /* RLIMIT_NOFILE for the child (set after closing fds); NULL: ours */
+	const struct spawn_sigconf *sigconf; /* NULL: every disposition default, nothing blocked */
 	bool set_ids;             /* run as uid/gid (real, effective, saved; groups = {gid}) */
 	uid_t uid;
 	gid_t gid;
@@ -60,6 +82,8 @@ struct spawn_result {
 	int pidfd;       /* owned by the caller */
 	int listener_fd; /* seccomp listener, owned by the caller; -1 when no filter */
 	bool in_cgroup;  /* the child joined the sandbox cgroup before exec */
+	int cgroup_err;  /* why it did not (errno), 0 when it did or was not asked to */
+	bool exec_by_fd; /* the path was not reachable for the workload's uid: exec'd by fd */
 	char path[4096]; /* the program that was executed */
 };
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -202,9 +203,21 @@ static void audit_spawn(struct procsup *ps, const struct procsup_child *c, const
 	if (a)
 		json_object_set_new(o, "argv", a);
 	json_object_set_new(o, "exe", json_string(res->path));
+	if (res->exec_by_fd)
+		json_object_set_new(o, "exec_by_fd", json_true());
 	json_object_set_new(o, "membership", json_string(res->in_cgroup ? "cgroup" : "lineage"));
 	if (res->in_cgroup)
 		json_object_set_new(o, "cgroup", json_string(ps->cgroup.workload));
+	else if (ps->cfg.cgroup_mode != CGROUP_MODE_NONE) {
+		/* lineage although a cgroup was asked for: say why */
+		char why[sizeof(ps->membership_degraded)];
+		if (ps->cgroup.active)
+			snprintf(why, sizeof(why), "join %.4000s: %s", ps->cgroup.workload,
+				 strerror(res->cgroup_err ? res->cgroup_err : EIO));
+		else
+			snprintf(why, sizeof(why), "%s", ps->membership_degraded);
+		json_object_set_new(o, "membership_degraded", json_string(why));
+	}
 	json_object_set_new(o, "seccomp", json_boolean(ps->have_filter));
 	json_object_set_new(o, "connect_notify", json_boolean(res->listener_fd >= 0));
 	json_object_set_new(o, "landlock_scope", json_boolean(ps->landlock_fd >= 0));
@@ -427,6 +440,30 @@ static void on_fwd_signal(uv_signal_t *h, int signum)
 
 /* ---- the env boundary ---- */
 
+/* May uid:gid (no other groups, as a workload runs) execute path? Asked of
+ * the kernel itself (ACLs included) in a short-lived child that takes those
+ * ids: 0 or -errno of access(2). Runs before any thread of ours exists. */
+static int exec_access_as(const char *path, uid_t uid, gid_t gid)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		gid_t groups[1] = { gid };
+		if (syscall(SYS_setgroups, 1, groups) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
+		    syscall(SYS_setresuid, uid, uid, uid) < 0)
+			_exit(255);
+		_exit(access(path, X_OK) == 0 ? 0 : (errno & 0x7f));
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) == 255)
+		return 0; /* could not ask: say nothing */
+	return -WEXITSTATUS(st);
+}
+
 static int load_policy(struct procsup *ps)
 {
 	char cwd[PATH_MAX];
@@ -449,8 +486,17 @@ static int load_policy(struct procsup *ps)
 	for (size_t i = 0; i < ps->policy->n_warnings; i++)
 		log_warn("%s", ps->policy->warnings[i]);
 	/* resolved once: every spawn's GIT_SSH_COMMAND names the same binary */
-	if (ps->policy->env.git_ssh_via_proxy && envb_sibling_tether(ps->tether_path_buf, sizeof(ps->tether_path_buf)))
+	if (ps->policy->env.git_ssh_via_proxy && envb_sibling_tether(ps->tether_path_buf, sizeof(ps->tether_path_buf))) {
 		ps->tether_path = ps->tether_path_buf;
+		/* git runs it by that path as the workload's uid: a tether built
+		 * in a 0700 home is out of its reach (the entrypoint is exec'd by
+		 * fd, a GIT_SSH_COMMAND cannot be). */
+		int a = ps->cfg.run_as ? exec_access_as(ps->tether_path, ps->cfg.run_uid, ps->cfg.run_gid) : 0;
+		if (a < 0)
+			log_warn("environment.git_ssh_via_proxy: uid %u cannot execute %s (%s), so git over ssh will "
+				 "fail in the workload: install tether where that user can reach it",
+				 (unsigned)ps->cfg.run_uid, ps->tether_path, strerror(-a));
+	}
 	return 0;
 }
 
@@ -517,8 +563,11 @@ static void audit_env(struct procsup *ps, const struct envb_result *res, pid_t p
 int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 {
 	memset(ps, 0, sizeof(*ps));
+	/* First, before anything here changes a disposition or the mask: the
+	 * workload gets back what we were started with (as tini does). */
+	spawn_sigconf_capture(&ps->sigconf);
 	ps->landlock_fd = -1;
-	ps->cgroup.workload_fd = -1;
+	ps->cgroup.workload_fd = ps->cgroup.base_fd = -1;
 	ps->anchor.pidfd = -1;
 	ps->cfg = *cfg;
 	if (!ps->cfg.topology)
@@ -539,10 +588,15 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 		return r;
 	}
 	/* A supervisor in the background must not be stopped by its tty, nor
-	 * die writing to a closed pipe. Children get defaults back. */
+	 * die writing to a closed pipe; and it must receive SIGCHLD and the
+	 * signals it forwards even when started with them blocked. Children
+	 * get the start configuration back (ps->sigconf). */
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTTOU, SIG_IGN);
 	signal(SIGTTIN, SIG_IGN);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	if (cfg->audit_path && (r = audit_open(cfg->audit_path, ps->cfg.topology, &ps->audit)) < 0) {
 		log_error("audit %s: %s", cfg->audit_path, strerror(-r));
@@ -552,10 +606,23 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 	r = sandbox_cgroup_setup(&ps->caps, cfg->cgroup_mode, cfg->cgroup_path, &ps->cgroup);
 	if (r < 0) {
 		if (cfg->cgroup_mode == CGROUP_MODE_PATH) {
-			log_error("cgroup %s: %s", cfg->cgroup_path, strerror(-r));
+			log_error("cgroup: %s", ps->cgroup.error);
 			return r;
 		}
-		log_info("cgroup v2 not usable (%s): membership by lineage", strerror(-r));
+		/* auto: a weaker mode, so a warning and an audit field (every
+		 * process_spawn carries membership_degraded). */
+		snprintf(ps->membership_degraded, sizeof(ps->membership_degraded), "%s", ps->cgroup.error);
+		log_warn("cgroup: %s: membership falls back to lineage", ps->cgroup.error);
+	} else if (ps->cgroup.active) {
+		if (ps->cgroup.stale_killed > 0)
+			log_warn("cgroup: %s was left by a dead proc-supervisor with %d process(es) still in it: "
+				 "killed them and reused it", ps->cgroup.base, ps->cgroup.stale_killed);
+		else if (ps->cgroup.reclaimed)
+			log_info("cgroup: %s was left by a dead proc-supervisor: reused", ps->cgroup.base);
+		if (ps->cgroup.busy_skipped > 0)
+			log_warn("cgroup: %d name(s) before %s are held by live proc-supervisors (or hold processes "
+				 "not provably a dead one's): using %s", ps->cgroup.busy_skipped, ps->cgroup.base,
+				 ps->cgroup.workload);
 	}
 	ps->membership = ps->cgroup.active ? "cgroup" : "lineage";
 
@@ -680,6 +747,7 @@ int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struc
 	o.landlock_fd = ps->landlock_fd;
 	o.cgroup_fd = ps->cgroup.active ? ps->cgroup.workload_fd : -1;
 	o.nofile = ps->cfg.have_child_nofile ? &ps->cfg.child_nofile : NULL;
+	o.sigconf = &ps->sigconf;
 	o.set_ids = ps->cfg.run_as;
 	o.uid = ps->cfg.run_uid;
 	o.gid = ps->cfg.run_gid;
@@ -691,6 +759,9 @@ int procsup_spawn(struct procsup *ps, const struct procsup_spawn_req *req, struc
 	}
 	audit_env(ps, &env, res.pid);
 	envb_result_done(&env);
+	if (ps->cgroup.active && !res.in_cgroup)
+		log_warn("pid %d could not join cgroup %s (%s): its membership is by lineage", (int)res.pid,
+			 ps->cgroup.workload, strerror(res.cgroup_err ? res.cgroup_err : EIO));
 	struct procsup_child *c = calloc(1, sizeof(*c));
 	if (!c) {
 		sys_pidfd_send_signal(res.pidfd, SIGKILL, NULL, 0);

@@ -103,7 +103,11 @@ struct procsup {
 	struct kernel_caps caps;
 	struct audit_log *audit;
 	struct sandbox_cgroup cgroup;
+	struct spawn_sigconf sigconf;     /* ignored/blocked at our start: given back to every child */
 	const char *membership;           /* "cgroup" | "lineage" */
+	/* Why membership is lineage although a cgroup was asked for (the
+	 * audit's membership_degraded); "" when it is not degraded. */
+	char membership_degraded[PATH_MAX + 160];
 	struct workload_filter filter;
 	bool have_filter;
 	int landlock_fd;                  /* -1: signal scoping through seccomp */

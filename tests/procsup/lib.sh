@@ -45,6 +45,12 @@ alive() {
 	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
 	[ -n "$st" ] && [ "$st" != Z ]
 }
+# gone PID [tenths]: wait (bounded) until PID has exited or is a zombie
+gone() {
+	local n=${2:-100}
+	while [ $n -gt 0 ]; do alive "$1" || return 0; sleep 0.1; n=$((n - 1)); done
+	return 1
+}
 finish() {
 	if [ "$FAILS" -ne 0 ]; then echo "$FAILS failure(s)" >&2; exit 1; fi
 	echo "all passed"; exit 0
