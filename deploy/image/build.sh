@@ -20,7 +20,8 @@ mmdebstrap --variant=apt --include="$pkgs" \
 	--customize-hook="copy-in $deb /tmp" \
 	--customize-hook="chroot \"\$1\" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /tmp/$(basename "$deb")" \
 	--customize-hook='rm -f "$1"/tmp/*.deb' \
-	--customize-hook='chroot "$1" useradd --system --create-home --shell /bin/sh agent' \
+	--customize-hook='chroot "$1" useradd --create-home --shell /bin/sh agent' \
+	--customize-hook='chroot "$1" systemctl enable tether-proc-supervisor.service tether-net-supervisor.service' \
 	--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
 	"$suite" "$tmp/rootfs.tar"
 podman import --change 'CMD ["/usr/bin/tether","--help"]' "$tmp/rootfs.tar" "$image" >/dev/null
