@@ -38,7 +38,8 @@ wait_for() {
 
 # The private podman configuration: runc (crun refuses this machine's
 # hybrid cgroup layout) and default ulimits no higher than ours (no
-# CAP_SYS_RESOURCE here). /etc is never edited.
+# CAP_SYS_RESOURCE here); netavark (Debian's podman also finds a CNI config
+# whose plugins are not installed). /etc is never edited.
 podman_env() {
 	local d=$1
 	cat >"$d/containers.conf" <<CONF
@@ -48,6 +49,8 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+[network]
+network_backend = "netavark"
 CONF
 	export CONTAINERS_CONF="$d/containers.conf"
 }

@@ -4,7 +4,9 @@
 #   tests/deploy/run.sh BUILD_DIR
 # Builds the .deb's image once (localhost/tether-test:<pid>), runs each
 # test, removes the image at the end whatever happened, and prints
-# "N passed, N failed".
+# "N passed, N failed". TETHER_DEPLOY_IMAGE=NAME tests an image built
+# before (by deploy/image/build.sh with TETHER_IMAGE_EXTRA=openssh-server)
+# instead, and leaves it.
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
@@ -26,10 +28,18 @@ run() {
 	echo "=== $name: $r in $((SECONDS - s)) s"
 }
 run install "$SRC/tests/deploy/test_install.sh" "$BUILD"
-echo "=== image: deploy/image/build.sh $deb $IMAGE"
 s=$SECONDS
-on_exit "podman rmi -f $IMAGE"
-if TETHER_IMAGE_EXTRA=openssh-server "$SRC/deploy/image/build.sh" "$deb" "$IMAGE" >"$W/image.log" 2>&1; then
+if [ -n "${TETHER_DEPLOY_IMAGE:-}" ]; then
+	IMAGE=$TETHER_DEPLOY_IMAGE
+	echo "=== image: $IMAGE (given)"
+	built=0
+else
+	echo "=== image: deploy/image/build.sh $deb $IMAGE"
+	on_exit "podman rmi -f $IMAGE"
+	TETHER_IMAGE_EXTRA=openssh-server "$SRC/deploy/image/build.sh" "$deb" "$IMAGE" >"$W/image.log" 2>&1
+	built=$?
+fi
+if [ "$built" = 0 ]; then
 	echo "=== image built in $((SECONDS - s)) s ($(podman image inspect -f '{{.Size}}' "$IMAGE") bytes)"
 	run image "$SRC/tests/deploy/test_image.sh" "$BUILD" "$IMAGE"
 	run guest "$SRC/tests/deploy/test_guest.sh" "$BUILD" "$IMAGE"
