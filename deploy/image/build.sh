@@ -16,7 +16,11 @@ tmp=$(mktemp -d /tmp/tether-image.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 # curl: readiness waits and probes; systemd: the VM-guest role (PID 1).
 pkgs="curl,ca-certificates,iproute2,nftables,systemd,systemd-sysv,dbus${extra:+,$extra}"
+# No manuals, locales or package docs in the image (tether's own stay).
 mmdebstrap --variant=apt --include="$pkgs" \
+	--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+	--dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+	--dpkgopt='path-include=/usr/share/doc/tether/*' \
 	--customize-hook="copy-in $deb /tmp" \
 	--customize-hook="chroot \"\$1\" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /tmp/$(basename "$deb")" \
 	--customize-hook='rm -f "$1"/tmp/*.deb' \
