@@ -28,5 +28,6 @@ mmdebstrap --variant=apt --include="$pkgs" \
 	--customize-hook='chroot "$1" systemctl enable tether-proc-supervisor.service tether-net-supervisor.service' \
 	--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
 	"$suite" "$tmp/rootfs.tar"
-podman import --change 'CMD ["/usr/bin/tether","--help"]' "$tmp/rootfs.tar" "$image" >/dev/null
+podman import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+	--change 'CMD ["/usr/bin/tether","--help"]' "$tmp/rootfs.tar" "$image" >/dev/null
 echo "$image"

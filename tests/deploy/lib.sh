@@ -9,6 +9,11 @@ BUILD=$(cd "${1:-$SRC/build}" && pwd) || { echo "deploy: no build dir ${1:-}" >&
 TNAME=$(basename "$0" .sh)
 [ "$(id -u)" = 0 ] || { echo "$TNAME: must run as root" >&2; exit 77; }
 
+# Debian's python3 for the test servers (a pyenv shim first in PATH can
+# take seconds to start on a loaded machine).
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
 _cleanups=()
 on_exit() { _cleanups+=("$*"); }
 _run_cleanups() {
@@ -71,9 +76,9 @@ fake_internet() {
 	ip netns exec "$ns" ip link set "${ns}n" up
 	ip netns exec "$ns" ip link set lo up
 	mkdir -p "$www" && echo "hello from the fake internet" >"$www/index.html"
-	ip netns exec "$ns" python3 -m http.server 8080 --bind "$addr" --directory "$www" \
+	ip netns exec "$ns" "$PY" -m http.server 8080 --bind "$addr" --directory "$www" \
 		>"$www/../server.log" 2>&1 &
 	local pid=$!
 	on_exit "kill $pid; wait $pid"
-	wait_for 10 curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$addr:8080/"
+	wait_for 30 curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$addr:8080/"
 }

@@ -43,6 +43,7 @@ if [ "$built" = 0 ]; then
 	echo "=== image built in $((SECONDS - s)) s ($(podman image inspect -f '{{.Size}}' "$IMAGE") bytes)"
 	run image "$SRC/tests/deploy/test_image.sh" "$BUILD" "$IMAGE"
 	run guest "$SRC/tests/deploy/test_guest.sh" "$BUILD" "$IMAGE"
+	run kube "$SRC/tests/deploy/test_kube.sh" "$BUILD" "$IMAGE"
 else
 	tail -30 "$W/image.log"
 	echo "=== image: FAILED"

@@ -76,10 +76,10 @@ X test -e /run/tether/net.ready && pass "net.ready written (releases the agent)"
 
 # The fake internet: the host's end of the podman network.
 mkdir -p "$W/www" && echo "hello from the fake internet" >"$W/www/index.html"
-python3 -m http.server 8080 --bind "$GW" --directory "$W/www" >"$W/server.log" 2>&1 &
+"$PY" -m http.server 8080 --bind "$GW" --directory "$W/www" >"$W/server.log" 2>&1 &
 SRVPID=$!
 on_exit "kill $SRVPID; wait $SRVPID"
-wait_for 10 curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$GW:8080/" || die "fake internet"
+wait_for 30 curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$GW:8080/" || die "fake internet"
 
 SSH() {
 	timeout 30 ssh -F none -i "$W/userkey" -o BatchMode=yes -o StrictHostKeyChecking=no \

@@ -58,10 +58,10 @@ podman run -d --name "tether-hold-$$" --network "$NET" "$IMAGE" sleep 600 >/dev/
 on_exit "podman rm -f -t 0 tether-hold-$$"
 mkdir -p "$W/www" && echo "hello from the fake internet" >"$W/www/index.html"
 wait_for 10 ip -4 addr show to "$GW/32" | grep -q . || true
-python3 -m http.server 8080 --bind "$GW" --directory "$W/www" >"$W/server.log" 2>&1 &
+"$PY" -m http.server 8080 --bind "$GW" --directory "$W/www" >"$W/server.log" 2>&1 &
 SRVPID=$!
 on_exit "kill $SRVPID; wait $SRVPID"
-wait_for 10 curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$GW:8080/" || die "fake internet"
+wait_for 30 curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$GW:8080/" || die "fake internet"
 podman run --rm --privileged --network "$NET" -v "$W:/t" "$IMAGE" \
 	timeout 60 tether run --policy /t/policy.yaml --audit /t/audit.jsonl -- sh -c '
 		curl -s -o /dev/null -w "allowed=%{http_code}\n" http://203.0.113.1:8080/
