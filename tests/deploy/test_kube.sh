@@ -14,12 +14,12 @@ IMAGE=${2:?usage: test_kube.sh BUILD_DIR IMAGE}
 W=$(mktemp -d /tmp/tether-deploy-kube.XXXXXX)
 on_exit "rm -rf $W"
 podman_env "$W"
-NET=tether-test-$$ POD=tether-shared-pid
+NET=tether-test-$$ POD=tether-kube-$$
 SUBNET=203.0.113.0/24 GW=203.0.113.1
 
 podman network create --subnet "$SUBNET" --gateway "$GW" "$NET" >/dev/null || die "podman network create"
 on_exit "podman network rm -f $NET"
-sed "s#localhost/tether:dev#$IMAGE#" "$SRC/deploy/kubernetes/shared-pid.yaml" >"$W/pod.yaml"
+sed -e "s#localhost/tether:dev#$IMAGE#" -e "s#^  name: tether-shared-pid\$#  name: $POD#" "$SRC/deploy/kubernetes/shared-pid.yaml" >"$W/pod.yaml"
 on_exit "podman kube down $W/pod.yaml"
 podman kube play --network "$NET" --configmap "$SRC/deploy/kubernetes/policy-configmap.yaml" \
 	"$W/pod.yaml" >"$W/play.log" 2>&1 || { cat "$W/play.log"; die "podman kube play"; }
@@ -54,4 +54,21 @@ for e in dec: print("   ", e["decision"], (e.get("binary") or {}).get("path"), e
 ok = any(e["decision"] == "allow" for e in dec) and any(e["decision"] == "deny" and e.get("reason") == "no_matching_policy" for e in dec)
 sys.exit(0 if ok and all(e.get("topology") == "shared-pid" for e in dec) else 1)
 PY
+# The sidecar killed: the pod's restart policy brings it back; in between
+# the agent's request is not allowed (the proxy is gone and the fence
+# keeps the agent's uid from going direct).
+N() { podman exec "$POD-net-supervisor" "$@"; }
+nspid=$(N sh -c 'for p in /proc/[0-9]*; do [ "$(readlink $p/exe)" = /usr/bin/net-supervisor ] && echo ${p#/proc/}; done' | head -1)
+[ -n "$nspid" ] || die "no net-supervisor process in the sidecar"
+restarts0=$(podman inspect -f '{{.RestartCount}}' "$POD-net-supervisor")
+N kill -9 "$nspid"
+out=$(TX curl -s -o /dev/null -w %{http_code} --max-time 5 http://203.0.113.1:8080/ 2>&1)
+[ "$out" != 200 ] && pass "sidecar killed: the agent's request is not allowed ($out)" || fail "allowed with the sidecar dead"
+restarted() { [ "$(podman inspect -f '{{.RestartCount}}' "$POD-net-supervisor")" -gt "$restarts0" ]; }
+allowed() { [ "$(TX curl -s -o /dev/null -w %{http_code} --max-time 5 http://203.0.113.1:8080/)" = 200 ]; }
+if wait_for 60 restarted && wait_for 60 allowed; then
+	pass "sidecar restarted by the pod's restart policy; allowed again"
+else
+	podman ps -a --pod; podman logs "$POD-net-supervisor" 2>&1 | tail; fail "sidecar not recovered"
+fi
 finish
