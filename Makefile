@@ -4,8 +4,11 @@ BUILD_SAN  ?= build-san
 BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
-.PHONY: all deps configure build test test-unit test-sanitize fuzz fuzz-smoke bench demo clean
+.PHONY: all deps configure build test test-unit test-sanitize fuzz fuzz-smoke bench demo clean \
+        install deb test-deploy
 
 all: build
 
@@ -46,5 +49,19 @@ bench: build
 demo: build
 	./examples/demo.sh $(BUILD)
 
-clean:
+# FHS install (binaries, docs, deploy files); DESTDIR stages it.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+# A Debian package of that install (prefix /usr): $(BUILD)/tether_*.deb.
+deb: build
+	cd $(BUILD) && cpack -G DEB
+	@ls $(BUILD)/tether_*.deb
+
+# The deployment tests (package, image, ssh gateway, systemd guest): they
+# need podman, runc and mmdebstrap (ci/install-deps.sh --deploy).
+test-deploy: deb
+	@./ci/install-deps.sh --deploy
+	./tests/deploy/run.sh $(BUILD)
+
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install every build and test dependency of tether from Debian's packages.
 # Idempotent and non-interactive: installs only what is missing.
+#   --deploy  also the tools of `make deb` / `make test-deploy` (podman, runc,
+#             mmdebstrap, dpkg-dev); `make test` does not need them.
 set -euo pipefail
 
 PKGS=(
@@ -17,6 +19,9 @@ PKGS=(
   ruby lua5.4 php-cli
   libfaketime
 )
+if [ "${1:-}" = "--deploy" ]; then
+  PKGS+=(dpkg-dev fakeroot podman runc netavark iptables catatonit mmdebstrap uidmap)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -38,7 +43,7 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+apt-get update -qq -o DPkg::Lock::Timeout=600
 # Daemons in these packages (sshd, tinyproxy) must not be started by the
 # package scripts: tests start their own instances on loopback.
 policy=/usr/sbin/policy-rc.d
@@ -47,4 +52,4 @@ if [ ! -e "$policy" ]; then
   printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"; created_policy=1
 fi
 trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"
