@@ -9,6 +9,7 @@
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,11 +33,30 @@ static int64_t ts_ns(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
 }
 
+/* Where a process's /proc entries are: names relative to dirfd. By fd
+ * ("exe", "root", "maps" under a /proc/<pid> directory fd), or by path
+ * (dirfd AT_FDCWD, "/proc/<pid>/exe", ...) so that a capture costs no
+ * open of the directory (the notifier). */
+struct procdir {
+	int dirfd;
+	char prefix[32]; /* "" or "/proc/<pid>/" */
+};
+
+static const char *procdir_name(const struct procdir *d, const char *leaf, char *buf, size_t size)
+{
+	if (!d->prefix[0])
+		return leaf;
+	snprintf(buf, size, "%s%s", d->prefix, leaf);
+	return buf;
+}
+
 /* Stream maps in chunks, whole lines at a time, until (dev, ino) shows up.
  * Streaming because a big process has megabytes of maps. */
-static int maps_has_file(int procdirfd, uint64_t dev, uint64_t ino)
+static int maps_has_file(const struct procdir *d, uint64_t dev, uint64_t ino)
 {
-	_cleanup_close_ int fd = openat(procdirfd, "maps", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	char nb[48];
+	_cleanup_close_ int fd = openat(d->dirfd, procdir_name(d, "maps", nb, sizeof(nb)),
+					O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
 	const size_t cap = 64 * 1024;
@@ -78,10 +98,20 @@ static int maps_has_file(int procdirfd, uint64_t dev, uint64_t ino)
 	}
 }
 
-static bool is_shmem(int fd)
+/* Is the image on shmem (tmpfs, hugetlbfs)? Through exefd, or an O_PATH
+ * open of the link when the capture has no fd. */
+static bool is_shmem(const struct procdir *d, int exefd)
 {
+	_cleanup_close_ int own = -1;
+	if (exefd < 0) {
+		char nb[48];
+		own = openat(d->dirfd, procdir_name(d, "exe", nb, sizeof(nb)), O_PATH | O_CLOEXEC);
+		if (own < 0)
+			return false;
+		exefd = own;
+	}
 	struct statfs sf;
-	if (fstatfs(fd, &sf) < 0)
+	if (fstatfs(exefd, &sf) < 0)
 		return false;
 	return (unsigned long)sf.f_type == TMPFS_MAGIC ||
 	       (unsigned long)sf.f_type == HUGETLBFS_MAGIC;
@@ -90,9 +120,11 @@ static bool is_shmem(int fd)
 /* Is the file at `path`, resolved in the PROCESS's root (its mount ns), the
  * same file as *st? Resolution stays inside that root (RESOLVE_IN_ROOT)
  * and follows no magic links. */
-static bool literal_name_is(int procdirfd, const char *path, const struct stat *st)
+static bool literal_name_is(const struct procdir *d, const char *path, const struct stat *st)
 {
-	_cleanup_close_ int root = openat(procdirfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char nb[48];
+	_cleanup_close_ int root = openat(d->dirfd, procdir_name(d, "root", nb, sizeof(nb)),
+					  O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return false;
 	struct open_how how = {
@@ -106,20 +138,12 @@ static bool literal_name_is(int procdirfd, const char *path, const struct stat *
 	return lst.st_dev == st->st_dev && lst.st_ino == st->st_ino;
 }
 
-int exe_tuple_from_fd(int procdirfd, int exefd, struct exe_tuple *t)
+/* The label and the flags, from the exe link and the image's stat. The
+ * rules are the same in every mode (exe.h). */
+static int exe_label(const struct procdir *d, int exefd, const struct stat *st, struct exe_tuple *t)
 {
-	memset(t, 0, sizeof(*t));
-	struct stat st;
-	if (fstat(exefd, &st) < 0)
-		return -errno;
-	t->dev = st.st_dev;
-	t->ino = st.st_ino;
-	t->size = st.st_size;
-	t->mtime_ns = ts_ns(&st.st_mtim);
-	t->ctime_ns = ts_ns(&st.st_ctim);
-
-	char link[PATH_MAX];
-	ssize_t n = readlinkat(procdirfd, "exe", link, sizeof(link));
+	char nb[48], link[PATH_MAX];
+	ssize_t n = readlinkat(d->dirfd, procdir_name(d, "exe", nb, sizeof(nb)), link, sizeof(link));
 	if (n < 0)
 		return -errno;
 	if ((size_t)n >= sizeof(link))
@@ -133,42 +157,106 @@ int exe_tuple_from_fd(int procdirfd, int exefd, struct exe_tuple *t)
 	 * "memfd:<name>", and was never linked anywhere. */
 	bool memfd_name = strncmp(link, "/memfd:", 7) == 0;
 	bool root_level = strchr(link + 1, '/') == NULL;
-	t->memfd = st.st_nlink == 0 && is_shmem(exefd) && (memfd_name || root_level);
+	t->memfd = st->st_nlink == 0 && (memfd_name || root_level) && is_shmem(d, exefd);
 	if (suffixed) {
 		/* " (deleted)" may also be a real file name: only strip it when
 		 * the file has no links left, or the literal name is not it. */
-		bool literal = st.st_nlink > 0 && literal_name_is(procdirfd, link, &st);
+		bool literal = st->st_nlink > 0 && literal_name_is(d, link, st);
 		if (!literal) {
 			link[n - (ssize_t)slen] = '\0';
 			t->deleted = !t->memfd;
 		}
 	}
-	int r = strscpy(t->path, link, sizeof(t->path));
-	if (r < 0)
-		return r;
+	return strscpy(t->path, link, sizeof(t->path));
+}
+
+/* The one capture: stat of the image (fstat of exefd, else through the
+ * link), the label, and in strict mode the maps cross-check. t is zeroed on
+ * failure. */
+static int capture(const struct procdir *d, int exefd, enum exe_capture_mode mode, struct exe_tuple *t)
+{
+	memset(t, 0, sizeof(*t));
+	struct stat st;
+	char nb[48];
+	if ((exefd >= 0 ? fstat(exefd, &st) : fstatat(d->dirfd, procdir_name(d, "exe", nb, sizeof(nb)), &st, 0)) < 0)
+		return -errno;
+	t->dev = st.st_dev;
+	t->ino = st.st_ino;
+	t->size = st.st_size;
+	t->mtime_ns = ts_ns(&st.st_mtim);
+	t->ctime_ns = ts_ns(&st.st_ctim);
+	int r = exe_label(d, exefd, &st, t);
+	if (r < 0 || mode == EXE_CAPTURE_CHEAP)
+		goto out;
 
 	/* exec installs the new exe link (and a fresh mm) before it maps the
 	 * image, so an observer racing an exec sees no mapping for a moment.
 	 * Only a real mismatch pays for the few short retries. */
 	for (int attempt = 0;; attempt++) {
-		r = maps_has_file(procdirfd, t->dev, t->ino);
+		r = maps_has_file(d, t->dev, t->ino);
 		if (r < 0)
-			return r;
+			goto out;
 		if (r == 1 || attempt == 3)
 			break;
 		struct timespec ts = { 0, 1000000L };
 		nanosleep(&ts, NULL);
 	}
 	t->maps_mismatch = r == 0;
-	return 0;
+	r = 0;
+out:
+	if (r < 0)
+		memset(t, 0, sizeof(*t));
+	return r;
+}
+
+int exe_capture_at(int procdirfd, int exefd, enum exe_capture_mode mode, struct exe_tuple *t)
+{
+	struct procdir d = { .dirfd = procdirfd };
+	if (mode == EXE_CAPTURE_STRICT && exefd < 0) {
+		_cleanup_close_ int fd = exe_open_at(procdirfd);
+		if (fd < 0) {
+			memset(t, 0, sizeof(*t));
+			return fd;
+		}
+		return capture(&d, fd, mode, t);
+	}
+	return capture(&d, exefd, mode, t);
+}
+
+int exe_capture_pid(pid_t procfs_pid, enum exe_capture_mode mode, struct exe_tuple *t)
+{
+	struct procdir d = { .dirfd = AT_FDCWD };
+	snprintf(d.prefix, sizeof(d.prefix), "/proc/%d/", (int)procfs_pid);
+	if (mode == EXE_CAPTURE_STRICT) {
+		char nb[48];
+		_cleanup_close_ int fd = openat(AT_FDCWD, procdir_name(&d, "exe", nb, sizeof(nb)),
+						O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0) {
+			memset(t, 0, sizeof(*t));
+			return -errno;
+		}
+		return capture(&d, fd, mode, t);
+	}
+	return capture(&d, -1, mode, t);
+}
+
+bool exe_tuple_matches_stat(const struct exe_tuple *t, const struct stat *st)
+{
+	/* Unlinking changes ctime too; the link count is checked as well so
+	 * that a filesystem which does not cannot keep a stale label. */
+	return t->dev == (uint64_t)st->st_dev && t->ino == (uint64_t)st->st_ino && t->size == st->st_size &&
+	       t->mtime_ns == ts_ns(&st->st_mtim) && t->ctime_ns == ts_ns(&st->st_ctim) &&
+	       (st->st_nlink == 0 ? (t->deleted || t->memfd) : !t->memfd);
+}
+
+int exe_tuple_from_fd(int procdirfd, int exefd, struct exe_tuple *t)
+{
+	return exe_capture_at(procdirfd, exefd, EXE_CAPTURE_STRICT, t);
 }
 
 int exe_tuple_read_at(int procdirfd, struct exe_tuple *t)
 {
-	_cleanup_close_ int fd = exe_open_at(procdirfd);
-	if (fd < 0)
-		return fd;
-	return exe_tuple_from_fd(procdirfd, fd, t);
+	return exe_capture_at(procdirfd, -1, EXE_CAPTURE_STRICT, t);
 }
 
 int exe_tuple_read(pid_t pid, struct exe_tuple *t)

@@ -30,8 +30,51 @@
  * kernel thread or a zombie, -EACCES without ptrace-read access). */
 int exe_open_at(int procdirfd);
 
-/* Fill t from an open image fd (fstat) and the /proc/<pid> directory
- * (readlink, maps). t->hashed is false afterwards. */
+/* ---- The capture: one set of rules, two costs ----
+ *
+ * Every exe tuple in tether is captured here, by the strict readers below
+ * (procref, the identity service, the local strategy) and by the seccomp
+ * connect notifier (proc-supervisor/notify.c), whose records reach decisions
+ * through the cookie registry. The rules are the same in both modes:
+ *   - file: dev, ino, size, mtime, ctime of the running image (through the
+ *     exe link or an fd opened from it, never a path lookup);
+ *   - path: readlink of the exe link; " (deleted)" is stripped only when the
+ *     file has no links left or the literal name (resolved in the process's
+ *     own root) is not that file: a file really named "x (deleted)" keeps it;
+ *   - memfd: no links, on shmem (tmpfs/hugetlbfs), and named "/memfd:..." or
+ *     at the root of its (unmounted) filesystem; a memfd is never `deleted`,
+ *     and a deleted binary on a tmpfs is not a memfd.
+ * The one difference, and why:
+ *   EXE_CAPTURE_STRICT  opens the image and cross-checks /proc/<pid>/maps
+ *                       (maps_mismatch, see above): a read of the whole maps
+ *                       file, too slow for a caller blocked in connect().
+ *   EXE_CAPTURE_CHEAP   stats through the link, no open, no maps read:
+ *                       maps_mismatch is always false. Cost for an ordinary
+ *                       binary: one stat and one readlink (the shmem and
+ *                       literal-name checks run only for an unlinked image
+ *                       or a " (deleted)" name). The notifier's records are
+ *                       a claim about who connected; whoever verifies a flow
+ *                       re-reads the image strictly and hashes it. */
+enum exe_capture_mode {
+	EXE_CAPTURE_STRICT = 0,
+	EXE_CAPTURE_CHEAP,
+};
+
+/* Capture the image of the process whose /proc/<pid> directory is
+ * procdirfd. exefd: the image already opened from it (exe_open_at), or -1
+ * (STRICT opens it, CHEAP stats through the link). 0, or -errno with t
+ * zeroed (-ENOENT kernel thread or zombie, -EACCES no ptrace-read access). */
+int exe_capture_at(int procdirfd, int exefd, enum exe_capture_mode mode, struct exe_tuple *t);
+/* The same, naming the process by "/proc/<procfs_pid>/..." paths: no open
+ * of the directory (the notifier's way; pid in the procfs mount's pidns). */
+int exe_capture_pid(pid_t procfs_pid, enum exe_capture_mode mode, struct exe_tuple *t);
+/* Would a capture now give t again? A stat of the exe link (st) against
+ * t: same file version, and still (un)linked as when labelled. The
+ * notifier's check for a cached caller, before it captures again. */
+bool exe_tuple_matches_stat(const struct exe_tuple *t, const struct stat *st);
+
+/* Strict capture (EXE_CAPTURE_STRICT) from an open image fd and the
+ * /proc/<pid> directory. t->hashed is false afterwards. */
 int exe_tuple_from_fd(int procdirfd, int exefd, struct exe_tuple *t);
 /* Open + fill. pid is in the procfs mount's pidns; the caller confirms the
  * process is still the one it meant (procref_open does). */

@@ -37,7 +37,6 @@
 
 #include "common/kernel.h"
 #include "identity/procref.h"
-#include "proc-supervisor/idservice.h"
 #include "proc-supervisor/spawn.h"
 
 struct exec_gw;
@@ -88,38 +87,7 @@ int exec_gw_start(uv_loop_t *loop, const struct exec_gw_opts *opts, struct exec_
 void exec_gw_stop(struct exec_gw *gw, void (*done)(void *userdata), void *userdata);
 size_t exec_gw_session_count(const struct exec_gw *gw);
 
-/* Is (uid, gid) allowed: the supervisor's own euid, or a uid / primary gid
- * in these lists? */
-bool exec_gw_peer_allowed(const uid_t *uids, size_t n_uids, const gid_t *gids, size_t n_gids,
-			  uid_t uid, gid_t gid);
 /* The shell for argv[0] == "" (see above) into out; -ENOENT with a message
  * in msg when none is usable. */
 int exec_gw_resolve_shell(const char *policy_shell, uid_t uid, char *out, size_t size, char *msg,
 			  size_t msg_size);
-
-/* ---- the daemon's wiring (proc-supervisor main.c) ---- */
-struct procsup;
-
-#define PROCSUP_SVC_MAX_IDS 16
-struct procsup_services_cfg {
-	const char *exec_socket;      /* --exec-socket PATH */
-	uid_t allow_uids[PROCSUP_SVC_MAX_IDS]; /* --exec-allow-uid (also for the status socket) */
-	size_t n_allow_uids;
-	gid_t allow_gids[PROCSUP_SVC_MAX_IDS]; /* --exec-allow-gid */
-	size_t n_allow_gids;
-	const char *status_socket;    /* --status-socket PATH */
-	const char *control;          /* --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT */
-	const char *control_allow[IDSERVICE_MAX_PEERS]; /* --control-allow ADDR[/PREFIX] (tcp) */
-	size_t n_control_allow;
-	const char *provisioning_key; /* --provisioning-key FILE (required with --control) */
-	uint64_t cert_validity_s;     /* --cert-validity; 0: 30 days */
-	bool strict_socket_owner;     /* --strict-socket-owner (idservice.h) */
-};
-
-/* Start the services cfg names on ps's loop: the exec gateway (spawning
- * through procsup_spawn as PROCSUP_EXEC_SESSION, shell from the policy's
- * exec.shell), the status socket (members_to_json of ps->members) and the
- * identity service (ps->members, ps->cookies, ps->audit). Each closes at
- * procsup_on_done. Call after procsup_init, before procsup_run. -errno
- * with a one-line message on stderr. */
-int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg *cfg);

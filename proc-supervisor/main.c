@@ -11,7 +11,7 @@
 
 #include "common/fdlimit.h"
 #include "common/log.h"
-#include "proc-supervisor/exec_gateway.h"
+#include "proc-supervisor/services.h"
 #include "proc-supervisor/supervisor.h"
 
 static void usage(FILE *f)

@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "identity/exe.h"
 
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
@@ -72,72 +73,13 @@ struct notifier {
 	size_t n_allowed;
 };
 
-static int64_t ts_ns(const struct timespec *t)
-{
-	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
-}
-
-/* Fill the file part of t from a stat of the exe link. */
-static void exe_from_stat(struct exe_tuple *t, const struct stat *st)
-{
-	t->dev = st->st_dev;
-	t->ino = st->st_ino;
-	t->size = st->st_size;
-	t->mtime_ns = ts_ns(&st->st_mtim);
-	t->ctime_ns = ts_ns(&st->st_ctim);
-}
-
-/* The label: readlink, " (deleted)" stripped. */
-static int exe_label(const char *link, struct exe_tuple *t)
-{
-	ssize_t n = readlink(link, t->path, sizeof(t->path) - 1);
-	if (n < 0) {
-		t->path[0] = '\0';
-		return -errno;
-	}
-	t->path[n] = '\0';
-	static const char deleted[] = " (deleted)";
-	size_t dl = sizeof(deleted) - 1;
-	t->deleted = false;
-	if ((size_t)n > dl && strcmp(t->path + n - dl, deleted) == 0) {
-		t->deleted = true;
-		t->path[n - dl] = '\0';
-	}
-	t->memfd = strncmp(t->path, "/memfd:", 7) == 0;
-	return 0;
-}
-
-/* The exe tuple of a live process: stat (the file) + readlink (label). */
-static int exe_capture(const char *link, struct exe_tuple *t)
-{
-	struct stat st;
-	memset(t, 0, sizeof(*t));
-	if (stat(link, &st) < 0)
-		return -errno;
-	exe_from_stat(t, &st);
-	int r = exe_label(link, t);
-	if (r < 0)
-		memset(t, 0, sizeof(*t));
-	return r;
-}
-
-/* Same file in the same version, and still (un)linked as when labelled? */
-static bool exe_matches(const struct exe_tuple *t, const struct stat *st)
-{
-	return t->dev == (uint64_t)st->st_dev && t->ino == (uint64_t)st->st_ino && t->size == st->st_size &&
-	       t->mtime_ns == ts_ns(&st->st_mtim) && t->ctime_ns == ts_ns(&st->st_ctim) &&
-	       t->deleted == (st->st_nlink == 0);
-}
-
 int notifier_identify_default(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out)
 {
 	int r = procref_from_pidfd_ex(caps, pidfd, PROCREF_NO_EXE, out);
 	if (r < 0)
 		return r;
-	char link[32];
-	snprintf(link, sizeof(link), "/proc/%d/exe", (int)(out->procfs_pid > 0 ? out->procfs_pid : out->pid));
 	/* Without an image: identity only (a kernel thread cannot connect). */
-	out->exe_err = exe_capture(link, &out->exe);
+	out->exe_err = exe_capture_pid(out->procfs_pid > 0 ? out->procfs_pid : out->pid, EXE_CAPTURE_CHEAP, &out->exe);
 	return 0;
 }
 
@@ -583,13 +525,10 @@ static void phase_blocked_fast(struct notifier *n, int fd, const struct seccomp_
 				c->ref.exe_err = -errno;
 				memset(&c->ref.exe, 0, sizeof(c->ref.exe));
 				c->complete = false;
-			} else if (c->ref.exe_err < 0 || !exe_matches(&c->ref.exe, &st)) {
+			} else if (c->ref.exe_err < 0 || !exe_tuple_matches_stat(&c->ref.exe, &st)) {
 				if (c->ref.exe.ino) /* not a tuple never read (a failed first connect) */
 					n->stats.exe_changed++;
-				exe_from_stat(&c->ref.exe, &st);
-				c->ref.exe_err = exe_label(c->exe_link, &c->ref.exe);
-				if (c->ref.exe_err < 0)
-					memset(&c->ref.exe, 0, sizeof(c->ref.exe));
+				c->ref.exe_err = exe_capture_pid(tid, EXE_CAPTURE_CHEAP, &c->ref.exe);
 				/* exec: comm and the rest are read again after CONTINUE */
 				c->complete = false;
 			}
@@ -630,7 +569,7 @@ static void phase_blocked_fast(struct notifier *n, int fd, const struct seccomp_
 			p->drop |= r == -ESRCH;
 			return;
 		}
-		c->ref.exe_err = exe_capture(c->exe_link, &c->ref.exe);
+		c->ref.exe_err = exe_capture_pid(tid, EXE_CAPTURE_CHEAP, &c->ref.exe);
 	}
 	read_dst(n, req, p);
 	if (!still_valid(n, fd, req)) {

@@ -28,8 +28,9 @@
  *    replaces it; the caller cannot exec while blocked, and a sibling
  *    thread's exec kills the caller first, which ID_VALID then sees). If
  *    (dev, ino, size, mtime, ctime) and "unlinked" all match the cached
- *    tuple it is the same file in the same version, and the cached path
- *    label is kept; otherwise the link is read again. link, unlink and
+ *    tuple (exe_tuple_matches_stat) it is the same file in the same
+ *    version, and the cached path label is kept; otherwise the image is
+ *    captured again. link, unlink and
  *    rename change ctime, so a renamed or unlinked image is relabelled too.
  *  - the rest of the ref: pid, key, start time and procfs pid are fixed
  *    for a process; ppid, credentials and cgroup are refreshed with
@@ -102,9 +103,11 @@ struct notifier;
 
 /* The identify step the daemon uses: the ProcessRef through the pidfd
  * without the maps scan (PROCREF_NO_EXE), plus the exe tuple as of this
- * connect from a stat and a readlink of /proc/<pid>/exe. maps_mismatch is
- * not checked here (the identity service verifies the image at decision
- * time). On the fast path only its ProcessRef part runs, after CONTINUE. */
+ * connect by exe_capture_pid(EXE_CAPTURE_CHEAP): the strict readers' rules
+ * for path, deleted and memfd, without the open and the maps scan
+ * (identity/exe.h says what differs; the identity service verifies the image
+ * at decision time). On the fast path only its ProcessRef part runs, after
+ * CONTINUE; the caller cache captures with the same function. */
 int notifier_identify_default(void *user, const struct kernel_caps *caps, int pidfd, struct procref *out);
 
 int notifier_new(uv_loop_t *loop, const struct kernel_caps *caps, const struct notifier_ops *ops,

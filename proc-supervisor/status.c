@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "proc-supervisor/exec_gateway.h"
+#include "proc-supervisor/peercheck.h"
 #include "proto/endpoint.h"
 
 struct status_client {

@@ -1,7 +1,8 @@
 /* Integration tests for identity/exe.c (root): the exe tuple and hash
  * describe the RUNNING image, whatever happens to the path.
  *
- * exe-swap, deleted exe, memfd exe, bind-mount masquerade, exec after the
+ * exe-swap, deleted exe, memfd exe, bind-mount masquerade (each also
+ * through the notifier's cheap capture, which must agree), exec after the
  * ref was opened, the maps cross-check, the hash cache (LRU, threads) and
  * the libuv thread-pool job. Every procref case runs with fast caps and with
  * pidfs_ino + pidfd_info forced off. */
@@ -173,6 +174,28 @@ static pid_t exec_sleep(struct fx *f, const char *path)
 	return pid;
 }
 
+/* The notifier's cheap capture (exe.h) agrees with the strict one on
+ * everything but maps_mismatch, which it does not compute. */
+static void cheap_agrees(pid_t pid, const struct exe_tuple *strict)
+{
+	struct exe_tuple t;
+	assert_int_equal(exe_capture_pid(pid, EXE_CAPTURE_CHEAP, &t), 0);
+	assert_string_equal(t.path, strict->path);
+	assert_int_equal(t.deleted, strict->deleted);
+	assert_int_equal(t.memfd, strict->memfd);
+	assert_true(exe_tuple_same_file(&t, strict));
+	assert_false(t.maps_mismatch);
+	struct stat st;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	assert_int_equal(stat(link, &st), 0);
+	assert_true(exe_tuple_matches_stat(&t, &st));
+	assert_int_equal(exe_capture_pid(pid, EXE_CAPTURE_STRICT, &t), 0);
+	assert_string_equal(t.path, strict->path);
+	assert_int_equal(t.deleted, strict->deleted);
+	assert_int_equal(t.memfd, strict->memfd);
+}
+
 /* Open the ref under both caps and hash its image. */
 static void ref_hashed(struct fx *f, int i, pid_t pid, struct procref *r)
 {
@@ -232,6 +255,7 @@ static void deleted_exe(void **state)
 		assert_string_equal(r.exe.path, path);
 		assert_false(r.exe.maps_mismatch);
 		assert_memory_equal(r.exe.sha256, f->sleep_sha, 32);
+		cheap_agrees(pid, &r.exe);
 		procref_close(&r);
 	}
 }
@@ -285,6 +309,7 @@ static void deleted_on_tmpfs(void **state)
 		assert_false(r.exe.memfd);
 		assert_string_equal(r.exe.path, path);
 		assert_memory_equal(r.exe.sha256, f->sleep_sha, 32);
+		cheap_agrees(g, &r.exe);
 		procref_close(&r);
 	}
 }
@@ -301,11 +326,13 @@ static void literal_deleted_name(void **state)
 	assert_int_equal(exe_tuple_read(pid, &t), 0);
 	assert_false(t.deleted);
 	assert_string_equal(t.path, path);
+	cheap_agrees(pid, &t);
 	/* ... until it is unlinked */
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(exe_tuple_read(pid, &t), 0);
 	assert_true(t.deleted);
 	assert_string_equal(t.path, path);
+	cheap_agrees(pid, &t);
 }
 
 static void memfd_exe(void **state)
@@ -341,6 +368,7 @@ static void memfd_exe(void **state)
 		assert_string_equal(r.exe.path, "/memfd:tether-core-img");
 		assert_false(r.exe.maps_mismatch);
 		assert_memory_equal(r.exe.sha256, f->sleep_sha, 32);
+		cheap_agrees(pid, &r.exe);
 		procref_close(&r);
 	}
 }
@@ -377,6 +405,7 @@ static void masquerade(void **state)
 		assert_memory_not_equal(r.exe.sha256, outside, 32);
 		assert_false(r.exe.deleted);
 		assert_false(r.exe.maps_mismatch);
+		cheap_agrees(pid, &r.exe);
 		procref_close(&r);
 	}
 }

@@ -1,10 +1,13 @@
 #include "notify_harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -29,6 +32,7 @@ int notify_rec_record(void *u, uint64_t cookie, const struct procref *ref)
 	strscpy(r->key[r->n], ref->key, sizeof(r->key[0]));
 	strscpy(r->exe[r->n], ref->exe.path, sizeof(r->exe[0]));
 	r->exe_ino[r->n] = ref->exe.ino;
+	r->exe_tuple[r->n] = ref->exe;
 	r->n++;
 	return 0;
 }
@@ -111,4 +115,28 @@ int notify_handle_n(struct notifier *n, int lfd, int count)
 			return r;
 	}
 	return 0;
+}
+
+int notify_copy_fd(int in, int out)
+{
+	struct stat st;
+	if (fstat(in, &st) < 0)
+		return -errno;
+	for (off_t off = 0; off < st.st_size;) {
+		ssize_t w = sendfile(out, in, &off, (size_t)(st.st_size - off));
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+int notify_copy_file(const char *from, const char *to)
+{
+	_cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	_cleanup_close_ int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	if (out < 0)
+		return -errno;
+	return notify_copy_fd(in, out);
 }

@@ -24,6 +24,7 @@ struct notify_rec {
 	char key[NOTIFY_REC_MAX][PROCREF_KEY_MAX];
 	char exe[NOTIFY_REC_MAX][PATH_MAX]; /* the ref's exe path */
 	uint64_t exe_ino[NOTIFY_REC_MAX];
+	struct exe_tuple exe_tuple[NOTIFY_REC_MAX]; /* the ref's whole exe tuple */
 	bool fail_identify; /* notify_rec_identify: the caller gone before its ref is completed */
 };
 
@@ -65,3 +66,8 @@ int notify_recv_listener(int sock);
 /* Handle count notifications on lfd, each within 10 s. 0, -ETIMEDOUT or
  * notifier_handle's error. */
 int notify_handle_n(struct notifier *n, int lfd, int count);
+
+/* Copy everything in `in` to `out` (sendfile). 0 or -errno. */
+int notify_copy_fd(int in, int out);
+/* Copy a file to a new path (mode 0755, O_EXCL). 0 or -errno. */
+int notify_copy_file(const char *from, const char *to);

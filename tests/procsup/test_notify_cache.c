@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -94,25 +93,6 @@ static uint64_t ino_of(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
-static int copy_file(const char *from, const char *to)
-{
-	_cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(in, &st) < 0)
-		return -errno;
-	_cleanup_close_ int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-	if (out < 0)
-		return -errno;
-	for (off_t off = 0; off < st.st_size;) {
-		ssize_t w = sendfile(out, in, &off, (size_t)(st.st_size - off));
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-	}
-	return 0;
 }
 
 static void cleanup_copy(void)
@@ -330,7 +310,7 @@ int main(int argc, char **argv)
 	if (cl < 0 || (size_t)cl >= sizeof(copy_exe))
 		return fprintf(stderr, "temp path too long\n"), 1;
 	atexit(cleanup_copy);
-	if (copy_file(self_exe, copy_exe) < 0)
+	if (notify_copy_file(self_exe, copy_exe) < 0)
 		return perror("copy"), 1;
 	copy_ino = ino_of(copy_exe);
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc-supervisor/exec_gateway.h"
+#include "proc-supervisor/services.h"
 #include "proc-supervisor/supervisor.h"
 
 int main(int argc, char **argv)

@@ -22,6 +22,7 @@
 
 #include "proc-supervisor/env_build.h"
 #include "proc-supervisor/exec_gateway.h"
+#include "proc-supervisor/peercheck.h"
 #include "proto/frame.h"
 #include "proto/message.h"
 
