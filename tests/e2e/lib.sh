@@ -71,6 +71,11 @@ fi
 inside() { nsenter --net=/run/netns/"$OUTER" "$@"; }
 
 setup_net() {
+	# Names carry our pid: one left by an earlier test with the same pid
+	# (killed by ctest's timeout before its trap ran) is stale, since that
+	# test is dead; no live test can own it.
+	ip netns del "$OUTER" 2>/dev/null
+	ip netns del "$INET" 2>/dev/null
 	ip netns add "$OUTER" && ip netns add "$INET" || fail "cannot create netns"
 	ip netns exec "$OUTER" ip link set lo up
 	ip netns exec "$INET" ip link set lo up
