@@ -20,6 +20,9 @@
 
 struct flow_verifier {
 	const struct kernel_caps *caps;
+	enum flow_candidates candidates;
+	struct cookie_registry *cookies;
+	bool strict_socket_owner, no_chain_cache;
 	size_t max_candidates;
 	bool measure_cpu;
 	struct exe_hash_cache *cache; /* thread-safe */
@@ -29,8 +32,7 @@ struct flow_verifier {
 	struct members *table;        /* the caller's; thread-safe */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct verify_ctx *ctxs[VERIFY_MAX_CONTEXTS];
-	size_t n_ctxs;
+	struct verify_ctx *all; /* every context made (next_all) */
 	struct verify_ctx *free_ctxs;
 };
 
@@ -101,6 +103,7 @@ void verified_flow_release(struct verified_flow *f)
 	for (size_t i = 0; i < f->n_hops; i++)
 		free(f->hops[i].path);
 	free(f->hops);
+	free(f->ancestors);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -210,6 +213,18 @@ struct fc_entry {
 	unsigned stamp;           /* LRU */
 };
 
+/* Pinned chains remembered per context (MEMBERS; identity/chain.h): a
+ * subject this context answered for, its hash, and its chain below the
+ * anchor. */
+#define ID_CHAIN_ENTRIES 8
+
+struct chain_entry {
+	bool used;
+	struct procref subj;       /* pinned (pidfd owned); live exe tuple, hashed */
+	struct pinned_chain chain; /* hops below the anchor, parent first */
+	unsigned stamp;            /* LRU */
+};
+
 struct verify_ctx {
 	struct attribute_ctx *attr;
 	struct sockdiag *sd;
@@ -231,7 +246,9 @@ struct verify_ctx {
 	 * until the set changes (valid when over_budget). */
 	bool over_budget;
 	uint64_t over_budget_set;
-	struct verify_ctx *next_free;
+	/* MEMBERS: the chains it pinned (see "members candidates"). */
+	struct chain_entry chains[ID_CHAIN_ENTRIES];
+	struct verify_ctx *next_free, *next_all;
 };
 
 /* The host's fork count ("processes" in /proc/stat), 0 when unknown. */
@@ -520,14 +537,25 @@ static int fc_pinned(void *userdata, pid_t pid, struct procref *out)
 	return -ENOENT;
 }
 
+static struct verify_ctx *ctx_new(const struct flow_verifier *v);
+
 struct verify_ctx *flow_verifier_ctx_take(struct flow_verifier *v, bool wait)
 {
+	bool members = v->candidates == FLOW_CANDIDATES_MEMBERS;
 	pthread_mutex_lock(&v->lock);
-	while (wait && !v->free_ctxs)
+	while (wait && !members && !v->free_ctxs)
 		pthread_cond_wait(&v->cond, &v->lock);
 	struct verify_ctx *w = v->free_ctxs;
 	if (w)
 		v->free_ctxs = w->next_free;
+	pthread_mutex_unlock(&v->lock);
+	if (w || !members)
+		return w;
+	if (!(w = ctx_new(v)))
+		return NULL;
+	pthread_mutex_lock(&v->lock);
+	w->next_all = v->all;
+	v->all = w;
 	pthread_mutex_unlock(&v->lock);
 	return w;
 }
@@ -541,11 +569,20 @@ void flow_verifier_ctx_put(struct flow_verifier *v, struct verify_ctx *w)
 	pthread_mutex_unlock(&v->lock);
 }
 
+static void chain_entry_drop(struct chain_entry *e);
+
+static void ctx_flush(struct verify_ctx *w)
+{
+	fc_flush(w);
+	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++)
+		chain_entry_drop(&w->chains[i]);
+}
+
 static void ctx_free(struct verify_ctx *w)
 {
 	if (!w)
 		return;
-	fc_flush(w);
+	ctx_flush(w);
 	free(w->desc);
 	attribute_ctx_free(w->attr);
 	sockdiag_close(w->sd);
@@ -558,13 +595,28 @@ static void ctx_free(struct verify_ctx *w)
 }
 
 /* In the netns whose sockets are asked about (see flow_verifier_new). */
-static struct verify_ctx *ctx_new(const struct kernel_caps *caps)
+static struct verify_ctx *ctx_new(const struct flow_verifier *v)
 {
 	struct verify_ctx *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
 	w->proc_fd = w->stat_fd = -1;
-	w->attr = attribute_ctx_new(caps, NULL);
+	if (v->candidates == FLOW_CANDIDATES_MEMBERS) {
+		w->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		w->attr = attribute_ctx_new(v->caps, v->cookies);
+		if (!w->attr || w->proc_fd < 0) {
+			int e = errno;
+			ctx_free(w);
+			errno = e;
+			return NULL;
+		}
+		attribute_ctx_set_registry_holder_check(w->attr, v->strict_socket_owner);
+		/* A registry hit's liveness is proved by hash_subject's re-open or
+		 * a pinned chain, not by a separate open of its own. */
+		attribute_ctx_set_check_alive(w->attr, false);
+		return w;
+	}
+	w->attr = attribute_ctx_new(v->caps, NULL);
 	w->sd = w->attr ? sockdiag_open() : NULL;
 	w->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	w->stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
@@ -583,12 +635,17 @@ static struct verify_ctx *ctx_new(const struct kernel_caps *caps)
 
 int flow_verifier_new(const struct flow_verifier_config *cfg, struct flow_verifier **out)
 {
-	if (!cfg || !cfg->caps || cfg->n_contexts < 1 || cfg->n_contexts > VERIFY_MAX_CONTEXTS)
+	if (!cfg || !cfg->caps || cfg->n_contexts > VERIFY_MAX_CONTEXTS ||
+	    (cfg->n_contexts < 1) != (cfg->candidates == FLOW_CANDIDATES_MEMBERS))
 		return -EINVAL;
 	struct flow_verifier *v = calloc(1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	v->caps = cfg->caps;
+	v->candidates = cfg->candidates;
+	v->cookies = cfg->cookies;
+	v->strict_socket_owner = cfg->strict_socket_owner;
+	v->no_chain_cache = cfg->no_chain_cache;
 	v->max_candidates = cfg->max_candidates ? cfg->max_candidates : 65536;
 	v->measure_cpu = cfg->measure_cpu;
 	v->anchor.pidfd = -1;
@@ -601,13 +658,14 @@ int flow_verifier_new(const struct flow_verifier_config *cfg, struct flow_verifi
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < cfg->n_contexts; i++) {
-		struct verify_ctx *w = ctx_new(cfg->caps);
+		struct verify_ctx *w = ctx_new(v);
 		if (!w) {
 			int e = errno ? -errno : -ENOMEM;
 			flow_verifier_free(v);
 			return e;
 		}
-		v->ctxs[v->n_ctxs++] = w;
+		w->next_all = v->all;
+		v->all = w;
 		w->next_free = v->free_ctxs;
 		v->free_ctxs = w;
 	}
@@ -619,8 +677,11 @@ void flow_verifier_free(struct flow_verifier *v)
 {
 	if (!v)
 		return;
-	for (size_t i = 0; i < v->n_ctxs; i++)
-		ctx_free(v->ctxs[i]);
+	while (v->all) {
+		struct verify_ctx *w = v->all;
+		v->all = w->next_all;
+		ctx_free(w);
+	}
 	exe_hash_cache_free(v->cache);
 	pthread_mutex_destroy(&v->lock);
 	pthread_cond_destroy(&v->cond);
@@ -631,8 +692,8 @@ void flow_verifier_set_anchor(struct flow_verifier *v, const struct procref *anc
 			 struct members *table)
 {
 	/* Cached flows were verified against the previous anchor: forget them. */
-	for (size_t i = 0; i < v->n_ctxs; i++)
-		fc_flush(v->ctxs[i]);
+	for (struct verify_ctx *w = v->all; w; w = w->next_all)
+		ctx_flush(w);
 	if (anchor) {
 		procref_copy_recorded(&v->anchor, anchor);
 		v->anchor_pidfd = anchor_pidfd;
@@ -659,6 +720,273 @@ static enum reason hash_error_reason(int r)
 	return r == -ESRCH || r == -ESTALE ? REASON_PROCESS_VANISHED : REASON_IDENTITY_UNAVAILABLE;
 }
 
+/* ---------- members candidates ---------- */
+
+static void chain_entry_drop(struct chain_entry *e)
+{
+	if (!e->used)
+		return;
+	procref_close(&e->subj);
+	chain_release(&e->chain);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Hash the subject's running image; a registry hit is a recorded ref, so
+ * the live process is re-opened and must be the same one — and then stays
+ * open as the subject, so the walk starts from the live process instead
+ * of opening it once more. *live_exe is the tuple read from the live
+ * process (hashed when the hash is known). */
+static void hash_subject(struct flow_verifier *v, struct attribution *a, struct exe_tuple *live_exe)
+{
+	memset(live_exe, 0, sizeof(*live_exe));
+	if (a->subject.pidfd >= 0) {
+		/* The tuple was just read from the live holder (the walk and
+		 * its final liveness check follow). */
+		(void)procref_hash_exe_read(&a->subject, v->cache);
+		*live_exe = a->subject.exe;
+		return;
+	}
+	/* (Not gated on the attribution's liveness check, which the service
+	 * turns off: this open is that check.) */
+	struct procref live;
+	if (procref_open(v->caps, a->subject.pid, &live) < 0)
+		return;
+	if (!strcmp(live.key, a->subject.key) && procref_hash_exe_read(&live, v->cache) == 0 &&
+	    live.exe.dev == a->subject.exe.dev && live.exe.ino == a->subject.exe.ino) {
+		a->subject.exe.hashed = true;
+		memcpy(a->subject.exe.sha256, live.exe.sha256, sizeof(live.exe.sha256));
+		a->subject.pidfd = live.pidfd; /* released with the attribution */
+		live.pidfd = -1;
+		*live_exe = live.exe;
+	}
+	procref_close(&live);
+}
+
+/* ---------- pinned chains (identity/chain.h) ----------
+ *
+ * A successful walk whose hops are all live pins the subject and its hops
+ * with pidfds in the worker. A later request is answered from that entry
+ * only after everything the walk proves is proved again:
+ *   - the subject's membership record (not adopted; recorded parent = the
+ *     chain's first hop, or the anchor for a chain of none; an unrecorded
+ *     child of the anchor is left to the walk), its cgroup when the table
+ *     uses one;
+ *   - its live ppid names the first pinned hop, every hop runs the same
+ *     exe file version and is alive after its child named it, the last
+ *     hop's parent is us (the anchor), and the subject is alive at the end.
+ * Same subject again (by key): its exe, as recorded by the registry or
+ * just read by the holder search, and as it is now, must be the pinned file
+ * version, so the pinned hash is its hash. A new subject whose parent is
+ * the first hop of a pinned chain reuses that chain with its own freshly
+ * read and hashed image. Any failure drops to the full walk. */
+
+static bool plain_exe(const struct exe_tuple *x)
+{
+	return x->path[0] && !x->deleted && !x->memfd && !x->maps_mismatch;
+}
+
+/* c below subj (live), whose live ppid was just read (ppid, pns). */
+static int chain_prove(struct flow_verifier *v, struct verify_ctx *w, const struct procref *subj,
+		       const struct pinned_chain *c, pid_t ppid, bool pns)
+{
+	struct member_entry me;
+	if (members_lookup_key(v->table, subj->key, &me) == 0) {
+		const char *parent = c->n ? c->hops[0].key : v->anchor.key;
+		if (me.join == MEMBER_ADOPTED || me.join == MEMBER_ANCHOR || strcmp(me.parent_key, parent) != 0)
+			return -ESTALE;
+	} else if (c->n == 0) {
+		return -ESTALE; /* an unrecorded child of the anchor: the walk decides */
+	}
+	if (chain_verify(v->caps, w->proc_fd, v->table, c, subj, ppid, pns, &v->anchor, -1) < 0)
+		return -ESTALE;
+	return pidfd_is_alive(subj->pidfd) == 0 ? 0 : -ESTALE;
+}
+
+/* The same subject again: the entry proved, or NULL (a failed entry is dropped). */
+static struct chain_entry *chain_subject_hit(struct flow_verifier *v, struct verify_ctx *w,
+					     const struct attribution *a)
+{
+	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++) {
+		struct chain_entry *e = &w->chains[i];
+		if (!e->used || strcmp(e->subj.key, a->subject.key) != 0)
+			continue;
+		const struct exe_tuple *x = &a->subject.exe;
+		pid_t ppid;
+		bool pns;
+		if (plain_exe(x) && exe_tuple_same_file(x, &e->subj.exe) && !strcmp(x->path, e->subj.exe.path) &&
+		    chain_exe_unchanged(w->proc_fd, e->subj.procfs_pid, &e->subj.exe) == 0 &&
+		    chain_live_ppid(v->caps, w->proc_fd, &e->subj, &ppid, &pns) == 0 &&
+		    chain_prove(v, w, &e->subj, &e->chain, ppid, pns) == 0) {
+			e->stamp = ++w->clock;
+			return e;
+		}
+		chain_entry_drop(e);
+		return NULL;
+	}
+	return NULL;
+}
+
+/* A new subject (live, hashed) under the first hop of a pinned chain. */
+static struct chain_entry *chain_parent_hit(struct flow_verifier *v, struct verify_ctx *w,
+					    const struct procref *subj)
+{
+	pid_t ppid;
+	bool pns;
+	if (subj->pidfd < 0 || chain_live_ppid(v->caps, w->proc_fd, subj, &ppid, &pns) < 0)
+		return NULL;
+	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++) {
+		struct chain_entry *e = &w->chains[i];
+		if (!e->used || e->chain.n == 0 || !chain_ppid_is(ppid, pns, &e->chain.hops[0]))
+			continue;
+		if (chain_prove(v, w, subj, &e->chain, ppid, pns) < 0)
+			return NULL; /* the subject's or the chain's: the walk decides */
+		e->stamp = ++w->clock;
+		return e;
+	}
+	return NULL;
+}
+
+/* Remember subj (live, exe as read now and hashed) with chain c (moved in:
+ * c is left empty). */
+static void chain_store(struct verify_ctx *w, const struct procref *subj, const struct exe_tuple *exe,
+			struct pinned_chain *c, const struct chain_entry *keep)
+{
+	if (subj->pidfd < 0 || !exe->hashed || !plain_exe(exe)) {
+		chain_release(c);
+		return;
+	}
+	struct chain_entry *e = NULL;
+	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++) {
+		struct chain_entry *x = &w->chains[i];
+		if (x == keep)
+			continue;
+		if (x->used && !strcmp(x->subj.key, subj->key)) {
+			e = x;
+			break;
+		}
+		if (!e || (e->used && (!x->used || x->stamp < e->stamp)))
+			e = x;
+	}
+	if (!e) {
+		chain_release(c);
+		return;
+	}
+	chain_entry_drop(e);
+	procref_copy_recorded(&e->subj, subj);
+	e->subj.exe = *exe;
+	e->subj.pidfd = fcntl(subj->pidfd, F_DUPFD_CLOEXEC, 3);
+	if (e->subj.pidfd < 0) {
+		chain_release(c);
+		memset(e, 0, sizeof(*e));
+		return;
+	}
+	e->chain = *c;
+	c->n = 0; /* the pidfds moved into the entry */
+	e->used = true;
+	e->stamp = ++w->clock;
+}
+
+/* The members source (see verify.h): job_work of the identity service. */
+static int verify_members(struct flow_verifier *v, struct verify_ctx *w, const struct flow_tuple *ft,
+			  struct verified_flow *out)
+{
+	size_t cap = 256;
+	pid_t *pids = NULL;
+	size_t n;
+	for (;;) {
+		pid_t *np = realloc(pids, cap * sizeof(*pids));
+		if (!np) {
+			free(pids);
+			snprintf(out->detail, sizeof(out->detail), "out of memory");
+			return 0;
+		}
+		pids = np;
+		n = members_live_pids(v->table, pids, cap);
+		if (n <= cap)
+			break;
+		cap = n + 64;
+	}
+	struct attribution a;
+	int r = attribute_flow(w->attr, ft, pids, n, &a);
+	free(pids);
+	out->source = a.source;
+	struct ancestry_result anc;
+	memset(&anc, 0, sizeof(anc));
+	if (r < 0) {
+		out->reason = a.reason != REASON_OK ? a.reason : REASON_IDENTITY_UNAVAILABLE;
+		snprintf(out->detail, sizeof(out->detail), "%s",
+			 r == -ENOENT   ? "no socket for this flow"
+			 : r == -ESRCH  ? "no process of the tree holds the socket"
+			 : r == -ENOTUNIQ ? "the socket is held by different binaries"
+					  : strerror(-r));
+		goto done;
+	}
+
+	const struct pinned_chain *chain = NULL; /* the ancestors, when re-proved */
+	struct chain_entry *hit = v->no_chain_cache ? NULL : chain_subject_hit(v, w, &a);
+	struct exe_tuple live_exe;
+	live_exe.hashed = false;
+	if (hit) {
+		a.subject.exe.hashed = true;
+		memcpy(a.subject.exe.sha256, hit->subj.exe.sha256, sizeof(a.subject.exe.sha256));
+		chain = &hit->chain;
+		out->chain = FLOW_CHAIN_SUBJECT_HIT;
+	} else {
+		hash_subject(v, &a, &live_exe);
+		hit = v->no_chain_cache || !live_exe.hashed ? NULL : chain_parent_hit(v, w, &a.subject);
+		if (hit) {
+			struct pinned_chain copy;
+			if (chain_dup(&hit->chain, &copy) == 0)
+				chain_store(w, &a.subject, &live_exe, &copy, hit);
+			chain = &hit->chain; /* chain_store never evicts `hit` */
+			out->chain = FLOW_CHAIN_PARENT_HIT;
+		}
+	}
+	procref_copy_recorded(&out->subject, &a.subject);
+	out->have_subject = true;
+
+	size_t na;
+	const struct procref *ancestors;
+	const struct ancestry_hop *hops = NULL;
+	if (chain) {
+		na = chain->n;
+		ancestors = chain->hops;
+	} else {
+		/* we are the anchor: alive while we answer, no need to re-open */
+		struct ancestry_opts ao = { .anchor_is_self = true };
+		r = ancestry_walk(v->caps, v->table, &a.subject, &ao, &anc);
+		if (r < 0 || !anc.anchored || anc.n == 0) {
+			out->reason = anc.reason != REASON_OK ? anc.reason : REASON_ANCESTRY_NOT_ANCHORED;
+			snprintf(out->detail, sizeof(out->detail), "%s", anc.detail[0] ? anc.detail : "not anchored");
+			goto done;
+		}
+		/* hops [0..n-2] are the ancestors below the anchor (parent first). */
+		na = anc.n - 1;
+		ancestors = NULL;
+		hops = anc.hops;
+		if (!v->no_chain_cache && live_exe.hashed) {
+			struct pinned_chain pc;
+			if (chain_pin_walk(v->caps, &anc, &pc) == 0)
+				chain_store(w, &a.subject, &live_exe, &pc, NULL);
+		}
+	}
+	out->ancestors = na ? calloc(na, sizeof(*out->ancestors)) : NULL;
+	if (na && !out->ancestors) {
+		snprintf(out->detail, sizeof(out->detail), "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < na; i++)
+		procref_copy_recorded(&out->ancestors[i], hops ? &hops[i].ref : &ancestors[i]);
+	out->n_ancestors = na;
+	out->socket_found = a.socket_found;
+	out->socket_cookie = a.socket_found ? a.sock.cookie : 0;
+	out->reason = REASON_OK;
+done:
+	ancestry_result_free(&anc);
+	attribution_release(&a);
+	return 0;
+}
+
 /* With a budget (the caller's loop) only the cases whose work is small and
  * bounded are answered: a flow of a process this context already verified,
  * in a tree listed since the last fork, found within budget->max_candidates
@@ -676,6 +1004,8 @@ int flow_verifier_verify(struct flow_verifier *v, struct verify_ctx *wc, const s
 	/* From a clean result: the unbounded run may follow the bounded one. */
 	verified_flow_release(out);
 	out->reason = REASON_IDENTITY_UNAVAILABLE;
+	if (v->candidates == FLOW_CANDIDATES_MEMBERS)
+		return on_loop ? -EAGAIN : verify_members(v, wc, ftp, out);
 	const struct flow_tuple ft = *ftp;
 
 	/* Fast path: a flow this context verified before, re-proved. */
