@@ -94,19 +94,6 @@ static int scan_descendants(pid_t root, pid_t skip, size_t max, pid_t **out, siz
 
 /* ---------- the answer ---------- */
 
-void verified_flow_release(struct verified_flow *f)
-{
-	if (!f)
-		return;
-	free(f->binary_path);
-	free(f->process_key);
-	for (size_t i = 0; i < f->n_hops; i++)
-		free(f->hops[i].path);
-	free(f->hops);
-	free(f->ancestors);
-	memset(f, 0, sizeof(*f));
-}
-
 /* Forget the identity (not the accounting): a result that did not hold. */
 static void vf_clear(struct verified_flow *f)
 {
@@ -120,6 +107,15 @@ static void vf_clear(struct verified_flow *f)
 	f->n_hops = 0;
 	f->pid = 0;
 	f->sha256[0] = '\0';
+}
+
+void verified_flow_release(struct verified_flow *f)
+{
+	if (!f)
+		return;
+	vf_clear(f);
+	free(f->ancestors);
+	memset(f, 0, sizeof(*f));
 }
 
 /* The subject, room for n_hops ancestors. -ENOMEM (f cleared). */
