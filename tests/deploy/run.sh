@@ -49,6 +49,11 @@ else
 	echo "=== image: FAILED"
 	failed=$((failed + 1))
 fi
+# The build tree is whole after the tests (a test or a cleanup that removed
+# it, or a mount left over it, fails the run here).
+for f in CMakeCache.txt bin/tether "$(basename "$deb")"; do
+	[ -e "$BUILD/$f" ] || { echo "=== build tree: $BUILD/$f is gone"; failed=$((failed + 1)); }
+done
 echo "test-deploy: $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
