@@ -60,8 +60,12 @@ deb: build
 
 # The deployment tests (package, image, ssh gateway, systemd guest): they
 # need podman, runc and mmdebstrap (ci/install-deps.sh --deploy).
+# The last line fails the target if anything above removed the build tree
+# (tests/deploy/test_makefile.sh checks that only `clean` removes it).
 test-deploy: deb
 	@./ci/install-deps.sh --deploy
 	./tests/deploy/run.sh $(BUILD)
+	@test -f $(BUILD)/CMakeCache.txt || { echo "test-deploy: the build tree $(BUILD) is gone" >&2; exit 1; }
 
+clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

@@ -44,9 +44,12 @@ wait_for() {
 # The private podman configuration: runc (crun refuses this machine's
 # hybrid cgroup layout) and default ulimits no higher than ours (no
 # CAP_SYS_RESOURCE here); netavark (Debian's podman also finds a CNI config
-# whose plugins are not installed). /etc is never edited.
+# whose plugins are not installed), its network files in DIR/networks (by
+# default netavark writes each network to /etc/containers/networks). /etc
+# is never edited.
 podman_env() {
 	local d=$1
+	mkdir -p "$d/networks"
 	cat >"$d/containers.conf" <<CONF
 [engine]
 runtime = "runc"
@@ -56,6 +59,7 @@ events_logger = "file"
 default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
 [network]
 network_backend = "netavark"
+network_config_dir = "$d/networks"
 CONF
 	export CONTAINERS_CONF="$d/containers.conf"
 }
@@ -81,4 +85,20 @@ fake_internet() {
 	local pid=$!
 	on_exit "kill $pid; wait $pid"
 	wait_for 30 curl -s -o /dev/null --noproxy '*' --max-time 1 "http://$addr:8080/"
+}
+
+# podman_inventory: one line per pod, container, image (but podman's own
+# pause image), volume and secret, per bridge link, and per netns of the
+# deploy tests' own (td*; the tt*/te* of e2e runs going on beside are not
+# ours): what a run may leave behind (run.sh compares before and after).
+podman_inventory() {
+	{
+		podman pod ps --format 'pod {{.Name}}'
+		podman ps -a --format 'container {{.Names}}'
+		podman images --format 'image {{.Repository}}:{{.Tag}}' | grep -v '^image localhost/podman-pause:'
+		podman volume ls --format 'volume {{.Name}}'
+		podman secret ls --format 'secret {{.Name}}'
+		ip -o link show type bridge | awk -F': ' '{ print "bridge " $2 }'
+		ip netns list | awk '$1 ~ /^td/ { print "netns " $1 }'
+	} 2>/dev/null | sort -u
 }
