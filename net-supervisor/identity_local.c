@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/netns.h"
 #include "common/util.h"
 #include "identity/ancestry.h"
 #include "identity/attribute.h"
@@ -26,7 +27,6 @@
 #include "identity/procfs.h"
 #include "identity/procref.h"
 #include "identity/sockdiag.h"
-#include "topology/netns.h"
 
 #define LOCAL_HASH_CACHE 1024
 #define LOCAL_MAX_WORKERS 16
