@@ -16,7 +16,7 @@
 #include "policy/policy.h"
 #include "proc-supervisor/env_build.h"
 #include "proc-supervisor/env_redact.h"
-#include "topology/launcher.h"
+#include "launcher/launcher.h"
 #include "topology/model.h"
 
 extern char **environ;

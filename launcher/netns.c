@@ -1,4 +1,4 @@
-#include "topology/netns.h"
+#include "launcher/netns.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* The local launcher (`tether run`). See launcher.h for the arrangement. */
-#include "topology/launcher.h"
+#include "launcher/launcher.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +32,8 @@
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "topology/cleanup.h"
-#include "topology/netns.h"
+#include "launcher/cleanup.h"
+#include "launcher/netns.h"
 
 #define PROXY_PORT 3128
 #define RUN_DIR_BASE "/run/tether"
