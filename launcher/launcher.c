@@ -213,10 +213,11 @@ static int hash_file(const char *path, char hex[65], struct topology_error *err)
 	return 0;
 }
 
-/* The daemon's --help text (bounded), to learn which flags this build of
- * it has: the launcher composes separately built binaries and must not
- * pass a flag a daemon does not know. */
-static int help_text(const char *path, char *buf, size_t size)
+/* The daemon's --features (bounded): one word a line, each an option this
+ * build of it has. The launcher composes separately built binaries and must
+ * not pass a flag a daemon does not know. A daemon without --features
+ * prints nothing on stdout (its complaint goes to /dev/null): no features. */
+static int daemon_features(const char *path, char *buf, size_t size)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -229,9 +230,11 @@ static int help_text(const char *path, char *buf, size_t size)
 		return r;
 	}
 	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		dup2(pfd[1], STDOUT_FILENO);
-		dup2(pfd[1], STDERR_FILENO);
-		execl(path, path, "--help", (char *)NULL);
+		if (null >= 0)
+			dup2(null, STDERR_FILENO);
+		execl(path, path, "--features", (char *)NULL);
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -254,6 +257,19 @@ static int help_text(const char *path, char *buf, size_t size)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	return 0;
+}
+
+/* Whether a --features answer lists word (a whole line). */
+static bool has_feature(const char *features, const char *word)
+{
+	size_t len = strlen(word);
+	for (const char *l = features; *l;) {
+		const char *nl = strchrnul(l, '\n');
+		if ((size_t)(nl - l) == len && memcmp(l, word, len) == 0)
+			return true;
+		l = *nl ? nl + 1 : nl;
+	}
+	return false;
 }
 
 /* A free TCP port on 127.0.0.1 in our netns (bound and released: the daemon
@@ -336,43 +352,43 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			return topology_error_set(err, -ENAMETOOLONG, "--user too long");
 	}
 
-	/* What each daemon must offer for this topology, from its --help: the
-	 * launcher composes separately built binaries. */
-	static char help[65536];
-	r = help_text(p->netsup_path, help, sizeof(help));
+	/* What each daemon must offer for this topology, from its --features:
+	 * the launcher composes separately built binaries. */
+	static char features[4096];
+	r = daemon_features(p->netsup_path, features, sizeof(features));
 	if (r < 0)
-		return topology_error_errno(err, r, "cannot run %s --help", p->netsup_path);
+		return topology_error_errno(err, r, "cannot run %s --features", p->netsup_path);
 	const char *need_n[4] = { 0 };
 	if (delegated) {
-		need_n[0] = "--control";
-		need_n[1] = "--provisioning-pubkey";
+		need_n[0] = "control";
+		need_n[1] = "provisioning-pubkey";
 	} else {
-		need_n[0] = t->id == TOPOLOGY_SHARED_PID ? "--anchor-socket" : "--anchor-pid";
-		need_n[1] = "--workload-netns";
+		need_n[0] = t->id == TOPOLOGY_SHARED_PID ? "anchor-socket" : "anchor-pid";
+		need_n[1] = "workload-netns";
 	}
 	if (p->pod)
-		need_n[2] = "--listen-netns";
+		need_n[2] = "listen-netns";
 	for (size_t i = 0; i < ARRAY_SIZE(need_n) && need_n[i] && !p->unsupported[0]; i++)
-		if (!strstr(help, need_n[i]))
+		if (!has_feature(features, need_n[i]))
 			snprintf(p->unsupported, sizeof(p->unsupported),
-				 "%.3000s has no %s, which topology %s needs", p->netsup_path, need_n[i], t->name);
-	bool netsup_pins = strstr(help, "--expected-anchor-sha256") != NULL;
+				 "%.3000s has no --%s, which topology %s needs", p->netsup_path, need_n[i], t->name);
+	bool netsup_pins = has_feature(features, "expected-anchor-sha256");
 	const char *need_p[4] = { 0 };
 	size_t np = 0;
 	if (cfg->exec_socket)
-		need_p[np++] = "--exec-socket";
+		need_p[np++] = "exec-socket";
 	if (delegated)
-		need_p[np++] = "--provisioning-key";
+		need_p[np++] = "provisioning-key";
 	if (p->user[0])
-		need_p[np++] = "--user";
+		need_p[np++] = "user";
 	if (np && !p->unsupported[0]) {
-		r = help_text(p->procsup_path, help, sizeof(help));
+		r = daemon_features(p->procsup_path, features, sizeof(features));
 		if (r < 0)
-			return topology_error_errno(err, r, "cannot run %s --help", p->procsup_path);
+			return topology_error_errno(err, r, "cannot run %s --features", p->procsup_path);
 		for (size_t i = 0; i < np && !p->unsupported[0]; i++)
-			if (!strstr(help, need_p[i]))
+			if (!has_feature(features, need_p[i]))
 				snprintf(p->unsupported, sizeof(p->unsupported),
-					 "%.3000s has no %s in this build", p->procsup_path, need_p[i]);
+					 "%.3000s has no --%s in this build", p->procsup_path, need_p[i]);
 	}
 
 	/* Per-run names and a /30 picked by pid: concurrent runs get distinct
