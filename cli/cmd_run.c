@@ -1,5 +1,5 @@
 /* tether run: a local composition of both supervisors in one topology
- * (topology/launcher.h does the work). This file is the CLI edge: options,
+ * (launcher/launcher.h does the work). This file is the CLI edge: options,
  * policy validation before anything is created (a bad policy is 125 with
  * the loader's FILE:LINE:COL message), --dry-run, and exit statuses. */
 #include <getopt.h>
@@ -16,7 +16,7 @@
 #include "policy/policy.h"
 #include "proc-supervisor/env_build.h"
 #include "proc-supervisor/env_redact.h"
-#include "topology/launcher.h"
+#include "launcher/launcher.h"
 #include "topology/model.h"
 
 extern char **environ;

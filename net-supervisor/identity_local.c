@@ -15,13 +15,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/netns.h"
 #include "common/util.h"
 #include "identity/exe.h"
 #include "identity/members.h"
 #include "identity/procref.h"
 #include "identity/sockdiag.h"
 #include "identity/verify.h"
-#include "topology/netns.h"
 
 #define LOCAL_HASH_CACHE 1024
 /* What the loop may spend answering a flow itself: the processes of the

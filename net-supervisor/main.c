@@ -58,6 +58,7 @@ static void usage(FILE *out)
 "                             admin ports are reachable on loopback)\n"
 "  --fence-allow-port PORT    another loopback port to leave open (repeatable)\n"
 "  -v, --verbose              debug logging\n"
+"  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"
 "\n"
 "Identity (which verified process owns a flow):\n"
@@ -91,7 +92,19 @@ enum {
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
-	O_MAXSKEW, O_REVGRACE, O_MAXLIFE,
+	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES,
+};
+
+/* --features: the machine-readable answer to "can this build do what a
+ * topology needs" (`tether run` asks before composing a command line;
+ * --help is for people). One word a line; each is an option the launcher
+ * may pass, without its dashes, or "identity-MODE". Add a word when a
+ * launcher-facing option lands; never rename one. */
+static const char *const netsup_features[] = {
+	"listen-netns", "audit-failure",
+	"identity-local", "anchor-pid", "anchor-socket", "expected-anchor-sha256",
+	"workload-netns", "sandbox-cgroup",
+	"identity-delegated", "control", "provisioning-pubkey",
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -163,6 +176,7 @@ int main(int argc, char **argv)
 		{ "identity-static-anchor-delay-ms", required_argument, NULL, O_IDANCHOR },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "features", no_argument, NULL, O_FEATURES },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -317,6 +331,10 @@ int main(int argc, char **argv)
 			break;
 		case 'v': log_set_level(LOG_LVL_DEBUG); break;
 		case 'h': usage(stdout); return 0;
+		case O_FEATURES:
+			for (size_t i = 0; i < ARRAY_SIZE(netsup_features); i++)
+				printf("%s\n", netsup_features[i]);
+			return fflush(stdout) == 0 ? 0 : 1;
 		default: usage(stderr); return 2;
 		}
 	}

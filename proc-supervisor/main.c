@@ -57,8 +57,19 @@ static void usage(FILE *f)
 		"  --debug-registry FILE  at exit, write the connect attributions as JSON\n"
 		"  --list-seccomp         print the workload seccomp rules and exit\n"
 		"  -v, --verbose          debug logging\n"
+		"  --features             what this build offers a launcher, one word a line\n"
 		"  -h, --help             this help\n");
 }
+
+/* --features: the machine-readable answer to "can this build do what a
+ * topology needs" (`tether run` asks before composing a command line;
+ * --help is for people). One word a line; each is an option the launcher
+ * may pass, without its dashes. Add a word when a launcher-facing option
+ * lands; never rename one. */
+static const char *const procsup_features[] = {
+	"user", "cgroup", "status-socket", "exec-socket",
+	"control", "control-allow", "provisioning-key",
+};
 
 static void list_seccomp(void)
 {
@@ -145,7 +156,8 @@ int main(int argc, char **argv)
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
-	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER };
+	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER,
+	       OPT_FEATURES };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
@@ -174,6 +186,7 @@ int main(int argc, char **argv)
 		{ "strict-socket-owner", no_argument, NULL, OPT_STRICT_OWNER },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "features", no_argument, NULL, OPT_FEATURES },
 		{ 0 },
 	};
 	int c;
@@ -290,6 +303,10 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case OPT_FEATURES:
+			for (size_t i = 0; i < sizeof(procsup_features) / sizeof(procsup_features[0]); i++)
+				printf("%s\n", procsup_features[i]);
+			return fflush(stdout) == 0 ? 0 : 1;
 		default:
 			usage(stderr);
 			return 2;

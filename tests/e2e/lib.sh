@@ -62,7 +62,7 @@ shared-pid|split|split-shared-netns) POD=1 ;;
 esac
 NETSUP_BIN="${TETHER_BIN_DIR:-$BIN}/net-supervisor"
 PROCSUP_BIN="${TETHER_BIN_DIR:-$BIN}/proc-supervisor"
-if [ -z "${TETHER_BIN_DIR:-}" ] && ! "$NETSUP_BIN" --help 2>&1 | grep -q -- '--anchor-pid'; then
+if [ -z "${TETHER_BIN_DIR:-}" ] && ! "$NETSUP_BIN" --features 2>/dev/null | grep -qx anchor-pid; then
 	case "$CASE" in dry_run) ;; *) skip "net-supervisor has no --identity local / --anchor-pid yet";; esac
 fi
 

@@ -41,6 +41,23 @@ dry_run)
 	split*|vm-delegated) grep -q "^control channel: " "$WORK/out" || fail "no control channel in the plan" ;;
 	esac
 	[ "$POD" = 1 ] && { grep -q "^workload user: nobody" "$WORK/out" || fail "pod workload user not nobody"; }
+	# The launcher asks each daemon's --features, never its --help: a
+	# net-supervisor whose help names every option but whose --features
+	# lacks what this topology needs is refused (125), nothing created.
+	mkdir -p "$WORK/bin"
+	ln -s "$PROCSUP_BIN" "$WORK/bin/proc-supervisor"
+	ln -s "$BIN/tether-runtime-init" "$WORK/bin/tether-runtime-init"
+	printf '#!/bin/sh\n[ "$1" = --features ] && { echo audit-failure; exit 0; }\nexec "%s" "$@"\n' \
+		"$NETSUP_BIN" >"$WORK/bin/net-supervisor"
+	chmod +x "$WORK/bin/net-supervisor"
+	"$WORK/bin/net-supervisor" --help | grep -q -- --anchor-pid || fail "the stand-in's --help lost --anchor-pid"
+	TETHER_BIN_DIR="$WORK/bin" "$TETHER" run --dry-run --topology "$TOPO" -- true >"$WORK/out" 2>&1 ||
+		fail "dry-run with a featureless net-supervisor failed: $(cat "$WORK/out")"
+	grep -q "^WARNING: .*net-supervisor has no --[a-z-]*, which topology $TOPO needs" "$WORK/out" ||
+		fail "no WARNING for a net-supervisor without the features: $(cat "$WORK/out")"
+	TETHER_BIN_DIR="$WORK/bin" "$TETHER" run --topology "$TOPO" -- true 2>"$WORK/err"
+	[ $? = 125 ] || fail "a net-supervisor without the features was not refused with 125"
+	grep -q "has no --" "$WORK/err" || fail "refusal reason missing: $(cat "$WORK/err")"
 	echo "PASS [$CASE $TOPO]"; exit 0 ;;
 esac
 
@@ -176,7 +193,7 @@ EOF
 	check_audit_common
 	;;
 exec_gateway)
-	"$PROCSUP_BIN" --help 2>&1 | grep -q -- '--exec-socket' || skip "proc-supervisor has no --exec-socket yet"
+	"$PROCSUP_BIN" --features 2>/dev/null | grep -qx exec-socket || skip "proc-supervisor has no --exec-socket yet"
 	SOCK="$WORK/exec.sock"
 	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" \
 		--exec-socket "$SOCK" -- sh -c "i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \

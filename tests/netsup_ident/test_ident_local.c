@@ -27,7 +27,7 @@
 #include "net-supervisor/netpolicy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
-#include "topology/netns.h"
+#include "launcher/netns.h"
 
 static char g_dir[256], g_anchor_bin[600], g_workload_bin[600];
 static char g_anchor_sha[65], g_workload_sha[65];

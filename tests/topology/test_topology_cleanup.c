@@ -23,8 +23,8 @@
 #include "common/kernel.h"
 #include "common/util.h"
 #include "nschild.h"
-#include "topology/cleanup.h"
-#include "topology/netns.h"
+#include "launcher/cleanup.h"
+#include "launcher/netns.h"
 
 #define GONE_TIMEOUT_MS 5000
 

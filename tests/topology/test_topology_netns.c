@@ -20,9 +20,9 @@
 
 #include "common/util.h"
 #include "nschild.h"
-#include "topology/cleanup.h"
+#include "launcher/cleanup.h"
+#include "launcher/netns.h"
 #include "topology/detect.h"
-#include "topology/netns.h"
 
 struct fixture {
 	struct netns a, b;

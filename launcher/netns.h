@@ -6,11 +6,9 @@
  * (and its processes).
  *
  * Every netlink operation runs on a socket opened *inside* the target
- * namespace: a short helper thread setns()es, creates the socket and exits,
- * and a socket stays bound to the namespace it was created in. The caller's
- * threads never change namespace, so a failure half-way cannot leave the
- * launcher in the wrong netns. ns_fd -1 everywhere means "the calling
- * thread's current netns".
+ * namespace through netns_run() (common/netns.h): the caller's threads
+ * never change namespace. ns_fd -1 everywhere means "the calling thread's
+ * current netns".
  *
  * Each step fails with -errno and, when err is given, a message naming the
  * step: "cannot create veth tether0: File exists". */
@@ -19,6 +17,7 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#include "common/netns.h" /* netns_run, netns_enter, netns_socket */
 #include "topology/error.h"
 
 struct nl_sock;
@@ -50,13 +49,6 @@ void netns_close(struct netns *ns);
 /* Remove /run/netns/NAME by name (crash cleanup has no struct netns). */
 int netns_delete_name(const char *name, struct topology_error *err);
 
-/* Run fn(arg) on a helper thread inside ns_fd's netns; returns fn's result
- * (or -errno when entering the namespace failed). */
-int netns_run(int ns_fd, int (*fn)(void *arg), void *arg);
-/* setns() the calling thread into ns_fd: for a forked child before exec. */
-int netns_enter(int ns_fd);
-/* socket(domain, type, protocol) created inside ns_fd; returns the fd. */
-int netns_socket(int ns_fd, int domain, int type, int protocol);
 /* A connected libnl socket (NETLINK_ROUTE, NETLINK_SOCK_DIAG, ...) inside
  * ns_fd; free with nl_socket_free(). */
 int netns_nl_socket(int ns_fd, int protocol, struct nl_sock **out, struct topology_error *err);

@@ -10,7 +10,8 @@
  * to the running `tether` (or in $TETHER_BIN_DIR); the launcher knows their
  * command lines, never their internals.
  *
- * Four process layouts (launcher.c `enum layout`):
+ * Four process layouts (launcher.c `enum layout`, each built by its own
+ * start_<layout>(): start_sandbox, start_pause, start_split, start_vm_host):
  * combined and vm-local (one PID namespace holds both daemons):
  *   launcher ── clone(NEWPID|NEWNS) ──► P = PID 1: mounts /proc, forks N, joins the workload netns and
  *   execs proc-supervisor. N waits until P has exec'd (a CLOEXEC pipe's EOF),

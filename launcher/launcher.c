@@ -1,5 +1,5 @@
 /* The local launcher (`tether run`). See launcher.h for the arrangement. */
-#include "topology/launcher.h"
+#include "launcher/launcher.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +32,8 @@
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "topology/cleanup.h"
-#include "topology/netns.h"
+#include "launcher/cleanup.h"
+#include "launcher/netns.h"
 
 #define PROXY_PORT 3128
 #define RUN_DIR_BASE "/run/tether"
@@ -213,10 +213,11 @@ static int hash_file(const char *path, char hex[65], struct topology_error *err)
 	return 0;
 }
 
-/* The daemon's --help text (bounded), to learn which flags this build of
- * it has: the launcher composes separately built binaries and must not
- * pass a flag a daemon does not know. */
-static int help_text(const char *path, char *buf, size_t size)
+/* The daemon's --features (bounded): one word a line, each an option this
+ * build of it has. The launcher composes separately built binaries and must
+ * not pass a flag a daemon does not know. A daemon without --features
+ * prints nothing on stdout (its complaint goes to /dev/null): no features. */
+static int daemon_features(const char *path, char *buf, size_t size)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -229,9 +230,11 @@ static int help_text(const char *path, char *buf, size_t size)
 		return r;
 	}
 	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		dup2(pfd[1], STDOUT_FILENO);
-		dup2(pfd[1], STDERR_FILENO);
-		execl(path, path, "--help", (char *)NULL);
+		if (null >= 0)
+			dup2(null, STDERR_FILENO);
+		execl(path, path, "--features", (char *)NULL);
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -254,6 +257,19 @@ static int help_text(const char *path, char *buf, size_t size)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	return 0;
+}
+
+/* Whether a --features answer lists word (a whole line). */
+static bool has_feature(const char *features, const char *word)
+{
+	size_t len = strlen(word);
+	for (const char *l = features; *l;) {
+		const char *nl = strchrnul(l, '\n');
+		if ((size_t)(nl - l) == len && memcmp(l, word, len) == 0)
+			return true;
+		l = *nl ? nl + 1 : nl;
+	}
+	return false;
 }
 
 /* A free TCP port on 127.0.0.1 in our netns (bound and released: the daemon
@@ -281,20 +297,11 @@ static void opt(const char **v, size_t *n, const char *name, const char *value)
 	v[(*n)++] = value;
 }
 
-int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
-			struct topology_error *err)
+/* The three (vm: four) binaries, next to tether or in $TETHER_BIN_DIR, and
+ * the digest of the proc-supervisor the net-supervisor will pin. */
+static int plan_binaries(const struct launch_config *cfg, struct launch_plan *p, bool vm,
+			 struct topology_error *err)
 {
-	memset(p, 0, sizeof(*p));
-	p->slot_fd = -1;
-	if (!cfg->topo)
-		return topology_error_set(err, -EINVAL, "no topology");
-	if (!cfg->argv || !cfg->argv[0])
-		return topology_error_set(err, -EINVAL, "no command to run");
-	const struct topology *t = cfg->topo;
-	p->layout = layout_of(t);
-	p->pod = t->fence == TOPOLOGY_FENCE_NFT_UID;
-	bool delegated = t->identity == TOPOLOGY_IDENTITY_DELEGATED;
-	bool vm = t->id == TOPOLOGY_VM_LOCAL || t->id == TOPOLOGY_VM_DELEGATED;
 	int r = find_binary(cfg, "proc-supervisor", p->procsup_path, sizeof(p->procsup_path), err);
 	if (r < 0)
 		return r;
@@ -319,67 +326,84 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	r = hash_file(p->procsup_path, p->procsup_sha256, err);
 	if (r < 0)
 		return r;
+	return 0;
+}
 
+static int plan_user(const struct launch_config *cfg, struct launch_plan *p, struct topology_error *err)
+{
 	/* The workload's uid. In a fenced pod netns the fence exempts uid 0
 	 * (both daemons): a root workload would pass it. */
 	const char *user = cfg->user ? cfg->user : (p->pod ? "nobody" : NULL);
 	if (user) {
 		uid_t uid;
-		r = user_uid(user, &uid);
+		int r = user_uid(user, &uid);
 		if (r < 0)
 			return topology_error_set(err, r, "--user %s: no such user", user);
 		if (p->pod && uid == 0)
 			return topology_error_set(err, -EINVAL,
 						  "topology %s fences the pod netns by uid and exempts uid 0 (the "
-						  "proxy): the workload cannot run as root (--user)", t->name);
+						  "proxy): the workload cannot run as root (--user)", cfg->topo->name);
 		if (strscpy(p->user, user, sizeof(p->user)) < 0)
 			return topology_error_set(err, -ENAMETOOLONG, "--user too long");
 	}
+	return 0;
+}
 
-	/* What each daemon must offer for this topology, from its --help: the
-	 * launcher composes separately built binaries. */
-	static char help[65536];
-	r = help_text(p->netsup_path, help, sizeof(help));
+/* p->unsupported says what a daemon lacks for this topology (the run
+ * refuses, --dry-run warns). */
+static int plan_features(const struct launch_config *cfg, struct launch_plan *p, bool *netsup_pins,
+			 struct topology_error *err)
+{
+	const struct topology *t = cfg->topo;
+	bool delegated = t->identity == TOPOLOGY_IDENTITY_DELEGATED;
+	/* What each daemon must offer for this topology, from its --features:
+	 * the launcher composes separately built binaries. */
+	static char features[4096];
+	int r = daemon_features(p->netsup_path, features, sizeof(features));
 	if (r < 0)
-		return topology_error_errno(err, r, "cannot run %s --help", p->netsup_path);
+		return topology_error_errno(err, r, "cannot run %s --features", p->netsup_path);
 	const char *need_n[4] = { 0 };
 	if (delegated) {
-		need_n[0] = "--control";
-		need_n[1] = "--provisioning-pubkey";
+		need_n[0] = "control";
+		need_n[1] = "provisioning-pubkey";
 	} else {
-		need_n[0] = t->id == TOPOLOGY_SHARED_PID ? "--anchor-socket" : "--anchor-pid";
-		need_n[1] = "--workload-netns";
+		need_n[0] = t->id == TOPOLOGY_SHARED_PID ? "anchor-socket" : "anchor-pid";
+		need_n[1] = "workload-netns";
 	}
 	if (p->pod)
-		need_n[2] = "--listen-netns";
+		need_n[2] = "listen-netns";
 	for (size_t i = 0; i < ARRAY_SIZE(need_n) && need_n[i] && !p->unsupported[0]; i++)
-		if (!strstr(help, need_n[i]))
+		if (!has_feature(features, need_n[i]))
 			snprintf(p->unsupported, sizeof(p->unsupported),
-				 "%.3000s has no %s, which topology %s needs", p->netsup_path, need_n[i], t->name);
-	bool netsup_pins = strstr(help, "--expected-anchor-sha256") != NULL;
+				 "%.3000s has no --%s, which topology %s needs", p->netsup_path, need_n[i], t->name);
+	*netsup_pins = has_feature(features, "expected-anchor-sha256");
 	const char *need_p[4] = { 0 };
 	size_t np = 0;
 	if (cfg->exec_socket)
-		need_p[np++] = "--exec-socket";
+		need_p[np++] = "exec-socket";
 	if (delegated)
-		need_p[np++] = "--provisioning-key";
+		need_p[np++] = "provisioning-key";
 	if (p->user[0])
-		need_p[np++] = "--user";
+		need_p[np++] = "user";
 	if (np && !p->unsupported[0]) {
-		r = help_text(p->procsup_path, help, sizeof(help));
+		r = daemon_features(p->procsup_path, features, sizeof(features));
 		if (r < 0)
-			return topology_error_errno(err, r, "cannot run %s --help", p->procsup_path);
+			return topology_error_errno(err, r, "cannot run %s --features", p->procsup_path);
 		for (size_t i = 0; i < np && !p->unsupported[0]; i++)
-			if (!strstr(help, need_p[i]))
+			if (!has_feature(features, need_p[i]))
 				snprintf(p->unsupported, sizeof(p->unsupported),
-					 "%.3000s has no %s in this build", p->procsup_path, need_p[i]);
+					 "%.3000s has no --%s in this build", p->procsup_path, need_p[i]);
 	}
+	return 0;
+}
 
+static int plan_slot(const struct launch_config *cfg, struct launch_plan *p, unsigned *slot,
+		     struct topology_error *err)
+{
 	/* Per-run names and a /30 picked by pid: concurrent runs get distinct
 	 * interfaces, and (mostly) distinct links; the fake internet of the
 	 * demo and tests uses 198.51.100.0/24, never this range. */
-	pid_t me = getpid();
-	unsigned k = (unsigned)me % 63u;
+	unsigned k = (unsigned)getpid() % 63u;
 	/* Skip /30s another run holds: its slot lock (runs starting at the
 	 * same time), or the address already on a link here (bind succeeds
 	 * only on a local address: a run of an older tether, or a leftover). */
@@ -413,6 +437,16 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	if (!found)
 		return topology_error_set(err, -EADDRINUSE,
 					  "every /30 of 192.0.2.0/24 is taken by another tether run");
+	*slot = k;
+	return 0;
+}
+
+/* Names, addresses and endpoints of run `me` on /30 number k. */
+static int plan_names(const struct launch_config *cfg, struct launch_plan *p, unsigned k, pid_t me,
+		      struct topology_error *err)
+{
+	const struct topology *t = cfg->topo;
+	bool delegated = t->identity == TOPOLOGY_IDENTITY_DELEGATED;
 	snprintf(p->netns_name, sizeof(p->netns_name), "tt%dw", (int)me);
 	snprintf(p->veth_outer, sizeof(p->veth_outer), "tt%da", (int)me);
 	snprintf(p->veth_inner, sizeof(p->veth_inner), "tt%db", (int)me);
@@ -469,10 +503,15 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 				sizeof(p->control_kind));
 		}
 	}
+	return 0;
+}
 
-	/* A per-run cgroup parent that the guardian removes (cgroup.kill, then
-	 * rmdir) even when the proc-supervisor is SIGKILLed; its own
-	 * tether-<pid> name would collide across runs, since it is always PID 1. */
+/* A per-run cgroup parent that the guardian removes (cgroup.kill, then
+ * rmdir) even when the proc-supervisor is SIGKILLed; its own tether-<pid>
+ * name would collide across runs, since it is always PID 1. Left "" when
+ * there is no cgroup v2. */
+static void plan_cgroup(struct launch_plan *p, int anchor_pid, pid_t me)
+{
 	struct kernel_caps caps;
 	if (kernel_caps_probe(&caps) == 0 && caps.cgroup_v2) {
 		char self[PATH_MAX] = "";
@@ -501,10 +540,14 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 			p->sandbox_cgroup[0] = '\0';
 		}
 	}
+}
 
+static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan *p, bool netsup_pins,
+			    struct topology_error *err)
+{
+	const struct topology *t = cfg->topo;
+	bool delegated = t->identity == TOPOLOGY_IDENTITY_DELEGATED;
 	const char *audit = cfg->audit ? cfg->audit : "/dev/null";
-
-	/* net-supervisor */
 	size_t n = 0;
 	const char **v = p->netsup_argv;
 	v[n++] = p->netsup_path;
@@ -544,10 +587,19 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 		opt(v, &n, "--sandbox-cgroup", p->sandbox_cgroup);
 	}
 	v[n] = NULL;
+	return 0;
+}
 
-	/* proc-supervisor (vm: under tether-runtime-init) */
-	n = 0;
-	v = p->procsup_argv;
+/* vm: it runs under tether-runtime-init; the entrypoint behind
+ * `tether run --wait-ready`. */
+static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan *p,
+			     struct topology_error *err)
+{
+	const struct topology *t = cfg->topo;
+	bool delegated = t->identity == TOPOLOGY_IDENTITY_DELEGATED;
+	const char *audit = cfg->audit ? cfg->audit : "/dev/null";
+	size_t n = 0;
+	const char **v = p->procsup_argv;
 	v[n++] = p->procsup_path;
 	opt(v, &n, "--topology", t->name);
 	opt(v, &n, "--audit", audit);
@@ -583,6 +635,33 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 		v[n++] = cfg->argv[i];
 	v[n] = NULL;
 	return 0;
+}
+
+int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
+			struct topology_error *err)
+{
+	memset(p, 0, sizeof(*p));
+	p->slot_fd = -1;
+	if (!cfg->topo)
+		return topology_error_set(err, -EINVAL, "no topology");
+	if (!cfg->argv || !cfg->argv[0])
+		return topology_error_set(err, -EINVAL, "no command to run");
+	const struct topology *t = cfg->topo;
+	p->layout = layout_of(t);
+	p->pod = t->fence == TOPOLOGY_FENCE_NFT_UID;
+	bool vm = t->id == TOPOLOGY_VM_LOCAL || t->id == TOPOLOGY_VM_DELEGATED;
+	bool netsup_pins = false;
+	unsigned k = 0;
+	pid_t me = getpid();
+	int r;
+	if ((r = plan_binaries(cfg, p, vm, err)) < 0 || (r = plan_user(cfg, p, err)) < 0 ||
+	    (r = plan_features(cfg, p, &netsup_pins, err)) < 0 || (r = plan_slot(cfg, p, &k, err)) < 0 ||
+	    (r = plan_names(cfg, p, k, me, err)) < 0)
+		return r;
+	plan_cgroup(p, atoi(p->anchor_pid), me);
+	if ((r = plan_netsup_argv(cfg, p, netsup_pins, err)) < 0)
+		return r;
+	return plan_procsup_argv(cfg, p, err);
 }
 
 int launch_plan_write(const struct launch_config *cfg, const struct launch_plan *p, FILE *f)
@@ -1113,321 +1192,399 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 	return run_self(fence, "tether fence install", err);
 }
 
-int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err)
-{
-	struct launch_plan plan;
-	struct cleanup_guardian g = CLEANUP_GUARDIAN_INIT;
-	struct netns wns = NETNS_INIT;
-	int sp[2] = { -1, -1 };
-	int pfd = -1, nfd = -1, sfd = -1, xfd = -1, own_pidns = -1;
-	pid_t ppid = -1, npid = -1, xpid = -1; /* P (or the VM's init), N when ours, pause */
-	bool reaped = false;
-	int ws = 0;
-	sigset_t mask, oldmask;
-	bool masked = false;
+/* ---------- one run: prepare, start_<layout>, supervise, finish ---------- */
 
-	struct launch_config rcfg = *cfg;
-	rcfg.reserve_slot = true;
-	int r = launch_plan_resolve(&rcfg, &plan, err);
-	if (r >= 0 && plan.unsupported[0])
-		r = topology_error_set(err, -EOPNOTSUPP, "%s", plan.unsupported);
-	if (r < 0) {
-		launch_plan_done(&plan);
-		return r;
+/* Everything a run holds. launcher_run ends every path with run_finish(),
+ * which stops what still runs and takes the guardian's verdict;
+ * run_release() (the cleanup attribute on the run) then closes and frees
+ * what is left. */
+struct run {
+	const struct launch_config *cfg;
+	struct launch_plan plan;
+	struct cleanup_guardian g;
+	struct netns wns;
+	int sp[2];              /* report socket: the sandbox's init sends N's pidfd */
+	int pfd, nfd, sfd, xfd; /* pidfds of P (or the VM's init), N, the pause; the signalfd */
+	pid_t ppid, npid, xpid; /* P, N when ours, the pause */
+	bool reaped;            /* P waited for; ws is its status */
+	int ws;
+	sigset_t oldmask;
+	bool masked;
+	bool vm;
+};
+#define RUN_INIT                                                                                      \
+	{ .plan = { .slot_fd = -1 }, .g = CLEANUP_GUARDIAN_INIT, .wns = NETNS_INIT, .sp = { -1, -1 },  \
+	  .pfd = -1, .nfd = -1, .sfd = -1, .xfd = -1, .ppid = -1, .npid = -1, .xpid = -1 }
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Stop whatever of ours still runs, then let the guardian remove the rest.
+ * Returns r, or the cleanup's error when the run itself went well. */
+static int run_finish(struct run *run, int r, struct topology_error *err)
+{
+	if (run->ppid > 0 && !run->reaped) {
+		/* the PID namespace dies with its init; the guardian kills it too */
+		if (run->pfd >= 0)
+			sys_pidfd_send_signal(run->pfd, SIGKILL, NULL, 0);
+		wait_child_exit(run->ppid, &run->ws, 3000);
+		run->reaped = true;
 	}
-	const enum layout layout = (enum layout)plan.layout;
-	const bool vm = plan.runtime_init_path[0] != '\0';
+	/* a net-supervisor of ours outlives the sandbox unless stopped */
+	stop_child(run->npid, run->nfd, 3000);
+	run->npid = -1;
+	if (run->xpid > 0) {
+		int ws;
+		sys_pidfd_send_signal(run->xfd, SIGKILL, NULL, 0);
+		wait_child_exit(run->xpid, &ws, 3000);
+		run->xpid = -1;
+	}
+	if (run->g.pid > 0) {
+		struct topology_error cerr = { 0 };
+		int cr = cleanup_guardian_finish(&run->g, 5000, &cerr);
+		if (cr < 0 && r >= 0)
+			r = topology_error_set(err, cr, "cleanup: %s", cerr.msg);
+		else if (cr < 0)
+			log_warn("cleanup: %s", cerr.msg);
+	}
+	return r;
+}
+
+static void run_release(struct run *run)
+{
+	close_fd(&run->pfd);
+	close_fd(&run->nfd);
+	close_fd(&run->xfd);
+	close_fd(&run->sfd);
+	close_fd(&run->sp[0]);
+	close_fd(&run->sp[1]);
+	netns_close(&run->wns);
+	if (run->masked)
+		sigprocmask(SIG_SETMASK, &run->oldmask, NULL);
+	launch_plan_done(&run->plan);
+}
+
+/* Everything before the first daemon: the plan (with a reserved /30), the
+ * guardian, the run directory, the cgroup, the network, the run's keys, and
+ * the signals we forward taken through a signalfd. */
+static int run_prepare(struct run *run, struct topology_error *err)
+{
+	struct launch_plan *plan = &run->plan;
+	struct launch_config rcfg = *run->cfg;
+	rcfg.reserve_slot = true;
+	int r = launch_plan_resolve(&rcfg, plan, err);
+	if (r >= 0 && plan->unsupported[0])
+		r = topology_error_set(err, -EOPNOTSUPP, "%s", plan->unsupported);
+	if (r < 0)
+		return r;
+	run->vm = plan->runtime_init_path[0] != '\0';
 	/* The guardian first: before any thread (netns helpers) and before
 	 * anything exists that it must remove. */
-	r = cleanup_guardian_start(&g, err);
+	r = cleanup_guardian_start(&run->g, err);
 	if (r < 0)
-		goto out;
+		return r;
 
 	/* another uid's workload must be able to see the ready file */
-	r = mkdir_p_run(plan.run_dir, plan.user[0] ? 0711 : 0700, err);
+	r = mkdir_p_run(plan->run_dir, plan->user[0] ? 0711 : 0700, err);
 	if (r < 0)
-		goto out;
-	r = cleanup_guardian_add(&g, CLEANUP_TEMP_DIR, plan.run_dir, -1, NULL);
-	if (r < 0) {
-		topology_error_errno(err, r, "cannot register %s with the cleanup guardian", plan.run_dir);
-		goto out;
-	}
+		return r;
+	r = cleanup_guardian_add(&run->g, CLEANUP_TEMP_DIR, plan->run_dir, -1, NULL);
+	if (r < 0)
+		return topology_error_errno(err, r, "cannot register %s with the cleanup guardian", plan->run_dir);
 
-	if (plan.cgroup_parent[0]) {
-		if (mkdir(plan.cgroup_parent, 0755) < 0) {
+	if (plan->cgroup_parent[0]) {
+		if (mkdir(plan->cgroup_parent, 0755) < 0) {
 			/* not fatal: the proc-supervisor falls back to lineage */
-			log_warn("cannot create cgroup %s: %m; running without --cgroup", plan.cgroup_parent);
-			plan.cgroup_parent[0] = '\0';
-			plan.sandbox_cgroup[0] = '\0';
-			argv_drop(plan.procsup_argv, "--cgroup");
-			argv_drop(plan.netsup_argv, "--sandbox-cgroup");
+			log_warn("cannot create cgroup %s: %m; running without --cgroup", plan->cgroup_parent);
+			plan->cgroup_parent[0] = '\0';
+			plan->sandbox_cgroup[0] = '\0';
+			argv_drop(plan->procsup_argv, "--cgroup");
+			argv_drop(plan->netsup_argv, "--sandbox-cgroup");
 		} else {
-			r = cleanup_guardian_add(&g, CLEANUP_CGROUP, plan.cgroup_parent, -1, NULL);
-			if (r < 0) {
-				topology_error_errno(err, r, "cannot register cgroup %s", plan.cgroup_parent);
-				goto out;
-			}
+			r = cleanup_guardian_add(&run->g, CLEANUP_CGROUP, plan->cgroup_parent, -1, NULL);
+			if (r < 0)
+				return topology_error_errno(err, r, "cannot register cgroup %s", plan->cgroup_parent);
 		}
 	}
 
-	r = build_network(&plan, &g, &wns, err);
+	r = build_network(plan, &run->g, &run->wns, err);
 	if (r < 0)
-		goto out;
-	if (plan.key_dir[0]) {
+		return r;
+	if (plan->key_dir[0]) {
 		/* a provisioning key pair for this run only: the proc-supervisor
 		 * signs its certificate with it, the net-supervisor pins it */
-		const char *kg[] = { plan.self_path, "keygen", "--out", plan.key_dir, NULL };
+		const char *kg[] = { plan->self_path, "keygen", "--out", plan->key_dir, NULL };
 		r = run_self(kg, "tether keygen", err);
 		if (r < 0)
-			goto out;
+			return r;
 	}
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-		r = topology_error_errno(err, -errno, "socketpair");
-		goto out;
-	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, run->sp) < 0)
+		return topology_error_errno(err, -errno, "socketpair");
 	/* Signals we forward are taken through a signalfd; block them before
 	 * the clone so none is lost, and unblock in the child before exec. */
+	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
 	sigaddset(&mask, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &mask, &oldmask) < 0) {
-		r = topology_error_errno(err, -errno, "sigprocmask");
-		goto out;
-	}
-	masked = true;
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0) {
-		r = topology_error_errno(err, -errno, "signalfd");
-		goto out;
-	}
+	if (sigprocmask(SIG_BLOCK, &mask, &run->oldmask) < 0)
+		return topology_error_errno(err, -errno, "sigprocmask");
+	run->masked = true;
+	run->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (run->sfd < 0)
+		return topology_error_errno(err, -errno, "signalfd");
 	fflush(NULL);
+	return 0;
+}
 
-	const char *const *pv = plan.procsup_argv, *const *nv = plan.netsup_argv;
-	if (layout == LAYOUT_SANDBOX || layout == LAYOUT_VM_HOST) {
-		ppid = clone_pidfd(CLONE_NEWPID | CLONE_NEWNS, &pfd);
-		if (ppid < 0) {
-			r = topology_error_errno(err, ppid, "cannot create the sandbox PID namespace");
-			goto out;
-		}
-		if (ppid == 0) {
-			sigprocmask(SIG_SETMASK, &oldmask, NULL);
-			close(sp[0]);
-			sandbox_mounts();
-			if (vm) {
-				/* PID 1 is the runtime init stand-in (a binary that is
-				 * not ours, never inspected); its CMD is our stage 2,
-				 * which does what combined's PID 1 does. */
-				int mfd = plan_memfd(&plan);
-				if (mfd < 0)
-					child_die("cannot write the plan");
-				fcntl(wns.fd, F_SETFD, 0);
-				fcntl(sp[1], F_SETFD, 0);
-				char fds[64];
-				snprintf(fds, sizeof(fds), "%d,%d,%d", wns.fd, sp[1], mfd);
-				execl(plan.runtime_init_path, plan.runtime_init_path, "--", plan.self_path, "run",
-				      "--internal-stage2", fds, "--", "-", (char *)NULL);
-				child_die("cannot execute tether-runtime-init");
-			}
-			sandbox_start(plan.netsup_path, (char *const *)nv, plan.procsup_path, (char *const *)pv,
-				      wns.fd, sp[1]);
-		}
-	} else if (layout == LAYOUT_PAUSE) {
-		xpid = clone_pidfd(CLONE_NEWPID | CLONE_NEWNS, &xfd);
-		if (xpid < 0) {
-			r = topology_error_errno(err, xpid, "cannot create the pod PID namespace");
-			goto out;
-		}
-		if (xpid == 0) {
-			sandbox_mounts();
-			pause_main();
-		}
-		r = cleanup_guardian_add(&g, CLEANUP_PID, NULL, xfd, NULL);
-		if (r < 0) {
-			topology_error_errno(err, r, "cannot register the pause process");
-			goto out;
-		}
-		/* Both daemons into the pod's PID namespace, as a container
-		 * runtime starts containers there: our children only (setns on
-		 * a PID namespace never moves the caller), then back. The
-		 * proc-supervisor first: it is pid 2, which --sandbox-cgroup
-		 * names. */
-		own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-		if (own_pidns < 0 || setns(xfd, CLONE_NEWPID) < 0) {
-			r = topology_error_errno(err, -errno, "cannot enter the pod PID namespace");
-			goto out;
-		}
-		ppid = start_daemon(CLONE_NEWNS, wns.fd, plan.procsup_path, pv, &oldmask, &pfd);
-		if (ppid > 0)
-			npid = start_daemon(CLONE_NEWNS, -1, plan.netsup_path, nv, &oldmask, &nfd);
-		if (setns(own_pidns, CLONE_NEWPID) < 0) {
-			r = topology_error_errno(err, -errno, "cannot return to our own PID namespace");
-			goto out;
+/* P runs: it no longer needs our end of the report socket, and the
+ * guardian kills it if we die. */
+static int procsup_started(struct run *run, struct topology_error *err)
+{
+	if (run->ppid < 0)
+		return topology_error_errno(err, run->ppid, "cannot start the proc-supervisor");
+	close_fd(&run->sp[1]);
+	int r = cleanup_guardian_add(&run->g, CLEANUP_PID, NULL, run->pfd, NULL);
+	if (r < 0)
+		return topology_error_errno(err, r, "cannot register the proc-supervisor");
+	return 0;
+}
+
+static int netsup_started(struct run *run, struct topology_error *err)
+{
+	int r = cleanup_guardian_add(&run->g, CLEANUP_PID, NULL, run->nfd, NULL);
+	if (r < 0)
+		return topology_error_errno(err, r, "cannot register the net-supervisor");
+	return 0;
+}
+
+/* The sandbox's init: PID 1 of a new PID namespace, P itself (combined,
+ * vm-delegated's guest) or the runtime init whose CMD is our stage 2
+ * (vm-local). */
+static int start_sandbox_init(struct run *run, struct topology_error *err)
+{
+	const struct launch_plan *plan = &run->plan;
+	run->ppid = clone_pidfd(CLONE_NEWPID | CLONE_NEWNS, &run->pfd);
+	if (run->ppid < 0)
+		return topology_error_errno(err, run->ppid, "cannot create the sandbox PID namespace");
+	if (run->ppid > 0)
+		return procsup_started(run, err);
+	sigprocmask(SIG_SETMASK, &run->oldmask, NULL);
+	close(run->sp[0]);
+	sandbox_mounts();
+	if (run->vm) {
+		/* PID 1 is the runtime init stand-in (a binary that is not
+		 * ours, never inspected); its CMD is our stage 2, which does
+		 * what combined's PID 1 does. */
+		int mfd = plan_memfd(plan);
+		if (mfd < 0)
+			child_die("cannot write the plan");
+		fcntl(run->wns.fd, F_SETFD, 0);
+		fcntl(run->sp[1], F_SETFD, 0);
+		char fds[64];
+		snprintf(fds, sizeof(fds), "%d,%d,%d", run->wns.fd, run->sp[1], mfd);
+		execl(plan->runtime_init_path, plan->runtime_init_path, "--", plan->self_path, "run",
+		      "--internal-stage2", fds, "--", "-", (char *)NULL);
+		child_die("cannot execute tether-runtime-init");
+	}
+	sandbox_start(plan->netsup_path, (char *const *)plan->netsup_argv, plan->procsup_path,
+		      (char *const *)plan->procsup_argv, run->wns.fd, run->sp[1]);
+}
+
+/* combined, vm-local: N is P's child inside the sandbox; its pidfd comes
+ * back on the report socket. */
+static int start_sandbox(struct run *run, struct topology_error *err)
+{
+	int r = start_sandbox_init(run, err);
+	if (r < 0)
+		return r;
+	run->nfd = recv_fd(run->sp[0], 5000);
+	if (run->nfd < 0)
+		return topology_error_errno(err, run->nfd, "the sandbox did not report its net-supervisor");
+	return netsup_started(run, err);
+}
+
+/* vm-delegated: the guest without N; N host-side, in our namespaces. */
+static int start_vm_host(struct run *run, struct topology_error *err)
+{
+	int r = start_sandbox_init(run, err);
+	if (r < 0)
+		return r;
+	run->npid = start_daemon(0, -1, run->plan.netsup_path, run->plan.netsup_argv, &run->oldmask, &run->nfd);
+	if (run->npid < 0)
+		return topology_error_errno(err, run->npid, "cannot start the net-supervisor");
+	return netsup_started(run, err);
+}
+
+/* shared-pid: a pause process is PID 1; P and N start into its PID
+ * namespace as siblings, as a container runtime starts containers there. */
+static int start_pause(struct run *run, struct topology_error *err)
+{
+	const struct launch_plan *plan = &run->plan;
+	run->xpid = clone_pidfd(CLONE_NEWPID | CLONE_NEWNS, &run->xfd);
+	if (run->xpid < 0)
+		return topology_error_errno(err, run->xpid, "cannot create the pod PID namespace");
+	if (run->xpid == 0) {
+		sandbox_mounts();
+		pause_main();
+	}
+	int r = cleanup_guardian_add(&run->g, CLEANUP_PID, NULL, run->xfd, NULL);
+	if (r < 0)
+		return topology_error_errno(err, r, "cannot register the pause process");
+	/* Both daemons into the pod's PID namespace: our children only
+	 * (setns on a PID namespace never moves the caller), then back. The
+	 * proc-supervisor first: it is pid 2, which --sandbox-cgroup names. */
+	_cleanup_close_ int own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	if (own_pidns < 0 || setns(run->xfd, CLONE_NEWPID) < 0)
+		return topology_error_errno(err, -errno, "cannot enter the pod PID namespace");
+	run->ppid = start_daemon(CLONE_NEWNS, run->wns.fd, plan->procsup_path, plan->procsup_argv, &run->oldmask,
+				 &run->pfd);
+	if (run->ppid > 0)
+		run->npid = start_daemon(CLONE_NEWNS, -1, plan->netsup_path, plan->netsup_argv, &run->oldmask,
+					 &run->nfd);
+	if (setns(own_pidns, CLONE_NEWPID) < 0)
+		return topology_error_errno(err, -errno, "cannot return to our own PID namespace");
+	r = procsup_started(run, err);
+	if (r < 0)
+		return r;
+	if (run->npid < 0)
+		return topology_error_errno(err, run->npid, "cannot start the net-supervisor");
+	return netsup_started(run, err);
+}
+
+/* split-*: P and N each PID 1 of their own PID namespace. */
+static int start_split(struct run *run, struct topology_error *err)
+{
+	const struct launch_plan *plan = &run->plan;
+	run->ppid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, run->wns.fd, plan->procsup_path, plan->procsup_argv,
+				 &run->oldmask, &run->pfd);
+	int r = procsup_started(run, err);
+	if (r < 0)
+		return r;
+	run->npid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, -1, plan->netsup_path, plan->netsup_argv,
+				 &run->oldmask, &run->nfd);
+	if (run->npid < 0)
+		return topology_error_errno(err, run->npid, "cannot start the net-supervisor");
+	return netsup_started(run, err);
+}
+
+/* N ended while we watch: an error saying how, unless it was the orderly
+ * end of a sandbox whose P then exits (returns 1: P reaped, the run is
+ * over). */
+static int netsup_ended(struct run *run, bool ready, struct topology_error *err)
+{
+	int ns = -ENODATA;
+	bool orderly = false;
+	if (run->npid > 0) {
+		/* ours: it never stops before we ask it to */
+		int nws;
+		if (wait_child_exit(run->npid, &nws, 500) == 0) {
+			ns = nws;
+			run->npid = -1;
 		}
 	} else {
-		ppid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, wns.fd, plan.procsup_path, pv, &oldmask, &pfd);
-	}
-	if (ppid < 0) {
-		r = topology_error_errno(err, ppid, "cannot start the proc-supervisor");
-		goto out;
-	}
-	close(sp[1]);
-	sp[1] = -1;
-	r = cleanup_guardian_add(&g, CLEANUP_PID, NULL, pfd, NULL);
-	if (r < 0) {
-		topology_error_errno(err, r, "cannot register the proc-supervisor");
-		goto out;
-	}
-	if (layout == LAYOUT_SANDBOX) {
-		nfd = recv_fd(sp[0], 5000);
-		if (nfd < 0) {
-			r = topology_error_errno(err, nfd, "the sandbox did not report its net-supervisor");
-			goto out;
+		/* The proc-supervisor stops its children (us included) when the
+		 * entrypoint is done: an orderly exit (0, or SIGTERM) is that,
+		 * and its own exit follows. Anything else is a crash: the
+		 * sandbox goes down, 125. */
+		ns = pidfd_exit_status(run->nfd, 500);
+		orderly = ns == -ENODATA || (ns >= 0 && ((WIFEXITED(ns) && WEXITSTATUS(ns) == 0) ||
+							 (WIFSIGNALED(ns) && WTERMSIG(ns) == SIGTERM)));
+		struct pollfd pp = { .fd = run->pfd, .events = POLLIN };
+		if (ready && poll(&pp, 1, orderly ? 5000 : 0) == 1 && wait_child_exit(run->ppid, &run->ws, 5000) == 0) {
+			run->reaped = true;
+			return 1;
 		}
-	} else if (layout == LAYOUT_SPLIT) {
-		npid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, -1, plan.netsup_path, nv, &oldmask, &nfd);
-	} else if (layout == LAYOUT_VM_HOST) {
-		npid = start_daemon(0, -1, plan.netsup_path, nv, &oldmask, &nfd);
 	}
-	if (npid < 0 && layout != LAYOUT_SANDBOX) {
-		r = topology_error_errno(err, npid, "cannot start the net-supervisor");
-		goto out;
-	}
-	r = cleanup_guardian_add(&g, CLEANUP_PID, NULL, nfd, NULL);
-	if (r < 0) {
-		topology_error_errno(err, r, "cannot register the net-supervisor");
-		goto out;
-	}
+	char d[64] = "";
+	if (ns >= 0)
+		describe_status(ns, d, sizeof(d));
+	return topology_error_set(err, -ECHILD, "net-supervisor %s%s (see its message above)",
+				  ns >= 0 ? d : "exited unexpectedly", ready ? "" : " before it was ready");
+}
 
-	/* Wait for readiness, then run; watch both daemons and signals. */
+/* Wait for readiness, open the gate (the ready file), then watch both
+ * daemons and forward signals to P until P exits. *status: the
+ * entrypoint's, as P reports it. */
+static int supervise(struct run *run, int *status, struct topology_error *err)
+{
+	const struct launch_config *cfg = run->cfg;
+	const struct launch_plan *plan = &run->plan;
+	int timeout_ms = cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : 10000;
+	unsigned long long deadline = mono_ms() + (unsigned long long)timeout_ms;
 	bool ready = false;
-	unsigned long long deadline = mono_ms() + (unsigned long long)(cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : 10000);
 	for (;;) {
 		struct pollfd fds[3] = {
-			{ .fd = pfd, .events = POLLIN },
-			{ .fd = nfd, .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
+			{ .fd = run->pfd, .events = POLLIN },
+			{ .fd = run->nfd, .events = POLLIN },
+			{ .fd = run->sfd, .events = POLLIN },
 		};
 		int pr = poll(fds, 3, ready ? -1 : 20);
-		if (pr < 0 && errno != EINTR) {
-			r = topology_error_errno(err, -errno, "poll");
-			goto out;
-		}
+		if (pr < 0 && errno != EINTR)
+			return topology_error_errno(err, -errno, "poll");
 		if (fds[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			while (read(run->sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo != SIGCHLD)
-					sys_pidfd_send_signal(pfd, (int)si.ssi_signo, NULL, 0);
+					sys_pidfd_send_signal(run->pfd, (int)si.ssi_signo, NULL, 0);
 			}
 		}
 		if (fds[0].revents & POLLIN) {
-			if (wait_child_exit(ppid, &ws, 5000) == 0)
-				reaped = true;
+			if (wait_child_exit(run->ppid, &run->ws, 5000) == 0)
+				run->reaped = true;
 			break;
 		}
 		if (fds[1].revents & POLLIN) {
-			int ns = -ENODATA;
-			bool orderly = false;
-			if (npid > 0) {
-				/* ours: it never stops before we ask it to */
-				int nws;
-				if (wait_child_exit(npid, &nws, 500) == 0) {
-					ns = nws;
-					npid = -1;
-				}
-			} else {
-				/* The proc-supervisor stops its children (us included)
-				 * when the entrypoint is done: an orderly exit (0, or
-				 * SIGTERM) is that, and its own exit follows. Anything
-				 * else is a crash: the sandbox goes down, 125. */
-				ns = pidfd_exit_status(nfd, 500);
-				orderly = ns == -ENODATA ||
-					  (ns >= 0 && ((WIFEXITED(ns) && WEXITSTATUS(ns) == 0) ||
-						       (WIFSIGNALED(ns) && WTERMSIG(ns) == SIGTERM)));
-				struct pollfd pp = { .fd = pfd, .events = POLLIN };
-				if (ready && poll(&pp, 1, orderly ? 5000 : 0) == 1 &&
-				    wait_child_exit(ppid, &ws, 5000) == 0) {
-					reaped = true;
-					break;
-				}
-			}
-			char d[64] = "";
-			if (ns >= 0)
-				describe_status(ns, d, sizeof(d));
-			r = topology_error_set(err, -ECHILD, "net-supervisor %s%s (see its message above)",
-					       ns >= 0 ? d : "exited unexpectedly",
-					       ready ? "" : " before it was ready");
-			goto out;
+			int r = netsup_ended(run, ready, err);
+			if (r < 0)
+				return r;
+			break;
 		}
 		if (!ready) {
-			if (readyz(plan.admin, cfg->no_network_policy ? "/healthz" : "/readyz")) {
-				_cleanup_close_ int fd = open(plan.ready_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-				if (fd < 0) {
-					r = topology_error_errno(err, -errno, "cannot create %s", plan.ready_file);
-					goto out;
-				}
+			if (readyz(plan->admin, cfg->no_network_policy ? "/healthz" : "/readyz")) {
+				_cleanup_close_ int fd = open(plan->ready_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+				if (fd < 0)
+					return topology_error_errno(err, -errno, "cannot create %s", plan->ready_file);
 				ready = true;
 			} else if (mono_ms() > deadline) {
-				r = topology_error_set(err, -ETIMEDOUT,
-						       "net-supervisor not ready within %d ms (no policy or no anchor; see /readyz on %s)",
-						       cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : 10000, plan.admin);
-				goto out;
+				return topology_error_set(err, -ETIMEDOUT,
+							  "net-supervisor not ready within %d ms (no policy or no anchor; see /readyz on %s)",
+							  timeout_ms, plan->admin);
 			}
 		}
 	}
-	if (!reaped) {
-		r = topology_error_set(err, -ECHILD, "proc-supervisor did not exit cleanly");
-		goto out;
-	}
-	if (WIFSIGNALED(ws)) {
+	if (!run->reaped)
+		return topology_error_set(err, -ECHILD, "proc-supervisor did not exit cleanly");
+	if (WIFSIGNALED(run->ws)) {
 		char d[64];
-		describe_status(ws, d, sizeof(d));
-		r = topology_error_set(err, -ECHILD, "%s %s", vm ? "the VM's runtime init" : "proc-supervisor", d);
-		goto out;
+		describe_status(run->ws, d, sizeof(d));
+		return topology_error_set(err, -ECHILD, "%s %s", run->vm ? "the VM's runtime init" : "proc-supervisor", d);
 	}
-	*status = WEXITSTATUS(ws);
-	r = 0;
-out:
-	if (ppid > 0 && !reaped) {
-		/* the PID namespace dies with its init; the guardian kills it too */
-		if (pfd >= 0)
-			sys_pidfd_send_signal(pfd, SIGKILL, NULL, 0);
-		wait_child_exit(ppid, &ws, 3000);
-	}
-	/* a net-supervisor of ours outlives the sandbox unless stopped */
-	stop_child(npid, nfd, 3000);
-	if (xpid > 0) {
-		sys_pidfd_send_signal(xfd, SIGKILL, NULL, 0);
-		wait_child_exit(xpid, &ws, 3000);
-	}
-	if (g.pid > 0) {
-		struct topology_error cerr = { 0 };
-		int cr = cleanup_guardian_finish(&g, 5000, &cerr);
-		if (cr < 0 && r >= 0)
-			r = topology_error_set(err, cr, "cleanup: %s", cerr.msg);
-		else if (cr < 0)
-			log_warn("cleanup: %s", cerr.msg);
-	}
-	if (pfd >= 0)
-		close(pfd);
-	if (nfd >= 0)
-		close(nfd);
-	if (xfd >= 0)
-		close(xfd);
-	if (own_pidns >= 0)
-		close(own_pidns);
-	if (sfd >= 0)
-		close(sfd);
-	if (sp[0] >= 0)
-		close(sp[0]);
-	if (sp[1] >= 0)
-		close(sp[1]);
-	netns_close(&wns);
-	if (masked)
-		sigprocmask(SIG_SETMASK, &oldmask, NULL);
-	launch_plan_done(&plan);
-	return r;
+	*status = WEXITSTATUS(run->ws);
+	return 0;
+}
+
+int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err)
+{
+	static int (*const start[])(struct run *, struct topology_error *) = {
+		[LAYOUT_SANDBOX] = start_sandbox,
+		[LAYOUT_PAUSE] = start_pause,
+		[LAYOUT_SPLIT] = start_split,
+		[LAYOUT_VM_HOST] = start_vm_host,
+	};
+	_cleanup_(run_release) struct run run = RUN_INIT;
+	run.cfg = cfg;
+	int r = run_prepare(&run, err);
+	if (r >= 0)
+		r = start[run.plan.layout](&run, err);
+	if (r >= 0)
+		r = supervise(&run, status, err);
+	return run_finish(&run, r, err);
 }

@@ -1,4 +1,4 @@
-#include "topology/cleanup.h"
+#include "launcher/cleanup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include "common/fdpass.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "topology/netns.h"
+#include "launcher/netns.h"
 
 #define PID_KILL_TIMEOUT_MS 3000
 #define CGROUP_RMDIR_TIMEOUT_MS 2000
