@@ -2,7 +2,7 @@
 
 #include "common/log.h"
 #include "net-supervisor/netpolicy.h"
-#include "net-supervisor/netsup.h"
+#include "net-supervisor/context.h"
 #include "net-supervisor/proxy.h"
 
 const char *revoke_word(enum revoke_why w)
