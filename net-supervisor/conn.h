@@ -16,7 +16,7 @@
 
 #include "net-supervisor/context.h"
 #include "net-supervisor/httpreq.h"
-#include "net-supervisor/netpolicy.h"
+#include "policy/netpolicy.h"
 
 #define MAX_ADDRS 16
 

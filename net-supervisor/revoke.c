@@ -1,7 +1,7 @@
 #include "net-supervisor/revoke.h"
 
 #include "common/log.h"
-#include "net-supervisor/netpolicy.h"
+#include "policy/netpolicy.h"
 #include "net-supervisor/context.h"
 #include "net-supervisor/proxy.h"
 
