@@ -59,9 +59,9 @@ static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flo
 static json_t *dest_json(const struct conn *c)
 {
 	json_t *d = json_object();
-	if (c->req.done && c->req.host[0]) {
-		json_object_set_new(d, "host", json_string(c->req.host));
-		json_object_set_new(d, "port", json_integer(c->req.port));
+	if (c->host && c->host[0]) {
+		json_object_set_new(d, "host", json_string(c->host));
+		json_object_set_new(d, "port", json_integer(c->port));
 	} else {
 		json_object_set_new(d, "host", json_null());
 		json_object_set_new(d, "port", json_null());
@@ -72,6 +72,17 @@ static json_t *dest_json(const struct conn *c)
 	else
 		json_object_set_new(d, "ip", json_null());
 	return d;
+}
+
+static json_t *client_json(const struct conn *c)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int port;
+	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
+	json_t *cl = json_object();
+	json_object_set_new(cl, "ip", json_string(ip));
+	json_object_set_new(cl, "port", json_integer(port));
+	return cl;
 }
 
 /* The egress_decision event (docs/net-supervisor.md), plus client, status, method.
@@ -90,13 +101,7 @@ void audit_line_decision(struct conn *c, bool allow, enum reason reason, int sta
 	json_object_set_new(o, "dest", dest_json(c));
 	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
 	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
-	char ip[INET6_ADDRSTRLEN];
-	int port;
-	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
-	json_t *cl = json_object();
-	json_object_set_new(cl, "ip", json_string(ip));
-	json_object_set_new(cl, "port", json_integer(port));
-	json_object_set_new(o, "client", cl);
+	json_object_set_new(o, "client", client_json(c));
 	if (c->req.method[0])
 		json_object_set_new(o, "method", json_string(c->req.method));
 	if (status)
@@ -135,13 +140,7 @@ void audit_line_revoked(struct conn *c, enum revoke_why why)
 	json_object_set_new(o, "decision_generation", json_integer((json_int_t)c->generation));
 	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
 	json_object_set_new(o, "age_ms", json_integer((json_int_t)(uv_now(ns->loop) - c->allowed_at)));
-	char ip[INET6_ADDRSTRLEN];
-	int port;
-	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
-	json_t *cl = json_object();
-	json_object_set_new(cl, "ip", json_string(ip));
-	json_object_set_new(cl, "port", json_integer(port));
-	json_object_set_new(o, "client", cl);
+	json_object_set_new(o, "client", client_json(c));
 	netsup_audit(ns, "tunnel_revoked", o);
 	ns->metrics.tunnels_revoked[why]++;
 }

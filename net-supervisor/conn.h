@@ -62,7 +62,13 @@ struct conn {
 	bool relaying;     /* in ns->n_relaying (a user-space relay, not splice) */
 	bool rejecting;    /* over the connection limit */
 	struct proxy_flow tuple;
-	struct httpreq req;
+	/* The destination as the client named it, set by the front end once
+	 * known (NULL before): the decision, the upstream connect, the audit
+	 * lines and revocation use these, never the request parser's fields,
+	 * so a front end without an HTTP head can fill them too. */
+	const char *host;
+	uint16_t port;
+	struct httpreq req; /* the CONNECT/forward front end's request head */
 	char *early;       /* bytes after the head, sent upstream after connect */
 	size_t early_len;
 	/* identity */

@@ -197,10 +197,10 @@ static void respond(struct conn *c, int status, enum reason reason)
 	json_object_set_new(body, "reason", json_string(reason_word(reason)));
 	json_object_set_new(body, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
 	json_t *dest = json_null();
-	if (c->req.done && c->req.host[0]) {
+	if (c->host && c->host[0]) {
 		char hp[300];
-		bool v6 = strchr(c->req.host, ':') != NULL;
-		snprintf(hp, sizeof(hp), "%s%s%s:%u", v6 ? "[" : "", c->req.host, v6 ? "]" : "", c->req.port);
+		bool v6 = strchr(c->host, ':') != NULL;
+		snprintf(hp, sizeof(hp), "%s%s%s:%u", v6 ? "[" : "", c->host, v6 ? "]" : "", c->port);
 		dest = json_string(hp);
 	}
 	json_object_set_new(body, "dest", dest);
@@ -324,7 +324,7 @@ static void connected(uv_connect_t *req, int status)
 	if (c->state != C_CONNECTING)
 		return; /* closing, or the timeout already answered */
 	if (status < 0) {
-		log_debug("connect to %s:%u failed: %s", c->req.host, c->req.port, uv_strerror(status));
+		log_debug("connect to %s:%u failed: %s", c->host, c->port, uv_strerror(status));
 		c->up.inited = false;
 		uv_close((uv_handle_t *)&c->up.tcp, up_closed_retry);
 		return;
@@ -388,7 +388,7 @@ static void try_connect(struct conn *c)
 	while (c->next_addr < c->n_allowed) {
 		const struct netaddr *a = &c->allowed[c->next_addr++];
 		struct sockaddr_storage ss;
-		netaddr_to_sockaddr(a, c->req.port, &ss);
+		netaddr_to_sockaddr(a, c->port, &ss);
 		c->chosen = *a;
 		c->have_chosen = true;
 		uv_tcp_init(c->ns->loop, &c->up.tcp);
@@ -430,7 +430,7 @@ static void deny_unresolved(struct conn *c, const struct network_policy *np)
 	if (c->id_reason != REASON_OK)
 		c->d = (struct netpolicy_decision){ .allow = false, .reason = c->id_reason };
 	else
-		c->d = netpolicy_decide(np, c->id, c->req.host, c->req.port, NULL);
+		c->d = netpolicy_decide(np, c->id, c->host, c->port, NULL);
 	if (c->d.allow) {
 		/* cannot happen (netpolicy_resolution_may_allow said no): fail closed */
 		c->d.allow = false;
@@ -460,7 +460,7 @@ static void decide(struct conn *c)
 		 * allowed to it (or the mode is audit): never for a process
 		 * the policy denies anyway. */
 		bool need = c->id_reason == REASON_OK
-				    ? netpolicy_resolution_may_allow(np, c->id, c->req.host, c->req.port)
+				    ? netpolicy_resolution_may_allow(np, c->id, c->host, c->port)
 				    : np && np->mode == NETPOL_AUDIT;
 		if (!need) {
 			deny_unresolved(c, np);
@@ -493,7 +493,7 @@ static void decide(struct conn *c)
 		struct netpolicy_decision first = { 0 };
 		bool have_first = false;
 		for (size_t i = 0; i < c->n_resolved; i++) {
-			struct netpolicy_decision d = netpolicy_decide(np, c->id, c->req.host, c->req.port,
+			struct netpolicy_decision d = netpolicy_decide(np, c->id, c->host, c->port,
 								       &c->resolved[i]);
 			if (!have_first) {
 				first = d;
@@ -573,13 +573,15 @@ static void head_complete(struct conn *c)
 	uv_timer_stop(&c->timer);
 	uv_read_stop((uv_stream_t *)&c->client.tcp);
 	c->client.reading = false;
+	c->host = c->req.host;
+	c->port = c->req.port;
 	if (!ns->ready) {
 		reject(c, 503, netsup_not_ready_reason(ns));
 		return;
 	}
 	c->state = C_WAIT;
 	struct netaddr lit;
-	if (netaddr_parse(c->req.host, &lit) == 0) {
+	if (netaddr_parse(c->host, &lit) == 0) {
 		c->resolved[0] = lit;
 		c->n_resolved = 1;
 		c->gai_done = true;
@@ -618,7 +620,7 @@ static void start_resolve(struct conn *c)
 	c->gai_pending = true;
 	ns->metrics.resolutions++;
 	uv_timer_start(&c->timer, resolve_timeout, ns->cfg.resolve_timeout_ms, 0);
-	int r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->req.host, NULL, &hints);
+	int r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->host, NULL, &hints);
 	if (r < 0) {
 		uv_timer_stop(&c->timer);
 		c->gai_pending = false;
@@ -795,7 +797,7 @@ size_t proxy_revoke_tunnels(struct netsup *ns,
 		bool recording = c->state == C_RECORD && c->answer_allow && c->revoked == REVOKE_KEEP;
 		if ((c->state != C_CONNECTING && c->state != C_RELAY && !recording) || !c->decided || !c->d.allow)
 			continue;
-		struct tunnel_view t = { .id = c->id, .host = c->req.host, .port = c->req.port,
+		struct tunnel_view t = { .id = c->id, .host = c->host, .port = c->port,
 					 .addr = &c->chosen, .allowed_at_ms = c->allowed_at };
 		enum revoke_why why = judge(&t, data);
 		if (why == REVOKE_KEEP || why >= REVOKE__COUNT)
