@@ -20,6 +20,10 @@
 
 #define MAX_ADDRS 16
 
+#define CONN_IN_ACTIVE 0x1u    /* metrics.conns_active */
+#define CONN_IN_RELAYING 0x2u  /* ns->n_relaying (a user-space relay, not splice) */
+#define CONN_IN_REJECTING 0x4u /* ns->n_rejecting (over the connection limit, answered 503) */
+
 struct splice_side;
 
 /* C_RECORD: decided, waiting for the decision to be in the audit file
@@ -32,7 +36,6 @@ struct side {
 	struct side *peer;
 	bool inited, reading, paused, eof, shut_done;
 	uv_shutdown_t shut;
-	bool shut_started;
 	/* Bulk reads: once a relay read fills a whole relay_buffer, this side
 	 * reads RELAY_BULK_FACTOR times as much at once into its own buffer,
 	 * reused while the other side takes every write at once
@@ -58,9 +61,9 @@ struct conn {
 	uv_connect_t connreq;
 	uint64_t last_activity;
 	int open_handles;
-	bool counted;      /* in conns_active */
-	bool relaying;     /* in ns->n_relaying (a user-space relay, not splice) */
-	bool rejecting;    /* over the connection limit */
+	/* The daemon's counts this conn is in (CONN_IN_*), taken back when
+	 * it is freed. */
+	unsigned counted_in;
 	struct proxy_flow tuple;
 	/* The destination as the client named it, set by the front end once
 	 * known (NULL before): the decision, the upstream connect, the audit

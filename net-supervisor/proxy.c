@@ -43,11 +43,11 @@ static void conn_free(struct conn *c)
 		ns->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->counted)
+	if (c->counted_in & CONN_IN_ACTIVE)
 		ns->metrics.conns_active--;
-	if (c->rejecting)
+	if (c->counted_in & CONN_IN_REJECTING)
 		ns->n_rejecting--;
-	if (c->relaying)
+	if (c->counted_in & CONN_IN_RELAYING)
 		ns->n_relaying--;
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
@@ -729,12 +729,12 @@ static void on_accept(uv_stream_t *server, int status)
 			conn_close(c);
 			return;
 		}
-		c->rejecting = true;
+		c->counted_in |= CONN_IN_REJECTING;
 		ns->n_rejecting++;
 		reject(c, 503, REASON_TOO_MANY_CONNECTIONS);
 		return;
 	}
-	c->counted = true;
+	c->counted_in |= CONN_IN_ACTIVE;
 	ns->metrics.conns_active++;
 	c->state = C_HEAD;
 	uv_timer_start(&c->timer, head_timeout, ns->cfg.header_timeout_ms, 0);

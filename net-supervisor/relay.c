@@ -242,7 +242,6 @@ static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		uv_read_stop(st);
 		src->reading = false;
 		dst->shut.data = dst;
-		dst->shut_started = true;
 		if (uv_shutdown(&dst->shut, (uv_stream_t *)&dst->tcp, relay_shut) < 0)
 			conn_close(c);
 		return;
@@ -267,7 +266,7 @@ void relay_start(struct conn *c)
 	if (relay_splice_start(c))
 		return;
 	c->state = C_RELAY;
-	c->relaying = true;
+	c->counted_in |= CONN_IN_RELAYING;
 	c->ns->n_relaying++;
 	c->last_activity = uv_now(c->ns->loop);
 	uv_timer_start(&c->timer, relay_idle_check, c->ns->cfg.idle_timeout_ms, 0);
