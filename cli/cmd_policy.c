@@ -10,7 +10,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
-#include "net-supervisor/netpolicy.h"
+#include "policy/netpolicy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
 

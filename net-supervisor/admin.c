@@ -5,9 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "common/util.h"
-#include "net-supervisor/identity_delegated.h"
-#include "net-supervisor/identity_local.h"
+#include "net-supervisor/hostport.h"
 
 #define ADMIN_MAX_REQ 8192
 #define ADMIN_TIMEOUT_MS 5000
@@ -18,13 +16,15 @@
 
 struct admin {
 	uv_tcp_t tcp;
-	struct netsup *ns;
+	struct admin_source src;
+	size_t n_conns; /* open /metrics, /healthz, /readyz connections */
+	bool closed;    /* the listener is closed: freed with its last connection */
 };
 
 struct aconn {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
-	struct netsup *ns;
+	struct admin *ad;
 	char buf[ADMIN_MAX_REQ];
 	size_t len;
 	int open;
@@ -37,7 +37,9 @@ static void aconn_closed(uv_handle_t *h)
 {
 	struct aconn *a = h->data;
 	if (--a->open == 0) {
-		a->ns->admin_conns--;
+		struct admin *ad = a->ad;
+		if (--ad->n_conns == 0 && ad->closed)
+			free(ad);
 		free(a->out);
 		free(a);
 	}
@@ -85,43 +87,18 @@ static void handle(struct aconn *a)
 	char *q = strchr(path, '?');
 	if (q)
 		*q = '\0';
-	struct netsup *ns = a->ns;
+	const struct admin_source *src = &a->ad->src;
 	if (strcmp(path, "/healthz") == 0) {
 		answer(a, 200, "text/plain", "ok\n", 3);
 	} else if (strcmp(path, "/readyz") == 0) {
-		if (ns->ready) {
+		char why[320] = "";
+		if (src->ready(src->data, why, sizeof(why)))
 			answer(a, 200, "text/plain", "ready\n", 6);
-		} else {
-			char msg[320], skew[160] = "";
-			struct verifier_clock_state cs;
-			if (netsup_not_ready_reason(ns) == REASON_CLOCK_SKEW && identity_delegated_clock(ns->identity, &cs))
-				snprintf(skew, sizeof(skew), "clock_skew: the proc side's clock is %+.3f s from ours, past "
-					 "--max-clock-skew %.0f s; ", (double)cs.skew_ns / 1e9, (double)cs.max_skew_ns / 1e9);
-			int n = snprintf(msg, sizeof(msg), "not ready: %spolicy %s, anchor %s\n", skew,
-					 ns->policy && policystore_loaded(ns->policy) ? "loaded" : "missing",
-					 ns->identity && ns->identity->anchored ? "established" : "missing");
-			answer(a, 503, "text/plain", msg, (size_t)n);
-		}
+		else
+			answer(a, 503, "text/plain", why, strlen(why));
 	} else if (strcmp(path, "/metrics") == 0) {
 		size_t len;
-		struct metrics snap = ns->metrics;
-		snap.relay_held = ns->relay_held;
-		snap.relay_memory = ns->cfg.relay_memory;
-		struct identity_local_stats st;
-		if (identity_local_stats(ns->identity, &st)) {
-			snap.have_local = true;
-			snap.local_on_loop = st.inline_answers;
-			snap.local_on_pool = st.resolved + st.denied - st.inline_answers;
-			snap.local_over_budget = st.inline_over_budget;
-		}
-		struct verifier_clock_state cs;
-		if (identity_delegated_clock(ns->identity, &cs)) {
-			snap.have_clock = true;
-			snap.clock_measured = cs.measured;
-			snap.clock_skew_s = (double)cs.skew_ns / 1e9;
-			snap.clock_skew_max_s = (double)cs.max_skew_ns / 1e9;
-		}
-		char *m = metrics_render(&snap, ns->audit, &len);
+		char *m = src->metrics(src->data, &len);
 		if (!m) {
 			answer(a, 503, "text/plain", "out of memory\n", 14);
 			return;
@@ -164,13 +141,13 @@ static void on_conn(uv_stream_t *server, int status)
 	struct aconn *a = calloc(1, sizeof(*a));
 	if (!a)
 		return;
-	a->ns = ad->ns;
-	uv_tcp_init(ad->ns->loop, &a->tcp);
-	uv_timer_init(ad->ns->loop, &a->timer);
+	a->ad = ad;
+	uv_tcp_init(server->loop, &a->tcp);
+	uv_timer_init(server->loop, &a->timer);
 	a->tcp.data = a->timer.data = a;
 	a->open = 2;
-	a->ns->admin_conns++;
-	if (uv_accept(server, (uv_stream_t *)&a->tcp) < 0 || a->ns->admin_conns > ADMIN_MAX_CONNS) {
+	ad->n_conns++;
+	if (uv_accept(server, (uv_stream_t *)&a->tcp) < 0 || ad->n_conns > ADMIN_MAX_CONNS) {
 		aconn_close(a);
 		return;
 	}
@@ -179,7 +156,7 @@ static void on_conn(uv_stream_t *server, int status)
 		aconn_close(a);
 }
 
-int admin_listen(struct netsup *ns, const char *addr, struct admin **out)
+int admin_listen(uv_loop_t *loop, const char *addr, const struct admin_source *src, struct admin **out)
 {
 	struct sockaddr_storage ss;
 	int r = netsup_parse_hostport(addr, &ss);
@@ -190,8 +167,8 @@ int admin_listen(struct netsup *ns, const char *addr, struct admin **out)
 	struct admin *ad = calloc(1, sizeof(*ad));
 	if (!ad)
 		return -ENOMEM;
-	ad->ns = ns;
-	uv_tcp_init(ns->loop, &ad->tcp);
+	ad->src = *src;
+	uv_tcp_init(loop, &ad->tcp);
 	ad->tcp.data = ad;
 	r = uv_tcp_bind(&ad->tcp, (struct sockaddr *)&ss, 0);
 	if (r == 0)
@@ -205,7 +182,13 @@ int admin_listen(struct netsup *ns, const char *addr, struct admin **out)
 	return 0;
 }
 
-static void admin_closed(uv_handle_t *h) { free(h->data); }
+static void admin_closed(uv_handle_t *h)
+{
+	struct admin *ad = h->data;
+	ad->closed = true;
+	if (ad->n_conns == 0)
+		free(ad);
+}
 
 void admin_close(struct admin *a)
 {

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,128 +21,8 @@
 #include "topology/detect.h"
 #include "topology/model.h"
 
-void netsup_config_defaults(struct netsup_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->audit_path = "-";
-	cfg->topology = "combined";
-	cfg->max_header_bytes = 16384;
-	cfg->max_headers = 100;
-	cfg->max_conns = 1024;
-	cfg->header_timeout_ms = 10000;
-	cfg->connect_timeout_ms = 10000;
-	cfg->idle_timeout_ms = 300000;
-	cfg->identity_timeout_ms = IDENTITY_DEFAULT_TIMEOUT_MS;
-	cfg->max_clock_skew_s = 60;
-	cfg->resolve_timeout_ms = 5000;
-	cfg->relay_buffer = 256 * 1024;
-	cfg->high_water = 1024 * 1024;
-	cfg->relay_memory = 64 * 1024 * 1024;
-	cfg->audit_queue = 8192;
-	cfg->splice = false;
-	cfg->revoke_grace_ms = 3000;
-	cfg->max_tunnel_lifetime_ms = 0;
-}
-
-char *bufpool_get(struct bufpool *p)
-{
-	if (p->n > 0)
-		return p->free[--p->n];
-	return malloc(p->size);
-}
-
-void bufpool_put(struct bufpool *p, char *b)
-{
-	if (!b)
-		return;
-	if (p->n < p->cap) {
-		p->free[p->n++] = b;
-		return;
-	}
-	free(b);
-}
-
-void bufpool_done(struct bufpool *p)
-{
-	for (size_t i = 0; i < p->n; i++)
-		free(p->free[i]);
-	free(p->free);
-	p->free = NULL;
-	p->n = 0;
-}
-
-int netsup_parse_hostport(const char *s, struct sockaddr_storage *out)
-{
-	char host[64];
-	const char *colon;
-	memset(out, 0, sizeof(*out));
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-		if (!rb || rb[1] != ':' || (size_t)(rb - s - 1) >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, s + 1, (size_t)(rb - s - 1));
-		host[rb - s - 1] = '\0';
-		colon = rb + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || (size_t)(colon - s) >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, s, (size_t)(colon - s));
-		host[colon - s] = '\0';
-	}
-	char *end;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (!colon[1] || *end || port > 65535)
-		return -EINVAL;
-	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
-	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
-	if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons((uint16_t)port);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons((uint16_t)port);
-		return 0;
-	}
-	return -EINVAL;
-}
-
-void netsup_audit_decision(struct netsup *ns, const char *event, json_t *fields, struct auditq_waiter *w)
-{
-	auditq_stage(ns->audit, event, fields, w);
-}
-
 static void audit_flush_prepare(uv_prepare_t *h) { auditq_flush(((struct netsup *)h->data)->audit); }
 static void audit_flush_check(uv_check_t *h) { auditq_flush(((struct netsup *)h->data)->audit); }
-
-void netsup_audit(struct netsup *ns, const char *event, json_t *fields)
-{
-	if (ns->audit)
-		auditq_push(ns->audit, event, fields);
-	else
-		json_decref(fields);
-}
-
-void netsup_update_ready(struct netsup *ns)
-{
-	bool ready = policystore_loaded(ns->policy) && ns->identity && ns->identity->anchored;
-	if (ready != ns->ready) {
-		ns->ready = ready;
-		log_info("%s", ready ? "ready: policy loaded and anchor established"
-				     : "not ready: no policy or no anchor; refusing connections (503 not_ready)");
-	}
-	ns->metrics.ready = ready;
-}
-
-enum reason netsup_not_ready_reason(const struct netsup *ns)
-{
-	struct verifier_clock_state cs;
-	if (ns->identity && !ns->identity->anchored && identity_delegated_clock(ns->identity, &cs) && cs.exceeded)
-		return REASON_CLOCK_SKEW;
-	return REASON_NOT_READY;
-}
 
 static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 {
@@ -321,6 +202,47 @@ static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
 	return r;
 }
 
+/* ---------- what the admin endpoint reports (admin.h) ---------- */
+
+static bool admin_ready(void *data, char *why, size_t size)
+{
+	const struct netsup *ns = data;
+	if (ns->ready)
+		return true;
+	char skew[160] = "";
+	struct verifier_clock_state cs;
+	if (netsup_not_ready_reason(ns) == REASON_CLOCK_SKEW && identity_delegated_clock(ns->identity, &cs))
+		snprintf(skew, sizeof(skew), "clock_skew: the proc side's clock is %+.3f s from ours, past "
+			 "--max-clock-skew %.0f s; ", (double)cs.skew_ns / 1e9, (double)cs.max_skew_ns / 1e9);
+	snprintf(why, size, "not ready: %spolicy %s, anchor %s\n", skew,
+		 ns->policy && policystore_loaded(ns->policy) ? "loaded" : "missing",
+		 ns->identity && ns->identity->anchored ? "established" : "missing");
+	return false;
+}
+
+static char *admin_metrics(void *data, size_t *len)
+{
+	const struct netsup *ns = data;
+	struct metrics snap = ns->metrics;
+	snap.relay_held = ns->relay_held;
+	snap.relay_memory = ns->cfg.relay_memory;
+	struct identity_local_stats st;
+	if (identity_local_stats(ns->identity, &st)) {
+		snap.have_local = true;
+		snap.local_on_loop = st.inline_answers;
+		snap.local_on_pool = st.resolved + st.denied - st.inline_answers;
+		snap.local_over_budget = st.inline_over_budget;
+	}
+	struct verifier_clock_state cs;
+	if (identity_delegated_clock(ns->identity, &cs)) {
+		snap.have_clock = true;
+		snap.clock_measured = cs.measured;
+		snap.clock_skew_s = (double)cs.skew_ns / 1e9;
+		snap.clock_skew_max_s = (double)cs.max_skew_ns / 1e9;
+	}
+	return metrics_render(&snap, ns->audit, len);
+}
+
 /* SIGUSR1: the audit file was rotated (renamed away); write a new one. */
 static void on_reopen_signal(uv_signal_t *s, int signum)
 {
@@ -459,11 +381,9 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	if (r < 0)
 		return r;
 	ns->metrics.conns_limit = ns->cfg.max_conns;
-	ns->pool.size = cfg->relay_buffer;
-	ns->pool.cap = 256;
-	ns->pool.free = calloc(ns->pool.cap, sizeof(char *));
-	if (!ns->pool.free)
-		return -ENOMEM;
+	r = bufpool_init(&ns->pool, cfg->relay_buffer, 256);
+	if (r < 0)
+		return r;
 	r = check_topology(cfg);
 	if (r < 0)
 		return r;
@@ -547,7 +467,8 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	if (r < 0)
 		return r;
 	if (cfg->admin) {
-		r = admin_listen(ns, cfg->admin, &ns->admin);
+		struct admin_source src = { .ready = admin_ready, .metrics = admin_metrics, .data = ns };
+		r = admin_listen(loop, cfg->admin, &src, &ns->admin);
 		if (r < 0)
 			return r;
 		log_info("admin (metrics, healthz, readyz) on %s", cfg->admin);

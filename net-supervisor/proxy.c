@@ -1,10 +1,8 @@
 #include "net-supervisor/proxy.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <sodium.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,92 +10,17 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "net-supervisor/httpreq.h"
-#include "net-supervisor/netpolicy.h"
+#include "net-supervisor/audit_line.h"
+#include "net-supervisor/conn.h"
+#include "net-supervisor/hostport.h"
+#include "net-supervisor/relay.h"
 
-#define MAX_ADDRS 16
 #define LINGER_MS 500
 
 struct proxy_listener {
 	uv_tcp_t tcp;
 	struct netsup *ns;
 	char addr[64];
-};
-
-/* C_RECORD: decided, waiting for the decision to be in the audit file
- * before the answer goes out (auditq.h). */
-enum cstate { C_HEAD, C_WAIT, C_RECORD, C_CONNECTING, C_RELAY, C_RESPOND, C_CLOSING };
-
-struct side {
-	uv_tcp_t tcp;
-	struct conn *c;
-	struct side *peer;
-	bool inited, reading, paused, eof, shut_done;
-	uv_shutdown_t shut;
-	bool shut_started;
-	/* Bulk reads: once a relay read fills a whole relay_buffer, this side
-	 * reads RELAY_BULK_FACTOR times as much at once into its own buffer,
-	 * reused while the other side takes every write at once
-	 * (uv_try_write); a queued write holds it until written, then it
-	 * comes back as the spare (a fresh 1 MiB malloc would be page-faulted
-	 * in again). Back to pooled relay_buffer reads, both buffers freed,
-	 * when a read returns less than 1/8 of relay_buffer: only flows that
-	 * are moving data hold big buffers. Fewer, larger syscalls: about
-	 * 10-20 % less proxy CPU per byte on loopback (docs/performance.md). */
-	bool bulk;
-	char *big;   /* the next read goes here */
-	char *spare; /* a written-out big buffer waiting to be reused */
-};
-
-#define RELAY_BULK_FACTOR 4
-
-struct conn {
-	struct netsup *ns;
-	struct conn *next, *prev;
-	enum cstate state;
-	struct side client, up;
-	uv_timer_t timer;
-	uv_connect_t connreq;
-	uint64_t last_activity;
-	int open_handles;
-	bool counted;      /* in conns_active */
-	bool relaying;     /* in ns->n_relaying (a user-space relay, not splice) */
-	bool rejecting;    /* over the connection limit */
-	struct proxy_flow tuple;
-	struct httpreq req;
-	char *early;       /* bytes after the head, sent upstream after connect */
-	size_t early_len;
-	/* identity */
-	struct identity_request *idreq;
-	bool id_done;
-	enum reason id_reason;
-	struct flow_identity *id;
-	/* destination */
-	uv_getaddrinfo_t gai;
-	bool gai_pending, gai_done;
-	int gai_status;
-	struct netaddr resolved[MAX_ADDRS];
-	size_t n_resolved;
-	struct netaddr allowed[MAX_ADDRS];
-	size_t n_allowed, next_addr;
-	struct netaddr chosen;
-	bool have_chosen;
-	/* decision as taken (copied: a reload may free the policy) */
-	bool decided;
-	struct netpolicy_decision d;
-	/* the answer held back until the decision is in the audit file */
-	struct auditq_waiter recorded;
-	bool recording;        /* its waiter is staged: the conn cannot be freed */
-	bool answer_allow;     /* else answer_status/answer_reason */
-	int answer_status;
-	enum reason answer_reason;
-	/* splice fast path (relay without copying through user space) */
-	struct splice_side *sp[2]; /* [0] client fd, [1] upstream fd */
-	bool spliced;
-	char policy_name[132];
-	uint64_t generation;
-	uint64_t allowed_at; /* uv_now() of the allow: --max-tunnel-lifetime counts from here */
-	uint8_t revoked;     /* enum revoke_why: revoked while its allow was being recorded */
 };
 
 /* ---------- small helpers ---------- */
@@ -107,116 +30,6 @@ static void side_init_refs(struct conn *c)
 	c->client.c = c->up.c = c;
 	c->client.peer = &c->up;
 	c->up.peer = &c->client;
-}
-
-static const char *sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t size,
-				 int *port)
-{
-	struct netaddr a;
-	*port = 0;
-	if (netaddr_from_sockaddr((const struct sockaddr *)ss, &a) < 0) {
-		strscpy(buf, "?", size);
-		return buf;
-	}
-	*port = ss->ss_family == AF_INET ? ntohs(((const struct sockaddr_in *)ss)->sin_port)
-					  : ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-	return netaddr_format(&a, buf, size);
-}
-
-static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flow_source src)
-{
-	json_object_set_new(o, "identity_source", json_string(flow_source_word(id ? id->source : src)));
-	if (!id) {
-		json_object_set_new(o, "binary", json_null());
-		return o;
-	}
-	json_t *bin = json_object();
-	json_object_set_new(bin, "path", json_string(id->binary_path ? id->binary_path : ""));
-	json_object_set_new(bin, "sha256", id->sha256[0] ? json_string(id->sha256) : json_null());
-	json_object_set_new(o, "binary", bin);
-	json_object_set_new(o, "pid", json_integer(id->pid));
-	json_object_set_new(o, "process_key", id->process_key ? json_string(id->process_key) : json_null());
-	json_t *anc = json_array();
-	for (size_t i = 0; i < id->n_ancestors; i++) {
-		json_t *a = json_object();
-		json_object_set_new(a, "path", json_string(id->ancestors[i].path));
-		json_object_set_new(a, "pid", json_integer(id->ancestors[i].pid));
-		json_array_append_new(anc, a);
-	}
-	json_object_set_new(o, "ancestors", anc);
-	if (id->signed_context && id->signed_context_len) {
-		size_t blen = sodium_base64_encoded_len(id->signed_context_len, sodium_base64_VARIANT_ORIGINAL);
-		char *b64 = malloc(blen);
-		if (b64) {
-			sodium_bin2base64(b64, blen, id->signed_context, id->signed_context_len,
-					  sodium_base64_VARIANT_ORIGINAL);
-			json_object_set_new(o, "signed_context", json_string(b64));
-			free(b64);
-		}
-	}
-	return o;
-}
-
-static json_t *dest_json(const struct conn *c)
-{
-	json_t *d = json_object();
-	if (c->req.done && c->req.host[0]) {
-		json_object_set_new(d, "host", json_string(c->req.host));
-		json_object_set_new(d, "port", json_integer(c->req.port));
-	} else {
-		json_object_set_new(d, "host", json_null());
-		json_object_set_new(d, "port", json_null());
-	}
-	char ip[INET6_ADDRSTRLEN];
-	if (c->have_chosen)
-		json_object_set_new(d, "ip", json_string(netaddr_format(&c->chosen, ip, sizeof(ip))));
-	else
-		json_object_set_new(d, "ip", json_null());
-	return d;
-}
-
-/* The egress_decision event (INTERFACES.md), plus client, status, method.
- * Staged with the conn's waiter when w: the answer waits for it. */
-static void audit_decision(struct conn *c, bool allow, enum reason reason, int status, struct auditq_waiter *w)
-{
-	struct netsup *ns = c->ns;
-	json_t *o = json_object();
-	if (!o)
-		return;
-	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
-	json_object_set_new(o, "reason", json_string(reason_word(reason)));
-	if (c->decided && c->d.audit_mode)
-		json_object_set_new(o, "mode", json_string("audit"));
-	identity_json(o, c->id, FLOW_SOURCE_NONE);
-	json_object_set_new(o, "dest", dest_json(c));
-	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
-	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
-	char ip[INET6_ADDRSTRLEN];
-	int port;
-	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
-	json_t *cl = json_object();
-	json_object_set_new(cl, "ip", json_string(ip));
-	json_object_set_new(cl, "port", json_integer(port));
-	json_object_set_new(o, "client", cl);
-	if (c->req.method[0])
-		json_object_set_new(o, "method", json_string(c->req.method));
-	if (status)
-		json_object_set_new(o, "status", json_integer(status));
-	netsup_audit_decision(ns, "egress_decision", o, w);
-}
-
-/* After an allow: the connection failed or ended abnormally upstream. */
-static void audit_error(struct conn *c, enum reason reason, int status)
-{
-	json_t *o = json_object();
-	if (!o)
-		return;
-	json_object_set_new(o, "reason", json_string(reason_word(reason)));
-	json_object_set_new(o, "dest", dest_json(c));
-	json_object_set_new(o, "status", json_integer(status));
-	if (c->id)
-		json_object_set_new(o, "process_key", c->id->process_key ? json_string(c->id->process_key) : json_null());
-	netsup_audit(c->ns, "egress_error", o);
 }
 
 /* ---------- closing ---------- */
@@ -230,11 +43,11 @@ static void conn_free(struct conn *c)
 		ns->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->counted)
+	if (c->counted_in & CONN_IN_ACTIVE)
 		ns->metrics.conns_active--;
-	if (c->rejecting)
+	if (c->counted_in & CONN_IN_REJECTING)
 		ns->n_rejecting--;
-	if (c->relaying)
+	if (c->counted_in & CONN_IN_RELAYING)
 		ns->n_relaying--;
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
@@ -246,7 +59,7 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
-static void conn_maybe_free(struct conn *c)
+void conn_maybe_free(struct conn *c)
 {
 	if (c->state == C_CLOSING && c->open_handles == 0 && !c->gai_pending && !c->recording)
 		conn_free(c);
@@ -268,9 +81,7 @@ static void side_closed(uv_handle_t *h)
 	conn_maybe_free(c);
 }
 
-static void splice_close_all(struct conn *c);
-
-static void conn_close(struct conn *c)
+void conn_close(struct conn *c)
 {
 	if (c->state == C_CLOSING)
 		return;
@@ -281,7 +92,7 @@ static void conn_close(struct conn *c)
 	}
 	if (c->gai_pending)
 		uv_cancel((uv_req_t *)&c->gai);
-	splice_close_all(c);
+	relay_splice_close(c);
 	uv_close((uv_handle_t *)&c->timer, handle_closed);
 	if (c->client.inited)
 		uv_close((uv_handle_t *)&c->client.tcp, side_closed);
@@ -298,7 +109,7 @@ struct resp {
 	char *buf;
 };
 
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+void conn_alloc_pooled(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	struct side *s = h->data;
 	char *b = bufpool_get(&s->c->ns->pool);
@@ -329,7 +140,7 @@ static void resp_shut(uv_shutdown_t *sh, int status)
 	 * bytes would make the kernel send RST and lose our answer. */
 	uv_timer_start(&c->timer, linger_timeout, LINGER_MS, 0);
 	c->client.reading = true;
-	if (uv_read_start((uv_stream_t *)&c->client.tcp, alloc_cb, discard_read) < 0)
+	if (uv_read_start((uv_stream_t *)&c->client.tcp, conn_alloc_pooled, discard_read) < 0)
 		conn_close(c);
 }
 
@@ -386,10 +197,10 @@ static void respond(struct conn *c, int status, enum reason reason)
 	json_object_set_new(body, "reason", json_string(reason_word(reason)));
 	json_object_set_new(body, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
 	json_t *dest = json_null();
-	if (c->req.done && c->req.host[0]) {
+	if (c->host && c->host[0]) {
 		char hp[300];
-		bool v6 = strchr(c->req.host, ':') != NULL;
-		snprintf(hp, sizeof(hp), "%s%s%s:%u", v6 ? "[" : "", c->req.host, v6 ? "]" : "", c->req.port);
+		bool v6 = strchr(c->host, ':') != NULL;
+		snprintf(hp, sizeof(hp), "%s%s%s:%u", v6 ? "[" : "", c->host, v6 ? "]" : "", c->port);
 		dest = json_string(hp);
 	}
 	json_object_set_new(body, "dest", dest);
@@ -483,492 +294,13 @@ static void record_then_answer(struct conn *c, bool allow, enum reason reason, i
 	c->answer_reason = reason;
 	c->recorded.cb = decision_recorded;
 	c->recording = true;
-	audit_decision(c, allow, reason, status, &c->recorded);
+	audit_line_decision(c, allow, reason, status, &c->recorded);
 }
 
 /* A request-stage rejection: audit, then answer. */
 static void reject(struct conn *c, int status, enum reason reason)
 {
 	record_then_answer(c, false, reason, status);
-}
-
-/* ---------- relay ---------- */
-
-/* Who owns a buffer handed to side_send. */
-enum bufown {
-	BUF_MALLOC,  /* free() it */
-	BUF_POOLED,  /* bufpool_put() it */
-	BUF_BIG,     /* the source side's bulk buffer: stays with it unless queued */
-};
-
-struct wreq {
-	uv_write_t w;
-	struct side *dst;
-	char *buf;
-	enum bufown own; /* BUF_BIG: the source side's bulk buffer, returned to it */
-	size_t held;     /* bytes of buffer it keeps allocated, in ns->relay_held */
-};
-
-/* ---------- the relay memory budget ----------
- *
- * Data a destination cannot take yet waits in user space, in the buffer it
- * was read into. Per direction that is bounded by high_water (plus one
- * read), but a workload can open hundreds of tunnels whose client never
- * reads while the upstream sends as fast as it can: 200 of them held 414
- * MB before this budget. So the buffers held by queued writes are counted
- * (ns->relay_held) against --relay-memory. While less than half of it is
- * in use every direction gets high_water and bulk reads; past half, each
- * gets a fair share (the budget over the relaying directions, 64 KiB at
- * least), reads are cut to what the share has room for, no bulk buffer is
- * used, and a queued remainder is copied out of its large read buffer so
- * the buffer goes back at once. */
-#define RELAY_MIN_SHARE (64 * 1024)
-#define RELAY_MIN_READ (16 * 1024)
-
-static bool relay_under_pressure(const struct netsup *ns)
-{
-	return ns->relay_held > ns->cfg.relay_memory / 2;
-}
-
-/* How much may wait in user space for one destination right now. */
-static size_t relay_share(const struct netsup *ns)
-{
-	size_t hw = ns->cfg.high_water;
-	if (!relay_under_pressure(ns))
-		return hw;
-	size_t dirs = ns->n_relaying ? ns->n_relaying * 2 : 1;
-	size_t share = ns->cfg.relay_memory / dirs;
-	if (share < RELAY_MIN_SHARE)
-		share = RELAY_MIN_SHARE;
-	return share < hw ? share : hw;
-}
-
-static void buf_release(struct conn *c, char *buf, enum bufown own)
-{
-	if (own == BUF_POOLED)
-		bufpool_put(&c->ns->pool, buf);
-	else if (own == BUF_MALLOC)
-		free(buf);
-	/* BUF_BIG: the side keeps it */
-}
-
-static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
-
-static void relay_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-	struct side *s = h->data;
-	struct netsup *ns = s->c->ns;
-	size_t big = ns->pool.size * RELAY_BULK_FACTOR;
-	bool pressure = relay_under_pressure(ns);
-	if (s->bulk && pressure) {
-		/* no bulk buffers while memory is short */
-		s->bulk = false;
-		free(s->big);
-		free(s->spare);
-		s->big = s->spare = NULL;
-	}
-	if (s->bulk && !s->big) {
-		s->big = s->spare ? s->spare : malloc(big);
-		s->spare = NULL;
-	}
-	if (s->bulk && s->big) {
-		*buf = uv_buf_init(s->big, (unsigned)big);
-		return;
-	}
-	alloc_cb(h, suggested, buf);
-	if (!pressure || !buf->base)
-		return;
-	/* read no more than the share has room for */
-	size_t share = relay_share(ns), queued = s->peer->tcp.write_queue_size;
-	size_t room = share > queued ? share - queued : 0;
-	if (room < buf->len)
-		buf->len = (unsigned)(room > RELAY_MIN_READ ? room : RELAY_MIN_READ);
-}
-
-static void side_resume(struct side *src)
-{
-	if (src->paused && !src->eof && src->c->state == C_RELAY) {
-		src->paused = false;
-		src->reading = true;
-		if (uv_read_start((uv_stream_t *)&src->tcp, relay_alloc_cb, relay_read) < 0)
-			conn_close(src->c);
-	}
-}
-
-static void relay_written(uv_write_t *w, int status)
-{
-	struct wreq *wr = w->data;
-	struct side *dst = wr->dst;
-	struct conn *c = dst->c;
-	struct side *src = dst->peer;
-	c->ns->relay_held -= wr->held;
-	if (wr->own == BUF_BIG && !src->spare && src->bulk && c->state != C_CLOSING)
-		src->spare = wr->buf; /* reuse: a fresh 1 MiB would be page-faulted in again */
-	else if (wr->own == BUF_POOLED)
-		bufpool_put(&c->ns->pool, wr->buf);
-	else
-		free(wr->buf);
-	free(wr);
-	if (c->state == C_CLOSING)
-		return;
-	if (status < 0) {
-		conn_close(c);
-		return;
-	}
-	if (dst->tcp.write_queue_size <= relay_share(c->ns) / 2)
-		side_resume(dst->peer);
-}
-
-/* Send len bytes of buf to dst; own says who owns buf. A BUF_BIG buffer
- * that must be queued moves to the write request (the source side then
- * allocates a new one for its next read). */
-static int side_send(struct side *dst, char *buf, size_t len, enum bufown own)
-{
-	struct conn *c = dst->c;
-	uv_buf_t b = uv_buf_init(buf, (unsigned)len);
-	int n = uv_try_write((uv_stream_t *)&dst->tcp, &b, 1);
-	if (n == UV_EAGAIN || n == UV_ENOSYS)
-		n = 0;
-	if (n < 0) {
-		buf_release(c, buf, own);
-		return n;
-	}
-	if ((size_t)n == len) {
-		buf_release(c, buf, own);
-		return 0;
-	}
-	struct wreq *wr = malloc(sizeof(*wr));
-	if (!wr) {
-		buf_release(c, buf, own);
-		return -ENOMEM;
-	}
-	size_t off = (size_t)n, rest = len - off;
-	size_t held = own == BUF_BIG ? c->ns->pool.size * RELAY_BULK_FACTOR : own == BUF_POOLED ? c->ns->pool.size : len;
-	if (own != BUF_MALLOC && relay_under_pressure(c->ns) && rest < held / 2) {
-		/* Short of memory: keep only what waits, give the read buffer back. */
-		char *copy = malloc(rest);
-		if (copy) {
-			memcpy(copy, buf + off, rest);
-			if (own == BUF_POOLED)
-				bufpool_put(&c->ns->pool, buf);
-			/* a BUF_BIG stays with its side */
-			buf = copy;
-			own = BUF_MALLOC;
-			off = 0;
-			held = rest;
-		}
-	}
-	if (own == BUF_BIG)
-		dst->peer->big = NULL; /* the request holds it until written */
-	wr->dst = dst;
-	wr->buf = buf;
-	wr->own = own;
-	wr->held = held;
-	wr->w.data = wr;
-	c->ns->relay_held += held;
-	b = uv_buf_init(buf + off, (unsigned)rest);
-	int r = uv_write(&wr->w, (uv_stream_t *)&dst->tcp, &b, 1, relay_written);
-	if (r < 0) {
-		c->ns->relay_held -= held;
-		free(wr);
-		if (own == BUF_BIG)
-			free(buf);
-		else
-			buf_release(c, buf, own);
-		return r;
-	}
-	return 0;
-}
-
-static void relay_shut(uv_shutdown_t *sh, int status)
-{
-	struct side *dst = sh->data;
-	struct conn *c = dst->c;
-	if (c->state == C_CLOSING)
-		return;
-	dst->shut_done = true;
-	if (status < 0 || (c->client.eof && c->up.eof && c->client.shut_done && c->up.shut_done))
-		conn_close(c);
-}
-
-static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
-{
-	struct side *src = st->data;
-	struct conn *c = src->c;
-	struct side *dst = src->peer;
-	bool is_big = buf->base && buf->base == src->big;
-	if (nread > 0) {
-		c->last_activity = uv_now(c->ns->loop);
-		if (src == &c->client)
-			c->ns->metrics.bytes_up += (uint64_t)nread;
-		else
-			c->ns->metrics.bytes_down += (uint64_t)nread;
-		/* A full relay_buffer read: bulk from the next read on; a read
-		 * far below it: back to pooled reads. */
-		bool was_bulk = src->bulk;
-		if ((size_t)nread >= c->ns->pool.size)
-			src->bulk = true;
-		else if ((size_t)nread < c->ns->pool.size / 8)
-			src->bulk = false;
-		if (side_send(dst, buf->base, (size_t)nread, is_big ? BUF_BIG : BUF_POOLED) < 0) {
-			conn_close(c);
-			return;
-		}
-		if (was_bulk && !src->bulk) {
-			free(src->big);
-			free(src->spare);
-			src->big = src->spare = NULL;
-		}
-		/* Backpressure: the other side is not keeping up. */
-		if (dst->tcp.write_queue_size > relay_share(c->ns)) {
-			uv_read_stop(st);
-			src->reading = false;
-			src->paused = true;
-		}
-		return;
-	}
-	if (buf->base && !is_big)
-		bufpool_put(&c->ns->pool, buf->base);
-	if (nread == 0)
-		return;
-	if (nread == UV_EOF) {
-		/* Half-close: pass the FIN on once queued data is written. */
-		src->eof = true;
-		uv_read_stop(st);
-		src->reading = false;
-		dst->shut.data = dst;
-		dst->shut_started = true;
-		if (uv_shutdown(&dst->shut, (uv_stream_t *)&dst->tcp, relay_shut) < 0)
-			conn_close(c);
-		return;
-	}
-	conn_close(c);
-}
-
-static void idle_check(uv_timer_t *t)
-{
-	struct conn *c = t->data;
-	uint64_t now = uv_now(c->ns->loop), idle = c->ns->cfg.idle_timeout_ms;
-	if (now - c->last_activity >= idle) {
-		audit_error(c, REASON_IDLE_TIMEOUT, 0);
-		conn_close(c);
-		return;
-	}
-	uv_timer_start(t, idle_check, idle - (now - c->last_activity) + 1, 0);
-}
-
-
-/* ---------- splice fast path ----------
- *
- * With --splice, once the tunnel is set up (and nothing is queued in
- * libuv), bytes move socket → pipe → socket with splice(2): the proxy never
- * copies them through user space. Measured on loopback it uses less proxy
- * CPU than the buffer relay, but the endpoints' CPU per byte rises by about
- * half (the receiver copies out of the spliced page fragments) and the
- * tunnel's throughput was lower (docs/performance.md), so it is off by
- * default. Each socket is dup()ed and watched with its own uv_poll (the
- * uv_tcp handles stay idle until close); a full pipe simply stops reading
- * (backpressure), EOF is passed on with shutdown(SHUT_WR) once the pipe is
- * empty. Any setup failure falls back to the libuv relay above. */
-
-#define SPLICE_PIPE_SIZE (1 << 20)
-
-struct splice_side {
-	uv_poll_t poll;
-	struct conn *c;
-	int fd;         /* dup of the socket */
-	int pipe[2];    /* bytes read from THIS socket, waiting for the other */
-	size_t queued;  /* bytes in pipe */
-	size_t cap;
-	bool eof;       /* read EOF from this socket */
-	bool shut;      /* the other socket got our FIN */
-	bool polling;
-	int events;
-};
-
-static void splice_closed(uv_handle_t *h)
-{
-	struct splice_side *sp = h->data;
-	struct conn *c = sp->c;
-	close(sp->fd);
-	close(sp->pipe[0]);
-	close(sp->pipe[1]);
-	free(sp);
-	c->open_handles--;
-	conn_maybe_free(c);
-}
-
-static void splice_close_all(struct conn *c)
-{
-	for (int i = 0; i < 2; i++)
-		if (c->sp[i]) {
-			uv_close((uv_handle_t *)&c->sp[i]->poll, splice_closed);
-			c->sp[i] = NULL;
-		}
-}
-
-/* Move what we can for the direction from->to. -1 on a fatal error. */
-static int splice_pump(struct conn *c, struct splice_side *from, struct splice_side *to)
-{
-	for (;;) {
-		bool progress = false;
-		if (from->queued > 0) {
-			ssize_t n = splice(from->pipe[0], NULL, to->fd, NULL, from->queued,
-					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n > 0) {
-				from->queued -= (size_t)n;
-				if (from == c->sp[0])
-					c->ns->metrics.bytes_up += (uint64_t)n;
-				else
-					c->ns->metrics.bytes_down += (uint64_t)n;
-				progress = true;
-			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-				return -1;
-			}
-		}
-		if (!from->eof && from->queued < from->cap) {
-			ssize_t n = splice(from->fd, NULL, from->pipe[1], NULL, from->cap - from->queued,
-					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n > 0) {
-				from->queued += (size_t)n;
-				progress = true;
-			} else if (n == 0) {
-				from->eof = true;
-				progress = true;
-			} else if (errno != EAGAIN && errno != EINTR) {
-				return -1;
-			}
-		}
-		if (from->eof && from->queued == 0 && !from->shut) {
-			/* Half-close: pass the FIN on; the other direction stays open. */
-			from->shut = true;
-			if (shutdown(to->fd, SHUT_WR) < 0 && errno != ENOTCONN)
-				return -1;
-		}
-		if (progress)
-			c->last_activity = uv_now(c->ns->loop);
-		else
-			return 0;
-	}
-}
-
-static void splice_cb(uv_poll_t *h, int status, int events);
-
-static int splice_rearm(struct conn *c)
-{
-	struct splice_side *a = c->sp[0], *b = c->sp[1];
-	if (a->shut && b->shut) {
-		conn_close(c);
-		return 1;
-	}
-	for (int i = 0; i < 2; i++) {
-		struct splice_side *me = c->sp[i], *other = c->sp[1 - i];
-		int ev = 0;
-		if (!me->eof && me->queued < me->cap)
-			ev |= UV_READABLE;
-		if (other->queued > 0)
-			ev |= UV_WRITABLE;
-		if (ev != me->events || !me->polling) {
-			me->events = ev;
-			if (ev) {
-				me->polling = true;
-				uv_poll_start(&me->poll, ev, splice_cb);
-			} else if (me->polling) {
-				me->polling = false;
-				uv_poll_stop(&me->poll);
-			}
-		}
-	}
-	return 0;
-}
-
-static void splice_cb(uv_poll_t *h, int status, int events)
-{
-	struct splice_side *sp = h->data;
-	struct conn *c = sp->c;
-	if (c->state != C_RELAY)
-		return;
-	if (status < 0 || splice_pump(c, c->sp[0], c->sp[1]) < 0 ||
-	    splice_pump(c, c->sp[1], c->sp[0]) < 0) {
-		conn_close(c);
-		return;
-	}
-	splice_rearm(c);
-}
-
-static struct splice_side *splice_side_new(struct conn *c, uv_tcp_t *tcp)
-{
-	uv_os_fd_t fd;
-	if (uv_fileno((uv_handle_t *)tcp, &fd) < 0)
-		return NULL;
-	struct splice_side *sp = calloc(1, sizeof(*sp));
-	if (!sp)
-		return NULL;
-	sp->c = c;
-	sp->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (sp->fd < 0) {
-		free(sp);
-		return NULL;
-	}
-	if (pipe2(sp->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		close(sp->fd);
-		free(sp);
-		return NULL;
-	}
-	int sz = fcntl(sp->pipe[1], F_SETPIPE_SZ, SPLICE_PIPE_SIZE);
-	if (sz <= 0)
-		sz = fcntl(sp->pipe[1], F_GETPIPE_SZ);
-	sp->cap = sz > 0 ? (size_t)sz : 65536;
-	if (uv_poll_init(c->ns->loop, &sp->poll, sp->fd) < 0) {
-		close(sp->fd);
-		close(sp->pipe[0]);
-		close(sp->pipe[1]);
-		free(sp);
-		return NULL;
-	}
-	sp->poll.data = sp;
-	c->open_handles++;
-	return sp;
-}
-
-/* True when the connection now relays by splice. */
-static bool splice_start(struct conn *c)
-{
-	if (!c->ns->cfg.splice || c->client.tcp.write_queue_size || c->up.tcp.write_queue_size)
-		return false;
-	c->sp[0] = splice_side_new(c, &c->client.tcp);
-	if (c->sp[0])
-		c->sp[1] = splice_side_new(c, &c->up.tcp);
-	if (!c->sp[0] || !c->sp[1]) {
-		splice_close_all(c);
-		return false;
-	}
-	c->spliced = true;
-	c->state = C_RELAY;
-	c->last_activity = uv_now(c->ns->loop);
-	uv_timer_start(&c->timer, idle_check, c->ns->cfg.idle_timeout_ms, 0);
-	/* Data may already sit in the socket buffers: pump once. */
-	if (splice_pump(c, c->sp[0], c->sp[1]) < 0 || splice_pump(c, c->sp[1], c->sp[0]) < 0) {
-		conn_close(c);
-		return true;
-	}
-	splice_rearm(c);
-	return true;
-}
-
-static void relay_start(struct conn *c)
-{
-	if (splice_start(c))
-		return;
-	c->state = C_RELAY;
-	c->relaying = true;
-	c->ns->n_relaying++;
-	c->last_activity = uv_now(c->ns->loop);
-	uv_timer_start(&c->timer, idle_check, c->ns->cfg.idle_timeout_ms, 0);
-	c->client.reading = c->up.reading = true;
-	if (uv_read_start((uv_stream_t *)&c->client.tcp, relay_alloc_cb, relay_read) < 0 ||
-	    uv_read_start((uv_stream_t *)&c->up.tcp, relay_alloc_cb, relay_read) < 0)
-		conn_close(c);
 }
 
 /* ---------- connecting upstream ---------- */
@@ -992,7 +324,7 @@ static void connected(uv_connect_t *req, int status)
 	if (c->state != C_CONNECTING)
 		return; /* closing, or the timeout already answered */
 	if (status < 0) {
-		log_debug("connect to %s:%u failed: %s", c->req.host, c->req.port, uv_strerror(status));
+		log_debug("connect to %s:%u failed: %s", c->host, c->port, uv_strerror(status));
 		c->up.inited = false;
 		uv_close((uv_handle_t *)&c->up.tcp, up_closed_retry);
 		return;
@@ -1002,14 +334,14 @@ static void connected(uv_connect_t *req, int status)
 	if (c->req.is_connect) {
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		char *b = strdup(ok);
-		if (!b || side_send(&c->client, b, sizeof(ok) - 1, BUF_MALLOC) < 0) {
+		if (!b || relay_send(&c->client, b, sizeof(ok) - 1, BUF_MALLOC) < 0) {
 			conn_close(c);
 			return;
 		}
 	} else {
 		size_t hl;
 		char *head = httpreq_upstream_head(&c->req, &hl);
-		if (!head || side_send(&c->up, head, hl, BUF_MALLOC) < 0) {
+		if (!head || relay_send(&c->up, head, hl, BUF_MALLOC) < 0) {
 			conn_close(c);
 			return;
 		}
@@ -1017,7 +349,7 @@ static void connected(uv_connect_t *req, int status)
 	if (c->early_len) {
 		char *e = c->early;
 		c->early = NULL;
-		if (side_send(&c->up, e, c->early_len, BUF_MALLOC) < 0) {
+		if (relay_send(&c->up, e, c->early_len, BUF_MALLOC) < 0) {
 			conn_close(c);
 			return;
 		}
@@ -1031,7 +363,7 @@ static void connect_timeout(uv_timer_t *t)
 	struct conn *c = t->data;
 	if (c->state != C_CONNECTING)
 		return;
-	audit_error(c, REASON_UPSTREAM_TIMEOUT, 504);
+	audit_line_error(c, REASON_UPSTREAM_TIMEOUT, 504);
 	respond(c, 504, REASON_UPSTREAM_TIMEOUT);
 }
 
@@ -1056,7 +388,7 @@ static void try_connect(struct conn *c)
 	while (c->next_addr < c->n_allowed) {
 		const struct netaddr *a = &c->allowed[c->next_addr++];
 		struct sockaddr_storage ss;
-		netaddr_to_sockaddr(a, c->req.port, &ss);
+		netaddr_to_sockaddr(a, c->port, &ss);
 		c->chosen = *a;
 		c->have_chosen = true;
 		uv_tcp_init(c->ns->loop, &c->up.tcp);
@@ -1074,7 +406,7 @@ static void try_connect(struct conn *c)
 			 * would fare better, and 502 would blame the server.
 			 * (respond() closes the unused upstream handle.) */
 			c->ns->metrics.fd_exhausted++;
-			audit_error(c, REASON_TOO_MANY_CONNECTIONS, 503);
+			audit_line_error(c, REASON_TOO_MANY_CONNECTIONS, 503);
 			respond(c, 503, REASON_TOO_MANY_CONNECTIONS);
 			return;
 		}
@@ -1082,7 +414,7 @@ static void try_connect(struct conn *c)
 		uv_close((uv_handle_t *)&c->up.tcp, up_closed_retry);
 		return;
 	}
-	audit_error(c, REASON_UPSTREAM_CONNECT_FAILED, 502);
+	audit_line_error(c, REASON_UPSTREAM_CONNECT_FAILED, 502);
 	respond(c, 502, REASON_UPSTREAM_CONNECT_FAILED);
 }
 
@@ -1098,7 +430,7 @@ static void deny_unresolved(struct conn *c, const struct network_policy *np)
 	if (c->id_reason != REASON_OK)
 		c->d = (struct netpolicy_decision){ .allow = false, .reason = c->id_reason };
 	else
-		c->d = netpolicy_decide(np, c->id, c->req.host, c->req.port, NULL);
+		c->d = netpolicy_decide(np, c->id, c->host, c->port, NULL);
 	if (c->d.allow) {
 		/* cannot happen (netpolicy_resolution_may_allow said no): fail closed */
 		c->d.allow = false;
@@ -1128,7 +460,7 @@ static void decide(struct conn *c)
 		 * allowed to it (or the mode is audit): never for a process
 		 * the policy denies anyway. */
 		bool need = c->id_reason == REASON_OK
-				    ? netpolicy_resolution_may_allow(np, c->id, c->req.host, c->req.port)
+				    ? netpolicy_resolution_may_allow(np, c->id, c->host, c->port)
 				    : np && np->mode == NETPOL_AUDIT;
 		if (!need) {
 			deny_unresolved(c, np);
@@ -1161,7 +493,7 @@ static void decide(struct conn *c)
 		struct netpolicy_decision first = { 0 };
 		bool have_first = false;
 		for (size_t i = 0; i < c->n_resolved; i++) {
-			struct netpolicy_decision d = netpolicy_decide(np, c->id, c->req.host, c->req.port,
+			struct netpolicy_decision d = netpolicy_decide(np, c->id, c->host, c->port,
 								       &c->resolved[i]);
 			if (!have_first) {
 				first = d;
@@ -1241,13 +573,15 @@ static void head_complete(struct conn *c)
 	uv_timer_stop(&c->timer);
 	uv_read_stop((uv_stream_t *)&c->client.tcp);
 	c->client.reading = false;
+	c->host = c->req.host;
+	c->port = c->req.port;
 	if (!ns->ready) {
 		reject(c, 503, netsup_not_ready_reason(ns));
 		return;
 	}
 	c->state = C_WAIT;
 	struct netaddr lit;
-	if (netaddr_parse(c->req.host, &lit) == 0) {
+	if (netaddr_parse(c->host, &lit) == 0) {
 		c->resolved[0] = lit;
 		c->n_resolved = 1;
 		c->gai_done = true;
@@ -1286,7 +620,7 @@ static void start_resolve(struct conn *c)
 	c->gai_pending = true;
 	ns->metrics.resolutions++;
 	uv_timer_start(&c->timer, resolve_timeout, ns->cfg.resolve_timeout_ms, 0);
-	int r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->req.host, NULL, &hints);
+	int r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->host, NULL, &hints);
 	if (r < 0) {
 		uv_timer_stop(&c->timer);
 		c->gai_pending = false;
@@ -1306,7 +640,7 @@ static void head_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		if (nread < 0) {
 			/* Closed before finishing a request: nothing to answer. */
 			if (c->req.consumed > 0) {
-				audit_decision(c, false, REASON_BAD_REQUEST, 0, NULL);
+				audit_line_decision(c, false, REASON_BAD_REQUEST, 0, NULL);
 				metrics_decision(&c->ns->metrics, false, REASON_BAD_REQUEST,
 						 c->id ? c->id->source : FLOW_SOURCE_NONE);
 			}
@@ -1395,17 +729,17 @@ static void on_accept(uv_stream_t *server, int status)
 			conn_close(c);
 			return;
 		}
-		c->rejecting = true;
+		c->counted_in |= CONN_IN_REJECTING;
 		ns->n_rejecting++;
 		reject(c, 503, REASON_TOO_MANY_CONNECTIONS);
 		return;
 	}
-	c->counted = true;
+	c->counted_in |= CONN_IN_ACTIVE;
 	ns->metrics.conns_active++;
 	c->state = C_HEAD;
 	uv_timer_start(&c->timer, head_timeout, ns->cfg.header_timeout_ms, 0);
 	c->client.reading = true;
-	if (uv_read_start((uv_stream_t *)&c->client.tcp, alloc_cb, head_read) < 0)
+	if (uv_read_start((uv_stream_t *)&c->client.tcp, conn_alloc_pooled, head_read) < 0)
 		conn_close(c);
 }
 
@@ -1454,34 +788,6 @@ void proxy_close_all(struct netsup *ns)
 
 /* ---------- revocation (revoke.h) ---------- */
 
-static void audit_revoked(struct conn *c, enum revoke_why why)
-{
-	struct netsup *ns = c->ns;
-	json_t *o = json_object();
-	if (!o)
-		return;
-	json_object_set_new(o, "reason", json_string(revoke_word(why)));
-	json_object_set_new(o, "dest", dest_json(c));
-	json_object_set_new(o, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
-	json_object_set_new(o, "pid", c->id ? json_integer(c->id->pid) : json_null());
-	json_object_set_new(o, "process_key", c->id && c->id->process_key ? json_string(c->id->process_key) : json_null());
-	json_object_set_new(o, "identity_source", json_string(flow_source_word(c->id ? c->id->source : FLOW_SOURCE_NONE)));
-	json_object_set_new(o, "anchor_epoch", c->id ? json_integer((json_int_t)c->id->anchor_epoch) : json_null());
-	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
-	json_object_set_new(o, "decision_generation", json_integer((json_int_t)c->generation));
-	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
-	json_object_set_new(o, "age_ms", json_integer((json_int_t)(uv_now(ns->loop) - c->allowed_at)));
-	char ip[INET6_ADDRSTRLEN];
-	int port;
-	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
-	json_t *cl = json_object();
-	json_object_set_new(cl, "ip", json_string(ip));
-	json_object_set_new(cl, "port", json_integer(port));
-	json_object_set_new(o, "client", cl);
-	netsup_audit(ns, "tunnel_revoked", o);
-	ns->metrics.tunnels_revoked[why]++;
-}
-
 size_t proxy_revoke_tunnels(struct netsup *ns,
 			    enum revoke_why (*judge)(const struct tunnel_view *t, void *data), void *data)
 {
@@ -1491,12 +797,12 @@ size_t proxy_revoke_tunnels(struct netsup *ns,
 		bool recording = c->state == C_RECORD && c->answer_allow && c->revoked == REVOKE_KEEP;
 		if ((c->state != C_CONNECTING && c->state != C_RELAY && !recording) || !c->decided || !c->d.allow)
 			continue;
-		struct tunnel_view t = { .id = c->id, .host = c->req.host, .port = c->req.port,
+		struct tunnel_view t = { .id = c->id, .host = c->host, .port = c->port,
 					 .addr = &c->chosen, .allowed_at_ms = c->allowed_at };
 		enum revoke_why why = judge(&t, data);
 		if (why == REVOKE_KEEP || why >= REVOKE__COUNT)
 			continue;
-		audit_revoked(c, why);
+		audit_line_revoked(c, why);
 		n++;
 		if (c->state == C_RELAY) {
 			conn_close(c);
@@ -1511,3 +817,4 @@ size_t proxy_revoke_tunnels(struct netsup *ns,
 	}
 	return n;
 }
+

@@ -6,13 +6,11 @@
  * for every resolved address (netpolicy_decide) → 403 with a JSON body, or
  * connect to the checked addresses in order (never resolving again) →
  * CONNECT: "200 Connection established" and a raw tunnel; absolute-form: the
- * rewritten head (origin-form, Connection: close), then raw relay.
- * Relay: large reads, uv_try_write first, backpressure by stopping reads
- * when the other side's write queue passes high_water, half-close via
- * shutdown, idle timeout. Every outcome is one audit event. */
+ * rewritten head (origin-form, Connection: close), then the relay
+ * (relay.h). Every outcome is one audit event (audit_line.h). */
 #pragma once
 
-#include "net-supervisor/netsup.h"
+#include "net-supervisor/context.h"
 #include "net-supervisor/revoke.h"
 
 int proxy_listen(struct netsup *ns, const char *addr, struct proxy_listener **out);

@@ -1,20 +1,9 @@
 #include "net-supervisor/revoke.h"
 
 #include "common/log.h"
-#include "net-supervisor/netpolicy.h"
-#include "net-supervisor/netsup.h"
+#include "policy/netpolicy.h"
+#include "net-supervisor/context.h"
 #include "net-supervisor/proxy.h"
-
-const char *revoke_word(enum revoke_why w)
-{
-	switch (w) {
-	case REVOKE_ANCHOR_LOST: return "anchor_lost";
-	case REVOKE_ANCHOR_REPLACED: return "anchor_replaced";
-	case REVOKE_POLICY_CHANGED: return "policy_changed";
-	case REVOKE_MAX_LIFETIME: return "max_lifetime";
-	default: return "keep";
-	}
-}
 
 static void revoke_log(enum revoke_why why, size_t n)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "net-supervisor/netpolicy.h"
+#include "policy/netpolicy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
 

@@ -24,7 +24,7 @@
 #include "common_test.h"
 #include "tests/common/loopback.h"
 #include "net-supervisor/identity_local.h"
-#include "net-supervisor/netpolicy.h"
+#include "policy/netpolicy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
 #include "launcher/netns.h"

@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/flow_identity.h"
 #include "common/reason.h"
-#include "net-supervisor/identity_strategy.h"
 #include "policy/network.h"
 
 struct netpolicy_decision {

@@ -1,4 +1,4 @@
-#include "net-supervisor/netpolicy.h"
+#include "policy/netpolicy.h"
 
 #include <netinet/in.h>
 #include <string.h>

@@ -1,0 +1,146 @@
+#include "net-supervisor/audit_line.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+static const char *sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t size,
+				 int *port)
+{
+	struct netaddr a;
+	*port = 0;
+	if (netaddr_from_sockaddr((const struct sockaddr *)ss, &a) < 0) {
+		strscpy(buf, "?", size);
+		return buf;
+	}
+	*port = ss->ss_family == AF_INET ? ntohs(((const struct sockaddr_in *)ss)->sin_port)
+					  : ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return netaddr_format(&a, buf, size);
+}
+
+static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flow_source src)
+{
+	json_object_set_new(o, "identity_source", json_string(flow_source_word(id ? id->source : src)));
+	if (!id) {
+		json_object_set_new(o, "binary", json_null());
+		return o;
+	}
+	json_t *bin = json_object();
+	json_object_set_new(bin, "path", json_string(id->binary_path ? id->binary_path : ""));
+	json_object_set_new(bin, "sha256", id->sha256[0] ? json_string(id->sha256) : json_null());
+	json_object_set_new(o, "binary", bin);
+	json_object_set_new(o, "pid", json_integer(id->pid));
+	json_object_set_new(o, "process_key", id->process_key ? json_string(id->process_key) : json_null());
+	json_t *anc = json_array();
+	for (size_t i = 0; i < id->n_ancestors; i++) {
+		json_t *a = json_object();
+		json_object_set_new(a, "path", json_string(id->ancestors[i].path));
+		json_object_set_new(a, "pid", json_integer(id->ancestors[i].pid));
+		json_array_append_new(anc, a);
+	}
+	json_object_set_new(o, "ancestors", anc);
+	if (id->signed_context && id->signed_context_len) {
+		size_t blen = sodium_base64_encoded_len(id->signed_context_len, sodium_base64_VARIANT_ORIGINAL);
+		char *b64 = malloc(blen);
+		if (b64) {
+			sodium_bin2base64(b64, blen, id->signed_context, id->signed_context_len,
+					  sodium_base64_VARIANT_ORIGINAL);
+			json_object_set_new(o, "signed_context", json_string(b64));
+			free(b64);
+		}
+	}
+	return o;
+}
+
+static json_t *dest_json(const struct conn *c)
+{
+	json_t *d = json_object();
+	if (c->host && c->host[0]) {
+		json_object_set_new(d, "host", json_string(c->host));
+		json_object_set_new(d, "port", json_integer(c->port));
+	} else {
+		json_object_set_new(d, "host", json_null());
+		json_object_set_new(d, "port", json_null());
+	}
+	char ip[INET6_ADDRSTRLEN];
+	if (c->have_chosen)
+		json_object_set_new(d, "ip", json_string(netaddr_format(&c->chosen, ip, sizeof(ip))));
+	else
+		json_object_set_new(d, "ip", json_null());
+	return d;
+}
+
+static json_t *client_json(const struct conn *c)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int port;
+	sockaddr_text(&c->tuple.client, ip, sizeof(ip), &port);
+	json_t *cl = json_object();
+	json_object_set_new(cl, "ip", json_string(ip));
+	json_object_set_new(cl, "port", json_integer(port));
+	return cl;
+}
+
+/* The egress_decision event (docs/net-supervisor.md), plus client, status, method.
+ * Staged with the conn's waiter when w: the answer waits for it. */
+void audit_line_decision(struct conn *c, bool allow, enum reason reason, int status, struct auditq_waiter *w)
+{
+	struct netsup *ns = c->ns;
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
+	json_object_set_new(o, "reason", json_string(reason_word(reason)));
+	if (c->decided && c->d.audit_mode)
+		json_object_set_new(o, "mode", json_string("audit"));
+	identity_json(o, c->id, FLOW_SOURCE_NONE);
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
+	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
+	json_object_set_new(o, "client", client_json(c));
+	if (c->req.method[0])
+		json_object_set_new(o, "method", json_string(c->req.method));
+	if (status)
+		json_object_set_new(o, "status", json_integer(status));
+	netsup_audit_decision(ns, "egress_decision", o, w);
+}
+
+/* After an allow: the connection failed or ended abnormally upstream. */
+void audit_line_error(struct conn *c, enum reason reason, int status)
+{
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "reason", json_string(reason_word(reason)));
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "status", json_integer(status));
+	if (c->id)
+		json_object_set_new(o, "process_key", c->id->process_key ? json_string(c->id->process_key) : json_null());
+	netsup_audit(c->ns, "egress_error", o);
+}
+
+void audit_line_revoked(struct conn *c, enum revoke_why why)
+{
+	struct netsup *ns = c->ns;
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "reason", json_string(revoke_word(why)));
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
+	json_object_set_new(o, "pid", c->id ? json_integer(c->id->pid) : json_null());
+	json_object_set_new(o, "process_key", c->id && c->id->process_key ? json_string(c->id->process_key) : json_null());
+	json_object_set_new(o, "identity_source", json_string(flow_source_word(c->id ? c->id->source : FLOW_SOURCE_NONE)));
+	json_object_set_new(o, "anchor_epoch", c->id ? json_integer((json_int_t)c->id->anchor_epoch) : json_null());
+	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
+	json_object_set_new(o, "decision_generation", json_integer((json_int_t)c->generation));
+	json_object_set_new(o, "policy_generation", json_integer((json_int_t)policystore_generation(ns->policy)));
+	json_object_set_new(o, "age_ms", json_integer((json_int_t)(uv_now(ns->loop) - c->allowed_at)));
+	json_object_set_new(o, "client", client_json(c));
+	netsup_audit(ns, "tunnel_revoked", o);
+	ns->metrics.tunnels_revoked[why]++;
+}

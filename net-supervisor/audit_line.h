@@ -1,0 +1,22 @@
+/* The audit lines a connection leaves (docs/audit.md): egress_decision
+ * (every decision, staged so its answer can wait for it), egress_error
+ * (an allowed flow that failed or ended abnormally upstream) and
+ * tunnel_revoked (revoke.h). Built from the conn's fields only: any front
+ * end that fills them gets the same lines. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "common/reason.h"
+#include "net-supervisor/auditq.h"
+#include "net-supervisor/conn.h"
+#include "net-supervisor/revoke.h"
+
+/* egress_decision: decision, reason, mode, identity, dest, policy, client,
+ * method, status (when not 0). Staged with w (may be NULL): w->cb runs
+ * once the line is written or could not be. */
+void audit_line_decision(struct conn *c, bool allow, enum reason reason, int status, struct auditq_waiter *w);
+/* egress_error after an allow; status 0 leaves it out of the answer. */
+void audit_line_error(struct conn *c, enum reason reason, int status);
+/* tunnel_revoked, and its counter. */
+void audit_line_revoked(struct conn *c, enum revoke_why why);

@@ -1,0 +1,135 @@
+/* The net-supervisor daemon's top-level context: the one place its mutable
+ * state lives (configuration, the loop, policy store, identity strategy,
+ * audit queue, metrics, listeners, open connections). Everything runs on
+ * one libuv loop; slow work goes to the thread pool (DNS, policy parsing)
+ * or to the audit writer thread.
+ *
+ * This header is the data and the few services every part of the daemon
+ * uses (audit, readiness); the parts (proxy.h, revoke.h) depend on it and
+ * netsup.h wires them together, so no part depends on the wiring. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/audit.h"
+#include "common/log.h"
+#include "net-supervisor/auditq.h"
+#include "net-supervisor/bufpool.h"
+#include "net-supervisor/identity_static.h"
+#include "net-supervisor/identity_strategy.h"
+#include "net-supervisor/metrics.h"
+#include "net-supervisor/policystore.h"
+
+#define NETSUP_MAX_LISTEN 16
+#define NETSUP_MAX_POLICY 16
+#define NETSUP_MAX_ANCESTORS 16
+/* Over-limit connections answered 503 at once; more are closed unanswered
+ * (their descriptors come out of the daemon's reserve, NETSUP_FD_RESERVE). */
+#define NETSUP_MAX_REJECTING 64
+
+struct netsup_config {
+	const char *listen[NETSUP_MAX_LISTEN]; /* "ADDR:PORT", "[v6]:PORT" */
+	size_t n_listen;
+	/* Create the proxy listeners in this network namespace (nsfs path)
+	 * instead of ours: a pod-shaped netns whose workloads reach the proxy
+	 * on their loopback while our upstream connections leave from our own
+	 * netns (the local stand-in for a pod whose egress the node routes). */
+	const char *listen_netns;
+	/* --topology was given: a promise about where we run, checked at
+	 * start (the identity strategy it implies, and the anchor's PID
+	 * namespace). Without it the name only labels audit lines. */
+	bool topology_given;
+	const char *admin;                     /* NULL: no admin endpoint */
+	const char *policy[NETSUP_MAX_POLICY];
+	size_t n_policy;
+	const char *audit_path;                /* "-" = stdout */
+	const char *topology;
+	size_t max_header_bytes;               /* 16 KiB */
+	size_t max_headers;                    /* 100 */
+	size_t max_conns;                      /* 1024 */
+	uint64_t header_timeout_ms;            /* 10 s: whole request head */
+	uint64_t connect_timeout_ms;           /* 10 s */
+	uint64_t idle_timeout_ms;              /* 300 s */
+	uint64_t identity_timeout_ms;          /* 2 s */
+	uint64_t resolve_timeout_ms;           /* 5 s: an upstream name lookup, waiting included */
+	size_t relay_buffer;                   /* 256 KiB reads */
+	size_t high_water;                     /* 1 MiB queued → stop reading the other side */
+	size_t relay_memory;                   /* 64 MiB: all tunnels' queued buffers (proxy.c) */
+	size_t audit_queue;                    /* 8192 events */
+	/* --audit-failure: while a decision cannot be written to the audit
+	 * file, false (deny, the default) answers the flow 503
+	 * audit_unavailable; true relays it and counts it. */
+	bool audit_failure_allow;
+	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
+	uint64_t revoke_grace_ms;              /* 3 s: a lost/replaced anchor's tunnels close after this (revoke.h) */
+	uint64_t max_tunnel_lifetime_ms;       /* 0 = off */
+	/* TEST ONLY: the static identity strategy. */
+	const char *identity_static;
+	const char *identity_static_sha256;
+	const char *identity_static_ancestors[NETSUP_MAX_ANCESTORS];
+	size_t n_identity_static_ancestors;
+	uint64_t identity_static_delay_ms;
+	uint64_t identity_static_anchor_delay_ms;
+	/* The real strategies (identity_local.h, identity_delegated.h).
+	 * identity_mode: "local", "delegated", "static" or NULL (static when
+	 * identity_static is set, else none). */
+	const char *identity_mode;
+	int anchor_pid;                        /* local: > 0 */
+	const char *anchor_socket;             /* local: unix:PATH */
+	const char *expected_anchor_sha256;    /* local: NULL = the proc-supervisor beside us */
+	const char *workload_netns;            /* local: sock_diag netns (nsfs path) */
+	const char *sandbox_cgroup;            /* local: optional cgroup membership */
+	const char *control;                   /* delegated: endpoint */
+	const char *provisioning_pubkey[4];    /* delegated: pinned key files */
+	size_t n_provisioning_pubkey;
+	uint64_t max_clock_skew_s;             /* delegated: --max-clock-skew (60 s) */
+};
+
+void netsup_config_defaults(struct netsup_config *cfg);
+
+struct conn;
+struct proxy_listener;
+struct admin;
+
+struct netsup {
+	uv_loop_t *loop;
+	struct netsup_config cfg;
+	struct policystore *policy;
+	struct identity_strategy *identity;
+	struct audit_log *audit_log;
+	struct auditq *audit;
+	struct metrics metrics;
+	struct proxy_listener *listeners[NETSUP_MAX_LISTEN];
+	size_t n_listeners;
+	struct admin *admin;
+	struct conn *conns; /* every open client connection */
+	struct bufpool pool;
+	uv_signal_t sigterm, sigint, sigusr1;
+	/* Write the staged decisions before the loop polls and after its I/O
+	 * callbacks: once per iteration, before their answers (auditq.h). */
+	uv_prepare_t audit_prepare;
+	uv_check_t audit_check;
+	bool audit_handles;
+	uv_timer_t revoke_grace, revoke_lifetime; /* revoke.c */
+	bool revoke_started;
+	size_t n_rejecting;          /* over-limit connections being answered 503 */
+	size_t n_relaying;           /* tunnels relayed in user space (not splice) */
+	size_t relay_held;           /* buffer bytes held by queued relay writes */
+	struct log_ratelimit accept_log; /* failed accepts: a warning per 10 s */
+	bool ready;
+	bool stopping;
+};
+
+void netsup_update_ready(struct netsup *ns);
+/* Why a flow is refused while not ready: clock_skew when the delegated
+ * control channel's clock is past --max-clock-skew, else not_ready. */
+enum reason netsup_not_ready_reason(const struct netsup *ns);
+
+/* Queue an audit event (takes fields). */
+void netsup_audit(struct netsup *ns, const char *event, json_t *fields);
+/* Stage a decision's event (takes fields); w->cb runs after it was written
+ * (or could not be), later in this loop iteration. w may be NULL. */
+void netsup_audit_decision(struct netsup *ns, const char *event, json_t *fields, struct auditq_waiter *w);
