@@ -48,8 +48,10 @@ enum spawn_session {
  * ignored; a job-control shell may leave SIGTTOU/SIGTTIN ignored), given
  * back as tini does. Bit n-1 = signal n (the kernel's sigset, 64 signals),
  * so the vfork child can set the mask with the raw syscall, glibc's
- * reserved signals included. SIGCHLD is never restored as ignored: that
- * would make the workload's own children vanish unwaited. */
+ * reserved signals included in the mask. SIGCHLD and glibc's own signals
+ * (32 up to SIGRTMIN) are never restored as ignored: the first would make
+ * the workload's children vanish unwaited, the others belong to its C
+ * library. */
 struct spawn_sigconf {
 	uint64_t ignored;
 	uint64_t blocked;
