@@ -21,12 +21,12 @@ spawn_field() { jq -r --arg f "$2" 'select(.event == "process_spawn") | .[$f] //
 setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c '"$0" /dev/null' "$P/bin/cat" 2>/dev/null &&
 	{ echo "SKIP: nobody can enter $P"; exit 77; }
 
-out=$(timeout 20 "$PS" --cgroup none --user nobody --audit "$D/a1.jsonl" -- "$P/bin/readlink" /proc/self/exe 2>&1)
+out=$(timeout 20 "$PS" --cgroup none --user nobody --audit "$D/a1.jsonl" -- "$P/bin/readlink" /proc/self/exe 2>>"$D/stderr")
 expect_eq "[fd] rc" "$?" 0
 expect_eq "[fd] /proc/self/exe is the file" "$out" "$P/bin/readlink"
 expect_eq "[fd] audit exec_by_fd" "$(spawn_field "$D/a1.jsonl" exec_by_fd)" true
 expect_eq "[fd] audit exe" "$(spawn_field "$D/a1.jsonl" exe)" "$P/bin/readlink"
-out=$(timeout 20 "$PS" --cgroup none --user nobody -- "$P/bin/stat" -L -c '%d:%i' /proc/self/exe 2>&1)
+out=$(timeout 20 "$PS" --cgroup none --user nobody -- "$P/bin/stat" -L -c '%d:%i' /proc/self/exe 2>>"$D/stderr")
 expect_eq "[fd] exe dev:ino" "$out" "$(stat -c '%d:%i' "$P/bin/stat")"
 out=$(timeout 20 "$PS" --cgroup none --user nobody -- "$P/bin/cat" /proc/self/status 2>&1)
 expect_eq "[fd] runs as nobody" "$(awk '/^Uid:/{print $2}' <<<"$out")" "$(id -u nobody)"
@@ -67,7 +67,7 @@ grep -q "Permission denied for the workload's uid $(id -u nobody)" <<<"$out" && 
 	fail "[mode] message: $out"
 
 # without --user: the path, as before (no fd)
-out=$(timeout 20 "$PS" --cgroup none --audit "$D/a2.jsonl" -- "$P/bin/readlink" /proc/self/exe 2>&1)
+out=$(timeout 20 "$PS" --cgroup none --audit "$D/a2.jsonl" -- "$P/bin/readlink" /proc/self/exe 2>>"$D/stderr")
 expect_eq "[root] /proc/self/exe" "$out" "$P/bin/readlink"
 expect_eq "[root] no exec_by_fd" "$(spawn_field "$D/a2.jsonl" exec_by_fd)" -
 
