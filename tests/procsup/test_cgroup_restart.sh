@@ -73,9 +73,7 @@ for form in path auto; do
 		expect_eq "[$form] round $i: membership" "$(spawn_field "$form$i" membership)" cgroup
 		expect_eq "[$form] round $i: cgroup" "$(spawn_field "$form$i" cgroup)" "$want"
 		expect_eq "[$form] round $i: not degraded" "$(spawn_field "$form$i" membership_degraded)" -
-		# (a sanitizer build's "False positive error reports may follow"
-		# is not ours)
-		grep -v "False positive error reports" "$D/$form$i.err" | grep -q "error" &&
+		no_sanitizer_noise <"$D/$form$i.err" | grep -q "error" &&
 			fail "[$form] round $i: $(cat "$D/$form$i.err")"
 		if [ "$i" -gt 1 ]; then
 			grep -q "was left by a dead proc-supervisor" "$D/$form$i.err" ||
@@ -141,7 +139,7 @@ expect_eq "degraded: membership" "$(spawn_field deg membership)" lineage
 [ "$(spawn_field deg membership_degraded)" != - ] && ok "degraded: membership_degraded in the audit" ||
 	fail "degraded: no membership_degraded: $(cat "$D/deg.jsonl")"
 # --cgroup none is a choice, not a degradation
-out=$(timeout 10 "$PS" --cgroup none --audit "$D/none.jsonl" -- true 2>&1)
+out=$(timeout 10 "$PS" --cgroup none --audit "$D/none.jsonl" -- true 2>&1 | no_sanitizer_noise)
 expect_eq "none: quiet" "$out" ""
 expect_eq "none: no membership_degraded" "$(spawn_field none membership_degraded)" -
 finish
