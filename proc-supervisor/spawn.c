@@ -199,7 +199,7 @@ static int drop_ptrace_cap(void)
  * one survives execve. Read and set them with the raw syscall: kernel
  * sigaction layout {handler, flags, restorer, mask} on the architectures
  * we build for. -ENOSYS elsewhere. */
-static int raw_sigaction(int sig, void (*set)(int), void (**old)(int))
+static int raw_sigaction(int sig, bool set, void (*handler)(int), void (**old)(int))
 {
 #if defined(__x86_64__) || defined(__aarch64__)
 	struct ksigaction {
@@ -207,14 +207,14 @@ static int raw_sigaction(int sig, void (*set)(int), void (**old)(int))
 		unsigned long flags;
 		void (*restorer)(void);
 		uint64_t mask;
-	} ksa = { .handler = set }, kold = { 0 };
+	} ksa = { .handler = handler }, kold = { 0 };
 	if (syscall(SYS_rt_sigaction, sig, set ? &ksa : NULL, old ? &kold : NULL, sizeof(ksa.mask)) < 0)
 		return -errno;
 	if (old)
 		*old = kold.handler;
 	return 0;
 #else
-	(void)sig, (void)set, (void)old;
+	(void)sig, (void)set, (void)handler, (void)old;
 	return -ENOSYS;
 #endif
 }
@@ -236,7 +236,7 @@ void spawn_sigconf_capture(struct spawn_sigconf *sc)
 		void (*h)(int) = SIG_DFL;
 		if (sigaction(s, NULL, &old) == 0)
 			h = old.sa_handler;
-		else if (raw_sigaction(s, NULL, &h) < 0)
+		else if (raw_sigaction(s, false, NULL, &h) < 0)
 			continue;
 		if (h == SIG_IGN)
 			sc->ignored |= SIGBIT(s);
@@ -271,7 +271,7 @@ static _Noreturn void child_run(const struct spawn_opts *o, const struct exec_ta
 		 * them, and a sanitizer's interceptor may claim success
 		 * without setting anything. */
 		if ((s >= 32 && s < SIGRTMIN) || sigaction(s, &sa, NULL) < 0)
-			(void)raw_sigaction(s, sa.sa_handler, NULL);
+			(void)raw_sigaction(s, true, sa.sa_handler, NULL);
 	}
 
 	/* Into the sandbox cgroup before anything of the workload runs (vfork
