@@ -51,6 +51,9 @@ static void usage(FILE *f)
 		"                         10s); renewed two thirds of the way through\n"
 		"  --control-allow ADDR[/PREFIX]  tcp: control endpoint: only peers from here may\n"
 		"                         connect (repeatable, up to 8; default any that can reach it)\n"
+		"  --control-peer-uid UID  unix: control endpoint: the socket belongs to UID and only\n"
+		"                         a peer of that uid may ask (a net-supervisor that does not\n"
+		"                         run as root; default: whoever may open the 0600 socket)\n"
 		"  --strict-socket-owner  identity service: a socket counts as its connector's only\n"
 		"                         while that process still holds it (denies a socket handed\n"
 		"                         out of the tree; a connect-and-exit flow is then denied)\n"
@@ -68,7 +71,7 @@ static void usage(FILE *f)
  * lands; never rename one. */
 static const char *const procsup_features[] = {
 	"user", "cgroup", "status-socket", "exec-socket",
-	"control", "control-allow", "provisioning-key",
+	"control", "control-allow", "control-peer-uid", "provisioning-key",
 };
 
 static void list_seccomp(void)
@@ -156,7 +159,7 @@ int main(int argc, char **argv)
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
-	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER,
+	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_CONTROL_PEER_UID, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER,
 	       OPT_FEATURES };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
@@ -180,6 +183,7 @@ int main(int argc, char **argv)
 		{ "status-socket", required_argument, NULL, OPT_STATUS_SOCKET },
 		{ "control", required_argument, NULL, OPT_CONTROL },
 		{ "control-allow", required_argument, NULL, OPT_CONTROL_ALLOW },
+		{ "control-peer-uid", required_argument, NULL, OPT_CONTROL_PEER_UID },
 		{ "provisioning-key", required_argument, NULL, OPT_PROV_KEY },
 		{ "cert-validity", required_argument, NULL, OPT_CERT_VALIDITY },
 		{ "user", required_argument, NULL, OPT_USER },
@@ -277,6 +281,18 @@ int main(int argc, char **argv)
 			}
 			svc.control_allow[svc.n_control_allow++] = optarg;
 			break;
+		case OPT_CONTROL_PEER_UID: {
+			char *end;
+			errno = 0;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || v > 0xfffffffeUL) {
+				fprintf(stderr, "proc-supervisor: --control-peer-uid: a numeric uid: %s\n", optarg);
+				return 2;
+			}
+			svc.control_peer_uid_set = true;
+			svc.control_peer_uid = (uid_t)v;
+			break;
+		}
 		case OPT_PROV_KEY:
 			svc.provisioning_key = optarg;
 			break;

@@ -150,6 +150,7 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 			.provisioning = prov, .provisioning_path = cfg->provisioning_key,
 			.cert_validity_ns = cfg->cert_validity_s * 1000000000ull, .topology = topo, .audit = ps->audit,
 			.strict_socket_owner = cfg->strict_socket_owner,
+			.check_uid = cfg->control_peer_uid_set, .peer_uid = cfg->control_peer_uid,
 		};
 		for (size_t i = 0; i < cfg->n_control_allow; i++) {
 			if (netcidr_parse(cfg->control_allow[i], &io.allow_peers[i]) < 0) {
@@ -160,6 +161,13 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 				goto fail;
 			}
 			io.n_allow_peers++;
+		}
+		if (io.check_uid && strncmp(cfg->control, "unix:", 5) != 0) {
+			fprintf(stderr, "proc-supervisor: --control-peer-uid applies to a unix: control endpoint, not %s\n",
+				cfg->control);
+			sign_key_free(prov);
+			r = -EINVAL;
+			goto fail;
 		}
 		if (io.n_allow_peers && strncmp(cfg->control, "tcp:", 4) != 0) {
 			fprintf(stderr, "proc-supervisor: --control-allow applies to a tcp: control endpoint, not %s\n",

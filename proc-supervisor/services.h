@@ -27,6 +27,8 @@ struct procsup_services_cfg {
 	const char *control;          /* --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT */
 	const char *control_allow[IDSERVICE_MAX_PEERS]; /* --control-allow ADDR[/PREFIX] (tcp) */
 	size_t n_control_allow;
+	bool control_peer_uid_set;    /* --control-peer-uid UID (unix:) */
+	uid_t control_peer_uid;
 	const char *provisioning_key; /* --provisioning-key FILE (required with --control) */
 	uint64_t cert_validity_s;     /* --cert-validity; 0: 30 days */
 	bool strict_socket_owner;     /* --strict-socket-owner (idservice.h) */

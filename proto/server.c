@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -279,6 +280,15 @@ int proto_server_start(uv_loop_t *loop, const struct proto_server_opts *opts,
 		return -ENOMEM;
 	}
 	int fd = endpoint_listen(&ep, 64, opts->socket_mode ? opts->socket_mode : 0600);
+	/* A unix path socket that one uid alone may use belongs to that uid
+	 * (mode 0600 then lets it, and nobody else but root, connect). */
+	const struct sockaddr_un *un = (const struct sockaddr_un *)&ep.addr;
+	if (fd >= 0 && opts->check_uid && ep.kind == ENDPOINT_UNIX && un->sun_path[0] != '\0' &&
+	    chown(un->sun_path, opts->peer_uid, (gid_t)-1) < 0) {
+		int e = -errno;
+		close(fd);
+		fd = e;
+	}
 	if (fd < 0) {
 		signed_cert_clear(&s->cert);
 		free(s);
