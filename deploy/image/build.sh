@@ -25,6 +25,7 @@ mmdebstrap --variant=apt --include="$pkgs" \
 	--customize-hook="chroot \"\$1\" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /tmp/$(basename "$deb")" \
 	--customize-hook='rm -f "$1"/tmp/*.deb' \
 	--customize-hook='chroot "$1" useradd --create-home --shell /bin/sh agent' \
+	--customize-hook='chroot "$1" useradd --system --uid 65532 --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin tether-net' \
 	--customize-hook='chroot "$1" systemctl enable tether-proc-supervisor.service tether-net-supervisor.service' \
 	--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
 	"$suite" "$tmp/rootfs.tar"

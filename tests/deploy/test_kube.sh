@@ -121,7 +121,7 @@ fi
 podman pod start "$POD" >>"$W/play.log" 2>&1 || { cat "$W/play.log"; die "podman pod start"; }
 A() { podman exec "$POD-agent" "$@"; }
 N() { podman exec "$POD-net-supervisor" "$@"; }
-ready() { A test -e /run/tether/net.ready; }
+ready() { if [ "$VARIANT" = split ]; then A test -e /run/tether-net/ready; else A test -e /run/tether/net.ready; fi; }
 wait_for 60 ready && pass "pod up, the sidecar ready (net.ready)" ||
 	{ podman pod ps; podman ps -a --pod; for c in fence net-supervisor agent; do podman logs "$POD-$c" 2>&1 | tail -20; done; die "pod not ready"; }
 
@@ -139,6 +139,10 @@ if [ "$VARIANT" = split ]; then
 		fail "sidecar sees: $left"
 	capeff=$(N sh -c 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = net-supervisor ] && sed -n "s/^CapEff:\t//p" $p/status; done')
 	[ "$capeff" = 0000000000000000 ] && pass "sidecar's net-supervisor: no capabilities" || fail "sidecar CapEff '$capeff'"
+	nsuid=$(N sh -c 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = net-supervisor ] && awk "/^Uid:/ {print \$2}" $p/status; done')
+	[ "$nsuid" = 65532 ] && pass "sidecar's net-supervisor runs as uid 65532, not root" || fail "sidecar uid '$nsuid'"
+	so=$(A stat -c '%u %a' /run/tether/control.sock)
+	[ "$so" = "65532 600" ] && pass "control socket owned by the sidecar's uid, 0600" || fail "control socket: '$so'"
 fi
 
 mkdir -p "$W/www" && echo "hello from the fake internet" >"$W/www/index.html"
@@ -159,6 +163,11 @@ out=$(A sh -c 'su -s /bin/sh agent -c "curl -s -o /dev/null -w %{http_code} -x h
 [ "$out" = 403 ] && pass "a process entered from outside the tree is denied (403)" || fail "entered process: $out"
 out=$(A sh -c 'su -s /bin/sh agent -c "curl -s -o /dev/null --noproxy \"*\" --max-time 3 http://203.0.113.1:8080/ && echo open || echo blocked"' 2>&1)
 [ "$out" = blocked ] && pass "direct connection from the agent uid fails (fence)" || fail "direct: $out"
+if [ "$VARIANT" = split ]; then
+	# only the sidecar's uid leaves the pod: root in the agent container too is fenced
+	out=$(A sh -c 'curl -s -o /dev/null --noproxy "*" --max-time 3 http://203.0.113.1:8080/ && echo open || echo blocked' 2>&1)
+	[ "$out" = blocked ] && pass "direct connection as root in the agent container fails (fence)" || fail "root direct: $out"
+fi
 N cat /var/log/tether/net.jsonl >"$W/net.jsonl" 2>/dev/null
 python3 - "$W/net.jsonl" "$TOPO" "$IDSRC" <<'PY' && pass "sidecar audit: allow, deny no_matching_policy, topology $TOPO, identity $IDSRC" || fail "audit"
 import json, sys
