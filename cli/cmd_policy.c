@@ -115,7 +115,8 @@ static void check_binary(int rootfd, const char *root, const struct netpol_rule 
 				"programs it runs, never from %s\n", where, b->path, interp, b->path);
 		else if (!rule_covers(rule, interp))
 			fprintf(stderr, "warning: %s: %s is a script run by %s: its flows come from %s "
-				"(name it, with ancestors to scope it)\n", where, b->path, interp, interp);
+				"(name it, with ancestors to scope it), or from the program it runs if "
+				"it is a wrapper\n", where, b->path, interp, interp);
 		return;
 	}
 	const struct binpath_hint *h = binpath_hint_find(b->path, b->resolved);
@@ -186,7 +187,8 @@ static void explain_binary(int rootfd, const char *root, const char *binary, cha
 				"runs, never from %s\n", binary, binary);
 		} else {
 			fprintf(stderr, "note: %s is a script (%s) run by %s: its flows come from %s, "
-				"decided below\n", binary, res, interp, interp);
+				"decided below (or from the program it runs if it is a wrapper)\n", binary,
+				res, interp, interp);
 			strscpy(eff, interp, size);
 		}
 		return;
