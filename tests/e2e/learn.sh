@@ -40,6 +40,9 @@ $PY $WORK/fetch.py py $URL; $PYV $WORK/fetch.py pyv $URL"
 
 case "$CASE" in
 learn_roundtrip)
+	# learning records nothing without an audit file: refused, nothing built
+	"$TETHER" run --topology "$TOPO" --learn -- true 2>"$WORK/err"; [ $? = 2 ] || fail "--learn without --audit not a usage error"
+	grep -q "needs --audit" "$WORK/err" || fail "no reason for refusing --learn: $(cat "$WORK/err")"
 	run --learn -- sh -c "$CLIENTS"
 	[ "$RC" = 0 ] || fail "learn run rc=$RC"
 	for w in "curl 200" "py 200" "pyv 200"; do
