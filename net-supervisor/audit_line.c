@@ -40,6 +40,8 @@ static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flo
 		json_t *a = json_object();
 		json_object_set_new(a, "path", json_string(id->ancestors[i].path));
 		json_object_set_new(a, "pid", json_integer(id->ancestors[i].pid));
+		if (id->ancestors[i].sha256[0])
+			json_object_set_new(a, "sha256", json_string(id->ancestors[i].sha256));
 		json_array_append_new(anc, a);
 	}
 	json_object_set_new(o, "ancestors", anc);

@@ -19,6 +19,7 @@ struct sflow {
 	char *path;
 	char sha[65];      /* "" unknown */
 	char **anc;        /* ancestor paths, nearest first */
+	char **anc_sha;    /* their hashes, NULL entries when unknown */
 	size_t n_anc;
 	char *host;
 	unsigned port;
@@ -46,9 +47,12 @@ static void flow_done(struct sflow *f)
 {
 	free(f->path);
 	free(f->host);
-	for (size_t i = 0; i < f->n_anc; i++)
+	for (size_t i = 0; i < f->n_anc; i++) {
 		free(f->anc[i]);
+		free(f->anc_sha[i]);
+	}
 	free(f->anc);
+	free(f->anc_sha);
 }
 
 void suggest_free(struct suggest *s)
@@ -189,7 +193,8 @@ int suggest_add_line(struct suggest *s, const char *line, size_t len, unsigned l
 		if (json_array_size(anc) > 256)
 			BAD("line %u: more than 256 ancestors", lineno);
 		f.anc = calloc(json_array_size(anc) + 1, sizeof(char *));
-		if (!f.anc) {
+		f.anc_sha = calloc(json_array_size(anc) + 1, sizeof(char *));
+		if (!f.anc || !f.anc_sha) {
 			r = -ENOMEM;
 			goto out;
 		}
@@ -197,9 +202,14 @@ int suggest_add_line(struct suggest *s, const char *line, size_t len, unsigned l
 			const char *ap = json_is_object(a) ? jstr(a, "path") : NULL;
 			if (!ap)
 				BAD("line %u: ancestors[%zu] has no path", lineno, ai);
+			const char *as = jstr(a, "sha256");
+			if (as && (strlen(as) != 64 || strspn(as, "0123456789abcdef") != 64))
+				BAD("line %u: ancestors[%zu].sha256 is not 64 lower-case hex digits", lineno, ai);
 			if (!nameable(ap))
 				continue; /* cannot be required: it simply is not required */
-			if (!(f.anc[f.n_anc++] = strdup(ap))) {
+			f.anc[f.n_anc] = strdup(ap);
+			f.anc_sha[f.n_anc] = as ? strdup(as) : NULL;
+			if (!f.anc[f.n_anc++] || (as && !f.anc_sha[f.n_anc - 1])) {
 				r = -ENOMEM;
 				goto out;
 			}
@@ -332,6 +342,22 @@ static int rule_name(struct names *nm, const char *path, char *out, size_t size)
 	return name_add(nm, out);
 }
 
+/* The one hash every flow of [a, b) recorded for ancestor path p, or NULL
+ * (unknown somewhere, or it changed: the ancestor is then not pinned). */
+static const char *ancestor_sha(const struct sflow *f, size_t a, size_t b, const char *p)
+{
+	const char *sha = NULL;
+	for (size_t i = a; i < b; i++)
+		for (size_t j = 0; j < f[i].n_anc; j++) {
+			if (strcmp(f[i].anc[j], p) != 0)
+				continue;
+			if (!f[i].anc_sha[j] || (sha && strcmp(sha, f[i].anc_sha[j]) != 0))
+				return NULL;
+			sha = f[i].anc_sha[j];
+		}
+	return sha;
+}
+
 /* One rule for flows [a, b) (same path, not covered). */
 static int add_rule(yaml_document_t *d, int seq, struct sflow *f, size_t a, size_t b, bool pin,
 		    struct names *nm, struct policy_diag *diag)
@@ -390,7 +416,11 @@ static int add_rule(yaml_document_t *d, int seq, struct sflow *f, size_t a, size
 			return -ENOMEM;
 		for (size_t k = 0; k < n_keep; k++) {
 			int e = yaml_document_add_mapping(d, NULL, YAML_BLOCK_MAPPING_STYLE);
+			const char *sha = pin ? ancestor_sha(f, a, b, keep[k]) : NULL;
 			if (!e || !pair(d, e, "path", scalar(d, keep[k])) ||
+			    (sha && !pair(d, e, "sha256",
+					  yaml_document_add_scalar(d, NULL, (yaml_char_t *)sha, 64,
+								   YAML_DOUBLE_QUOTED_SCALAR_STYLE))) ||
 			    !yaml_document_append_sequence_item(d, anc, e))
 				return -ENOMEM;
 		}
@@ -466,7 +496,7 @@ static struct flow_identity *identity_of(const struct sflow *f)
 		goto fail;
 	memcpy(id->sha256, f->sha, sizeof(id->sha256));
 	for (size_t i = 0; i < f->n_anc; i++)
-		if (flow_identity_add_ancestor(id, f->anc[i], 0, NULL) < 0)
+		if (flow_identity_add_ancestor(id, f->anc[i], 0, f->anc_sha[i]) < 0)
 			goto fail;
 	return id;
 fail:

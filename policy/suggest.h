@@ -11,6 +11,8 @@
  * Output: a policy YAML written with libyaml's emitter: one rule per real
  * binary (the exe path the identity pipeline verified), with
  *   - binaries: that path (one entry per distinct sha256 with pin);
+ *     with pin, an ancestor is pinned too when every flow recorded the
+ *     same hash for it (else it is required by path only);
  *   - ancestors: the ancestor paths present on EVERY flow of that binary
  *     (none when no ancestor was always there);
  *   - endpoints: one per host, with the ports seen (deduplicated, sorted).

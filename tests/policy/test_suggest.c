@@ -206,6 +206,38 @@ static void test_pin(void **state)
 	suggest_free(s);
 }
 
+/* --pin pins an ancestor only when every flow recorded the same hash. */
+static void test_pin_ancestors(void **state)
+{
+	(void)state;
+	struct suggest *s;
+	assert_int_equal(suggest_new(&s), 0);
+	const char *dash_a = "{\"path\":\"/usr/bin/dash\",\"pid\":3,\"sha256\":\"" SHA_A "\"},"
+			     "{\"path\":\"/usr/bin/bash\",\"pid\":2,\"sha256\":\"" SHA_A "\"}";
+	const char *dash_a_bash_b = "{\"path\":\"/usr/bin/dash\",\"pid\":3,\"sha256\":\"" SHA_A "\"},"
+				    "{\"path\":\"/usr/bin/bash\",\"pid\":2,\"sha256\":\"" SHA_B "\"}";
+	assert_int_equal(add(s, line("/usr/bin/curl", SHA_A, dash_a, "example.org", 443, NULL), 1), 1);
+	assert_int_equal(add(s, line("/usr/bin/curl", SHA_A, dash_a_bash_b, "example.org", 443, NULL), 2), 1);
+	struct suggest_opts o = { .pin = true, .rootfd = -1 };
+	char *y = write_ok(s, &o);
+	struct policy *p = load(y);
+	const struct network_policy *np = policy_section_data(p, "network");
+	assert_int_equal(np->rules[0].n_ancestors, 2);
+	assert_string_equal(np->rules[0].ancestors[0].path, "/usr/bin/dash");
+	assert_true(np->rules[0].ancestors[0].has_sha256);
+	assert_string_equal(np->rules[0].ancestors[0].sha256, SHA_A);
+	assert_string_equal(np->rules[0].ancestors[1].path, "/usr/bin/bash");
+	assert_false(np->rules[0].ancestors[1].has_sha256); /* it changed between flows */
+	free(y);
+	policy_free(p);
+	char bad[] = "{\"event\":\"egress_decision\",\"binary\":{\"path\":\"/a\"},\"ancestors\":[{\"path\":"
+		     "\"/b\",\"sha256\":\"12\"}],\"dest\":{\"host\":\"h.example\",\"port\":1}}";
+	char msg[256];
+	assert_int_equal(suggest_add_line(s, bad, strlen(bad), 3, msg, sizeof(msg)), -EINVAL);
+	assert_non_null(strstr(msg, "line 3: ancestors[0].sha256 is not 64"));
+	suggest_free(s);
+}
+
 static void test_merge(void **state)
 {
 	(void)state;
@@ -357,6 +389,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dedupe_and_ancestors),
 		cmocka_unit_test(test_pin),
+		cmocka_unit_test(test_pin_ancestors),
 		cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_merge_symlink),
 		cmocka_unit_test(test_left_out_and_malformed),
