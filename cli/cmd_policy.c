@@ -404,6 +404,12 @@ static int suggest_audit(struct suggest *s, const char *path)
 	unsigned lineno = 0;
 	int rc = 0;
 	while ((n = getline(&line, &cap, f)) >= 0) {
+		if (n > (ssize_t)POLICY_MAX_FILE_SIZE) {
+			log_error("policy suggest: %s:%u: a line longer than %u bytes is no audit line", path,
+				  lineno + 1, POLICY_MAX_FILE_SIZE);
+			rc = -1;
+			break;
+		}
 		int r = suggest_add_line(s, line, (size_t)n, ++lineno, msg, sizeof(msg));
 		if (r < 0) {
 			log_error("policy suggest: %s:%s", path, r == -ENOMEM ? " out of memory" : msg + 5);
