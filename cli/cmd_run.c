@@ -2,6 +2,7 @@
  * (launcher/launcher.h does the work). This file is the CLI edge: options,
  * policy validation before anything is created (a bad policy is 125 with
  * the loader's FILE:LINE:COL message), --dry-run, and exit statuses. */
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: tether run [--topology NAME] [--policy FILE]... [--agent NAME]\n"
 		"                  [--audit FILE] [--audit-failure deny|allow] [--exec-socket PATH]\n"
-		"                  [--user USER] [--dry-run]\n"
+		"                  [--user USER] [--dry-run] [--learn]\n"
 		"                  -- CMD [ARG...]\n"
 		"\n"
 		"Build a sandbox on this machine with namespaces, start the proc-supervisor\n"
@@ -49,6 +50,9 @@ static void usage(FILE *out)
 		"  --audit-failure deny|allow  while the audit file cannot take a decision\n"
 		"                     (disk full): deny answers flows 503 audit_unavailable\n"
 		"                     (default), allow relays them (net-supervisor)\n"
+		"  --learn            learn mode (needs --audit): NOTHING IS ENFORCED; every flow\n"
+		"                     is allowed and audited as learned, with what the policy\n"
+		"                     would have done; then `tether policy suggest AUDIT`\n"
 		"  --exec-socket PATH proc-supervisor exec gateway socket (tether exec)\n"
 		"  --user USER        run the workload as USER or UID[:GID] (default: shared-pid\n"
 		"                     and split-shared-netns nobody, since their nftables fence\n"
@@ -127,7 +131,7 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 
 int cmd_run(int argc, char **argv)
 {
-	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE };
+	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE, O_LEARN };
 	static const struct option opts[] = {
 		{ "topology", required_argument, NULL, 't' },
 		{ "policy", required_argument, NULL, 'p' },
@@ -137,6 +141,7 @@ int cmd_run(int argc, char **argv)
 		{ "exec-socket", required_argument, NULL, 'x' },
 		{ "user", required_argument, NULL, 'u' },
 		{ "dry-run", no_argument, NULL, 'n' },
+		{ "learn", no_argument, NULL, O_LEARN },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		/* internal: the entrypoint's gate inside the sandbox */
@@ -149,7 +154,7 @@ int cmd_run(int argc, char **argv)
 	const char *audit_failure = NULL;
 	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL, *user = NULL;
 	const char *wait_ready = NULL;
-	bool dry = false, verbose = false;
+	bool dry = false, verbose = false, learn = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+hv", opts, NULL)) != -1) {
@@ -174,6 +179,7 @@ int cmd_run(int argc, char **argv)
 		case 'x': exec_socket = optarg; break;
 		case 'u': user = optarg; break;
 		case 'n': dry = true; break;
+		case O_LEARN: learn = true; break;
 		case 'v': verbose = true; break;
 		case O_WAIT_READY: wait_ready = optarg; break;
 		case O_STAGE2: {
@@ -217,17 +223,38 @@ int cmd_run(int argc, char **argv)
 		}
 		audit = abs_audit;
 	}
+	if (learn && !audit) {
+		fprintf(stderr, "tether run: --learn needs --audit FILE (the record `tether policy suggest` reads)\n");
+		return 2;
+	}
 	struct policy *pol = NULL;
 	if (load_policy(files, n_files, agent, &pol) < 0)
 		return EXIT_TETHER;
+	/* The warnings the net-supervisor will have: symlinked binary paths
+	 * resolve in the workload's root, which is ours here. */
+	int rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (netpol_resolve_binaries(pol, rootfd, "/") < 0) {
+		fprintf(stderr, "tether run: out of memory\n");
+		if (rootfd >= 0)
+			close(rootfd);
+		policy_free(pol);
+		return EXIT_TETHER;
+	}
+	if (rootfd >= 0)
+		close(rootfd);
 	for (size_t i = 0; i < pol->n_warnings; i++)
 		fprintf(stderr, "tether run: warning: %s\n", pol->warnings[i]);
 
 	struct launch_config cfg = {
 		.topo = t, .policy_files = files, .n_policy_files = n_files, .agent = agent,
 		.audit = audit, .audit_failure = audit_failure, .exec_socket = exec_socket, .user = user, .argv = cmd, .verbose = verbose,
-		.no_network_policy = policy_section_data(pol, "network") == NULL,
+		.no_network_policy = !learn && policy_section_data(pol, "network") == NULL,
+		.learn = learn,
 	};
+	if (learn && !dry)
+		fprintf(stderr, "tether run: LEARN MODE: nothing is enforced; every flow is allowed and "
+			"recorded in %s as learned. Then: tether policy suggest %s -o policy.yaml\n",
+			audit, audit);
 	if (dry) {
 		int s = dry_run(&cfg, pol);
 		policy_free(pol);

@@ -18,7 +18,7 @@ static const struct command commands[] = {
 	{ "exec", cmd_exec, "run CMD as a child of a running proc-supervisor" },
 	{ "ps", cmd_ps, "show the supervised tree with identities" },
 	{ "inspect", cmd_inspect, "print a process's verified identity and its chain to the anchor" },
-	{ "policy", cmd_policy, "check or explain a policy file" },
+	{ "policy", cmd_policy, "check or explain a policy file, or suggest one from an audit" },
 	{ "env", cmd_env, "show the env boundary result: names kept, dropped and why" },
 	{ "keygen", cmd_keygen, "write a provisioning key pair" },
 	{ "verify-context", cmd_verify_context, "verify signed contexts from an audit log" },

@@ -5,3 +5,6 @@ tether_fuzz_target(fuzz_policy SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_policy.c
 if(TARGET tether_envb)
   tether_fuzz_target(fuzz_envb SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_envb.c LIBS tether_envb tether_policy)
 endif()
+# `tether policy suggest`: audit lines (semi-trusted JSONL) to a policy that
+# must load back and allow every flow taken.
+tether_fuzz_target(fuzz_suggest SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_suggest.c LIBS tether_policy)

@@ -372,6 +372,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 	}
 	if (p->pod)
 		need_n[2] = "listen-netns";
+	if (cfg->learn)
+		need_n[p->pod ? 3 : 2] = "learn";
 	for (size_t i = 0; i < ARRAY_SIZE(need_n) && need_n[i] && !p->unsupported[0]; i++)
 		if (!has_feature(features, need_n[i]))
 			snprintf(p->unsupported, sizeof(p->unsupported),
@@ -559,6 +561,8 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 	opt(v, &n, "--topology", t->name);
 	opt(v, &n, "--audit", audit);
 	opt(v, &n, "--audit-failure", cfg->audit_failure);
+	if (cfg->learn)
+		v[n++] = "--learn";
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
 		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
 			return topology_error_set(err, -E2BIG, "too many --policy files");

@@ -82,6 +82,7 @@ struct launch_config {
 	 * is refused not_ready, which is the right answer), so the entrypoint
 	 * is gated on /healthz (listening) instead of /readyz. */
 	bool no_network_policy;
+	bool learn;                      /* net-supervisor --learn (tether run --learn) */
 	bool verbose;
 	/* Hold an flock on /run/tether/slot-K.lock for the /30 the plan picks
 	 * (launcher_run sets it; --dry-run does not): two runs starting at

@@ -40,6 +40,8 @@ static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flo
 		json_t *a = json_object();
 		json_object_set_new(a, "path", json_string(id->ancestors[i].path));
 		json_object_set_new(a, "pid", json_integer(id->ancestors[i].pid));
+		if (id->ancestors[i].sha256[0])
+			json_object_set_new(a, "sha256", json_string(id->ancestors[i].sha256));
 		json_array_append_new(anc, a);
 	}
 	json_object_set_new(o, "ancestors", anc);
@@ -95,8 +97,14 @@ void audit_line_decision(struct conn *c, bool allow, enum reason reason, int sta
 		return;
 	json_object_set_new(o, "decision", json_string(allow ? "allow" : "deny"));
 	json_object_set_new(o, "reason", json_string(reason_word(reason)));
-	if (c->decided && c->d.audit_mode)
+	if (c->decided && c->d.learn) {
+		/* --learn: allowed whatever the policy says; "would" is the policy */
+		json_object_set_new(o, "mode", json_string("learn"));
+		json_object_set_new(o, "learn", json_true());
+		json_object_set_new(o, "would", json_string(reason == REASON_ALLOWED ? "allow" : "deny"));
+	} else if (c->decided && c->d.audit_mode) {
 		json_object_set_new(o, "mode", json_string("audit"));
+	}
 	identity_json(o, c->id, FLOW_SOURCE_NONE);
 	json_object_set_new(o, "dest", dest_json(c));
 	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());

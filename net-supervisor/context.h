@@ -63,6 +63,9 @@ struct netsup_config {
 	 * file, false (deny, the default) answers the flow 503
 	 * audit_unavailable; true relays it and counts it. */
 	bool audit_failure_allow;
+	/* --learn: every flow is allowed and recorded as learned (policy
+	 * decided as usual, "would" in the audit); runs without a policy. */
+	bool learn;
 	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
 	uint64_t revoke_grace_ms;              /* 3 s: a lost/replaced anchor's tunnels close after this (revoke.h) */
 	uint64_t max_tunnel_lifetime_ms;       /* 0 = off */

@@ -51,6 +51,9 @@ static void usage(FILE *out)
 "                             (disk full, I/O error): deny answers new flows 503\n"
 "                             audit_unavailable (the default); allow answers them\n"
 "                             as decided, counted in tether_audit_unrecorded_flows_total\n"
+"  --learn                    learn mode: NOTHING IS ENFORCED; every flow is allowed\n"
+"                             and audited with \"learn\":true and \"would\" (the\n"
+"                             policy's decision); runs without --policy too\n"
 "  --splice                   relay tunnels with splice(2): less proxy CPU, but\n"
 "                             lower throughput on loopback in our measurements\n"
 "  --install-fence            install the nftables egress fence in this netns\n"
@@ -92,7 +95,7 @@ enum {
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
-	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES,
+	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -101,7 +104,7 @@ enum {
  * may pass, without its dashes, or "identity-MODE". Add a word when a
  * launcher-facing option lands; never rename one. */
 static const char *const netsup_features[] = {
-	"listen-netns", "audit-failure",
+	"listen-netns", "audit-failure", "learn",
 	"identity-local", "anchor-pid", "anchor-socket", "expected-anchor-sha256",
 	"workload-netns", "sandbox-cgroup",
 	"identity-delegated", "control", "provisioning-pubkey",
@@ -158,6 +161,7 @@ int main(int argc, char **argv)
 		{ "install-fence", no_argument, NULL, O_FENCE },
 		{ "listen-netns", required_argument, NULL, O_LISTEN_NETNS },
 		{ "splice", no_argument, NULL, O_NOSPLICE },
+		{ "learn", no_argument, NULL, O_LEARN },
 		{ "fence-allow-port", required_argument, NULL, O_FENCEPORT },
 		{ "identity", required_argument, NULL, O_IDMODE },
 		{ "identity-timeout", required_argument, NULL, O_IDTO },
@@ -279,6 +283,7 @@ int main(int argc, char **argv)
 		case O_FENCE: install_fence = true; break;
 		case O_LISTEN_NETNS: cfg.listen_netns = optarg; break;
 		case O_NOSPLICE: cfg.splice = true; break;
+		case O_LEARN: cfg.learn = true; break;
 		case O_FENCEPORT:
 			if (parse_u64("--fence-allow-port", optarg, 65535, &v) < 0 || v == 0 ||
 			    fc.n_ports >= FENCE_MAX_PORTS - NETSUP_MAX_LISTEN - 1)

@@ -148,8 +148,19 @@ static void on_policy(struct policystore *ps, bool ok, const char *msg, void *da
 	if (ok) {
 		ns->metrics.policy_reloads_ok++;
 		const struct network_policy *np = policystore_network(ps);
-		json_object_set_new(o, "mode", json_string(np && np->mode == NETPOL_AUDIT ? "audit" : "enforce"));
+		json_object_set_new(o, "mode", json_string(np && np->learn ? "learn"
+						       : np && np->mode == NETPOL_AUDIT ? "audit" : "enforce"));
 		json_object_set_new(o, "rules", json_integer(np ? (json_int_t)np->n_rules : 0));
+		size_t nw;
+		const char *const *w = policystore_warnings(ps, &nw);
+		if (nw) {
+			json_t *wa = json_array();
+			for (size_t i = 0; i < nw; i++) {
+				json_array_append_new(wa, json_string(w[i]));
+				log_info("policy: %s", w[i]);
+			}
+			json_object_set_new(o, "warnings", wa);
+		}
 		log_info("policy loaded, generation %llu", (unsigned long long)policystore_generation(ps));
 	} else {
 		ns->metrics.policy_reloads_failed++;
@@ -409,7 +420,20 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	r = policystore_new(loop, cfg->policy, cfg->n_policy, on_policy, ns, &ns->policy);
 	if (r < 0)
 		return r;
-	if (cfg->n_policy > 0) {
+	/* Symlinked binary paths resolve in the workload's root: the local
+	 * anchor's (the sandbox's view), else ours (the same filesystem in
+	 * the split topologies, whose net side shares no PID namespace). */
+	if (cfg->anchor_pid > 0) {
+		char root[64];
+		snprintf(root, sizeof(root), "/proc/%d/root", cfg->anchor_pid);
+		if ((r = policystore_set_root(ns->policy, root)) < 0)
+			return r;
+	}
+	policystore_set_learn(ns->policy, cfg->learn);
+	if (cfg->learn)
+		log_warn("LEARN MODE (--learn): nothing is enforced; every flow is allowed and recorded "
+			 "in the audit with \"learn\":true and what the policy would have done");
+	if (cfg->n_policy > 0 || cfg->learn) {
 		struct policy_diag diag = { { 0 } };
 		r = policystore_load_now(ns->policy, &diag);
 		if (r < 0) {

@@ -1,6 +1,7 @@
 #include "net-supervisor/policystore.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -32,6 +33,8 @@ struct policystore {
 	size_t n_files;
 	struct policy *policy;
 	uint64_t generation;
+	char *root;  /* where symlinked binary paths resolve (NULL: "/") */
+	bool learn;
 	policystore_cb cb;
 	void *data;
 	uv_signal_t sighup;
@@ -61,6 +64,7 @@ static void ps_free(struct policystore *ps)
 	for (size_t i = 0; i < ps->n_files; i++)
 		free(ps->files[i]);
 	free(ps->files);
+	free(ps->root);
 	for (size_t i = 0; i < ps->n_watches; i++)
 		free(ps->watches[i].dir);
 	free(ps->watches);
@@ -72,20 +76,53 @@ static void ps_free(struct policystore *ps)
 
 static const struct policy_section *const sections[] = { &network_policy_section };
 
-static int load(char **files, size_t n, struct policy **out, struct policy_diag *diag)
+/* Load, then resolve symlinked binary paths in the workload's root (at
+ * every load, so a reload sees a re-pointed link), then learn mode. */
+static int load(const struct policystore *ps, struct policy **out, struct policy_diag *diag)
 {
 	struct policy_loader *l;
 	int r = policy_loader_new(sections, 1, &l, diag);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < n; i++) {
-		r = policy_loader_add_file(l, POLICY_LAYER_COMMAND, files[i], false, diag);
+	for (size_t i = 0; i < ps->n_files; i++) {
+		r = policy_loader_add_file(l, POLICY_LAYER_COMMAND, ps->files[i], false, diag);
 		if (r < 0) {
 			policy_loader_free(l);
 			return r;
 		}
 	}
-	return policy_loader_finish(l, out);
+	if ((r = policy_loader_finish(l, out)) < 0)
+		return r;
+	const char *root = ps->root ? ps->root : "/";
+	int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		log_warn("cannot open the workload's root %s: %m; symlinked binary paths match nothing", root);
+	r = netpol_resolve_binaries(*out, rootfd, root);
+	if (rootfd >= 0)
+		close(rootfd);
+	struct network_policy *np = policy_section_data(*out, "network");
+	if (np)
+		np->learn = ps->learn;
+	if (r < 0) {
+		policy_free(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+int policystore_set_root(struct policystore *ps, const char *root)
+{
+	free(ps->root);
+	ps->root = root ? strdup(root) : NULL;
+	return root && !ps->root ? -ENOMEM : 0;
+}
+
+void policystore_set_learn(struct policystore *ps, bool learn) { ps->learn = learn; }
+
+const char *const *policystore_warnings(const struct policystore *ps, size_t *n)
+{
+	*n = ps->policy ? ps->policy->n_warnings : 0;
+	return ps->policy ? (const char *const *)ps->policy->warnings : NULL;
 }
 
 int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
@@ -136,7 +173,7 @@ static void swap_in(struct policystore *ps, struct policy *p)
 int policystore_load_now(struct policystore *ps, struct policy_diag *diag)
 {
 	struct policy *p = NULL;
-	int r = load(ps->files, ps->n_files, &p, diag);
+	int r = load(ps, &p, diag);
 	if (r < 0)
 		return r;
 	swap_in(ps, p);
@@ -148,7 +185,7 @@ static void work_run(uv_work_t *w)
 	struct policystore *ps = w->data;
 	memset(&ps->diag, 0, sizeof(ps->diag));
 	ps->next = NULL;
-	ps->result = load(ps->files, ps->n_files, &ps->next, &ps->diag);
+	ps->result = load(ps, &ps->next, &ps->diag);
 }
 
 static void watch_refresh(struct policystore *ps);
@@ -413,10 +450,11 @@ const struct network_policy *policystore_network(const struct policystore *ps)
 {
 	/* Loaded without a `network:` section: an empty policy, deny all. */
 	static const struct network_policy empty = { .mode = NETPOL_ENFORCE };
+	static const struct network_policy empty_learn = { .mode = NETPOL_ENFORCE, .learn = true };
 	if (!ps->policy)
 		return NULL;
 	const struct network_policy *np = policy_section_data(ps->policy, "network");
-	return np ? np : &empty;
+	return np ? np : ps->learn ? &empty_learn : &empty;
 }
 
 bool policystore_loaded(const struct policystore *ps) { return ps->policy != NULL; }

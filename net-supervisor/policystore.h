@@ -25,6 +25,14 @@ typedef void (*policystore_cb)(struct policystore *ps, bool ok, const char *msg,
 
 int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
 		    policystore_cb cb, void *data, struct policystore **out);
+/* Where symlinked binary paths of the policy are resolved: the workload's
+ * root (e.g. /proc/ANCHOR/root; NULL or unset: "/"), at every load. */
+int policystore_set_root(struct policystore *ps, const char *root);
+/* Learn mode (--learn): every loaded policy has network_policy.learn set,
+ * and a policy without a `network:` section is an empty one in learn mode. */
+void policystore_set_learn(struct policystore *ps, bool learn);
+/* The loaded policy's warnings ("FILE:LINE:COL: message"). */
+const char *const *policystore_warnings(const struct policystore *ps, size_t *n);
 /* Synchronous first load (before the loop runs). -EINVAL with diag. */
 int policystore_load_now(struct policystore *ps, struct policy_diag *diag);
 /* Start watching files and SIGHUP. */

@@ -461,7 +461,7 @@ static void decide(struct conn *c)
 		 * the policy denies anyway. */
 		bool need = c->id_reason == REASON_OK
 				    ? netpolicy_resolution_may_allow(np, c->id, c->host, c->port)
-				    : np && np->mode == NETPOL_AUDIT;
+				    : np && (np->mode == NETPOL_AUDIT || np->learn);
 		if (!need) {
 			deny_unresolved(c, np);
 			return;
@@ -477,9 +477,10 @@ static void decide(struct conn *c)
 		/* No verified identity: fail closed (audit mode lets it pass, logged). */
 		c->decided = true;
 		c->d = (struct netpolicy_decision){ .allow = false, .reason = c->id_reason };
-		if (np && np->mode == NETPOL_AUDIT) {
+		if (np && (np->mode == NETPOL_AUDIT || np->learn)) {
 			c->d.allow = true;
 			c->d.audit_mode = true;
+			c->d.learn = np->learn;
 		}
 		c->have_chosen = true;
 		c->chosen = c->resolved[0];

@@ -52,7 +52,10 @@ bool netpolicy_ip_blocked(const struct netaddr *ip, struct netcidr *range)
 static bool binary_match(const struct netpol_binary *b, const char *path, const char *sha,
 			 bool *hash_mismatch)
 {
-	if (!path || !netpol_path_match(b->path, path))
+	if (!path)
+		return false;
+	/* the written path, or the binary a symlinked path resolved to */
+	if (!netpol_path_match(b->path, path) && !(b->resolved && strcmp(b->resolved, path) == 0))
 		return false;
 	if (b->has_sha256 && (!sha || strcmp(b->sha256, sha) != 0)) {
 		*hash_mismatch = true;
@@ -196,6 +199,7 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 		d.allow = true;
 		d.reason = REASON_ALLOWED;
 		d.policy = rule->name;
+		d.learn = p->learn;
 		return d;
 	}
 	if (hash_rule) {
@@ -209,9 +213,10 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 		d.policy = blocked_rule;
 	}
 out:
-	if (p->mode == NETPOL_AUDIT) {
+	if (p->mode == NETPOL_AUDIT || p->learn) {
 		d.allow = true;
 		d.audit_mode = true;
+		d.learn = p->learn;
 	}
 	return d;
 }
@@ -221,7 +226,7 @@ bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct
 {
 	if (!p)
 		return false;
-	if (p->mode == NETPOL_AUDIT)
+	if (p->mode == NETPOL_AUDIT || p->learn)
 		return true;
 	if (!id || !id->binary_path || !host)
 		return false;

@@ -24,7 +24,8 @@ struct netpolicy_decision {
 	bool allow;
 	enum reason reason;  /* REASON_ALLOWED, or why it is (or would be) denied */
 	const char *policy;  /* the deciding rule's name (points into the policy), or NULL */
-	bool audit_mode;     /* allowed only because the mode is audit */
+	bool audit_mode;     /* allowed only because the mode is audit (or learn) */
+	bool learn;          /* the policy is in learn mode (network_policy.learn) */
 };
 
 /* host: the destination as the client named it, normalised with

@@ -1,6 +1,8 @@
 #include "policy/network.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
+#include <stdio.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -9,6 +11,8 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
+#include "policy/binpath.h"
+#include "policy/policy_int.h"
 
 /* ---------- globs and host names ---------- */
 
@@ -130,8 +134,11 @@ struct network_policy *network_policy_new(void)
 
 static void binaries_free(struct netpol_binary *b, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(b[i].path);
+		free(b[i].resolved);
+		free(b[i].where);
+	}
 	free(b);
 }
 
@@ -215,6 +222,10 @@ static int parse_binaries(struct pctx *ctx, const struct pnode *seq, const char 
 			return -ENOMEM;
 		if (!(b->path = pnode_strdup(ctx, p)))
 			return -ENOMEM;
+		if (asprintf(&b->where, "%s:%u:%u", pctx_file(ctx), p->line, p->col) < 0) {
+			b->where = NULL;
+			return -ENOMEM;
+		}
 		const struct pnode *h = pmap_get(e, "sha256");
 		if (h) {
 			if ((r = parse_sha256(ctx, h, "sha256", b->sha256)) < 0)
@@ -390,6 +401,54 @@ static int network_parse(struct pctx *ctx, const struct pnode *node, void **data
 		for (size_t i = 0; i < pols->n; i++)
 			if ((r = parse_rule(ctx, pols->vals[i], i, np)) < 0)
 				return r;
+	}
+	return 0;
+}
+
+/* ---------- symlinked paths, resolved in the workload's root ---------- */
+
+static int resolve_list(struct policy *p, struct netpol_binary *v, size_t n, const char *what,
+			int rootfd, const char *root)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct netpol_binary *b = &v[i];
+		free(b->resolved);
+		b->resolved = NULL;
+		if (strchr(b->path, '*'))
+			continue; /* a glob names many files; it is matched as written */
+		char out[PATH_MAX], msg[PATH_MAX + 256];
+		int r = rootfd < 0 ? -EBADF : binpath_resolve(rootfd, b->path, out, sizeof(out));
+		if (r == 0) {
+			if (strcmp(out, b->path) != 0 && !(b->resolved = strdup(out)))
+				return -ENOMEM;
+			continue;
+		}
+		snprintf(msg, sizeof(msg), "%s: %s[%zu].path %s %s in the workload's root (%s): "
+			 "it matches no running binary", b->where ? b->where : "?", what, i, b->path,
+			 r == -ENOENT ? "resolves to nothing" : r == -ELOOP ? "is a symlink loop" : "cannot be resolved",
+			 root);
+		if (r != -ENOENT && r != -ELOOP) {
+			size_t l = strlen(msg);
+			snprintf(msg + l, sizeof(msg) - l, " (%s)", strerror(-r));
+		}
+		if (policy_add_warning(p, msg) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int netpol_resolve_binaries(struct policy *p, int rootfd, const char *root_label)
+{
+	struct network_policy *np = policy_section_data(p, "network");
+	if (!np)
+		return 0;
+	for (size_t i = 0; i < np->n_rules; i++) {
+		struct netpol_rule *rule = &np->rules[i];
+		int r = resolve_list(p, rule->binaries, rule->n_binaries, "binaries", rootfd, root_label);
+		if (r == 0)
+			r = resolve_list(p, rule->ancestors, rule->n_ancestors, "ancestors", rootfd, root_label);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

@@ -22,9 +22,14 @@ enum netpol_mode { NETPOL_ENFORCE = 0, NETPOL_AUDIT = 1 };
 /* A binary (or ancestor) matcher: path is exact or a glob ('*' within one
  * path segment, '**' across segments); sha256 optionally pins the image. */
 struct netpol_binary {
-	char *path;
+	char *path;      /* as written (display, audit) */
 	bool has_sha256;
 	char sha256[65]; /* lower-case hex */
+	/* An exact path that is a symlink (or runs through one): what it
+	 * resolves to in the workload's root, set by netpol_resolve_binaries;
+	 * the entry matches this path too. NULL: not resolved, or no link. */
+	char *resolved;
+	char *where;     /* "FILE:LINE:COL" of the entry, for warnings */
 };
 
 enum netpol_host_kind {
@@ -57,6 +62,10 @@ struct netpol_rule {
 struct network_policy {
 	enum netpol_mode mode;
 	bool mode_set;   /* some layer said `mode:` */
+	/* Learn mode (net-supervisor --learn, never a file): every flow is
+	 * allowed as in audit mode and its audit line says "learn":true with
+	 * what the policy would have done. */
+	bool learn;
 	struct netpol_rule *rules;
 	size_t n_rules;
 };
@@ -74,6 +83,17 @@ bool netpol_path_match(const char *pattern, const char *path);
  * is neither a valid DNS name nor a strict IP literal (numeric forms like
  * "127.1" or "2130706433" are rejected rather than guessed). */
 int netpol_host_normalize(const char *in, char *out, size_t size);
+
+/* Resolve every exact (glob-free) path of binaries and ancestors inside
+ * rootfd, the workload's root (root_label names it in messages): a path
+ * that is or goes through a symlink then also matches its target
+ * (/usr/bin/python3 matches /usr/bin/python3.11), the written path stays
+ * for display. A path that resolves to nothing (missing, dangling, a loop)
+ * adds a warning to p and matches only itself: nothing is allowed by
+ * guesswork. Call after every load (and reload). rootfd < 0: every exact
+ * path gets the warning that it could not be resolved. 0 or -ENOMEM. */
+struct policy;
+int netpol_resolve_binaries(struct policy *p, int rootfd, const char *root_label);
 
 /* The section parser for the layered loader (policy/policy.h): pass it in
  * `ext`; policy_section_data(p, "network") is then a struct network_policy

@@ -1416,6 +1416,61 @@ static void test_max_tunnel_lifetime(void **state)
 	proxy_stop(&p);
 }
 
+/* --learn: every flow allowed, its line marked learned with the policy's
+ * own verdict ("would"). */
+static void test_learn_mode(void **state)
+{
+	struct proxy p;
+	const char *const learn[] = { "--learn", NULL };
+	proxy_start(&p, NULL, learn);
+	char buf[4096], dest[64];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	assert_int_equal(tunnel_status(p.port, dest, buf, sizeof(buf)), 200);
+	assert_true(audit_wait(&p, "\"decision\":\"allow\",\"reason\":\"allowed\",\"mode\":\"learn\","
+			       "\"learn\":true,\"would\":\"allow\"", NULL, 2000));
+	/* a port the policy does not name: denied in enforce, allowed here */
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", trap.port);
+	assert_int_equal(tunnel_status(p.port, dest, buf, sizeof(buf)), 200);
+	assert_true(audit_wait(&p, "\"decision\":\"allow\",\"reason\":\"blocked_destination\","
+			       "\"mode\":\"learn\",\"learn\":true,\"would\":\"deny\"", NULL, 2000));
+	assert_true(audit_wait(&p, "\"event\":\"policy_loaded\"", "\"mode\":\"learn\"", 100));
+	proxy_stop(&p);
+}
+
+/* A policy path that is a symlink matches its target, resolved again at
+ * every reload; a link to nothing is a warning and allows nothing. */
+static void test_reload_symlink(void **state)
+{
+	char link[400], pol[1024];
+	snprintf(link, sizeof(link), "%s/curl-link", tmpdir);
+	assert_int_equal(symlink("/usr/bin/curl", link), 0);
+	snprintf(pol, sizeof(pol),
+		 "version: 1\nnetwork:\n  policies:\n    - name: via-link\n      binaries:\n"
+		 "        - path: %s\n      endpoints:\n        - cidr: 127.0.0.1/32\n          ports: [%d]\n",
+		 link, up_http.port);
+	struct proxy p;
+	proxy_start(&p, pol, NULL); /* identity: /usr/bin/curl */
+	char buf[4096], dest[64], req[256];
+	snprintf(dest, sizeof(dest), "127.0.0.1:%d", up_http.port);
+	int n = snprintf(req, sizeof(req), "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest);
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 200);
+	assert_true(audit_wait(&p, "\"decision\":\"allow\",\"reason\":\"allowed\"", "via-link", 2000));
+	/* re-pointed: the reload resolves it again */
+	unlink(link);
+	assert_int_equal(symlink("/usr/bin/true", link), 0);
+	kill(p.pid, SIGHUP);
+	assert_true(audit_wait(&p, "\"ok\":true", "\"policy_generation\":2", 3000));
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 403);
+	/* dangling: a warning in policy_loaded, still no allow */
+	unlink(link);
+	assert_int_equal(symlink("nothing-here", link), 0);
+	kill(p.pid, SIGHUP);
+	assert_true(audit_wait(&p, "\"policy_generation\":3", "resolves to nothing", 3000));
+	assert_int_equal(exchange(p.port, req, (size_t)n, buf, sizeof(buf)), 403);
+	proxy_stop(&p);
+	unlink(link);
+}
+
 static int setup(void **state)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tether-netsup-test-XXXXXX");
@@ -1469,6 +1524,8 @@ int main(void)
 		cmocka_unit_test(test_reload_revokes_tunnels),
 		cmocka_unit_test(test_max_tunnel_lifetime),
 		cmocka_unit_test(test_audit_rotation),
+		cmocka_unit_test(test_learn_mode),
+		cmocka_unit_test(test_reload_symlink),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
