@@ -377,7 +377,10 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 			snprintf(p->unsupported, sizeof(p->unsupported),
 				 "%.3000s has no --%s, which topology %s needs", p->netsup_path, need_n[i], t->name);
 	*netsup_pins = has_feature(features, "expected-anchor-sha256");
-	const char *need_p[4] = { 0 };
+	p->netsup_console = has_feature(features, "console");
+	p->netsup_log_level = has_feature(features, "log-level");
+	p->netsup_policy_layer = has_feature(features, "policy-layer");
+	const char *need_p[5] = { 0 };
 	size_t np = 0;
 	if (cfg->exec_socket)
 		need_p[np++] = "exec-socket";
@@ -385,6 +388,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 		need_p[np++] = "provisioning-key";
 	if (p->user[0])
 		need_p[np++] = "user";
+	if (cfg->wait_all && np < ARRAY_SIZE(need_p))
+		need_p[np++] = "wait-all";
 	if (np && !p->unsupported[0]) {
 		r = daemon_features(p->procsup_path, features, sizeof(features));
 		if (r < 0)
@@ -559,6 +564,23 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 	opt(v, &n, "--topology", t->name);
 	opt(v, &n, "--audit", audit);
 	opt(v, &n, "--audit-failure", cfg->audit_failure);
+	if (p->netsup_console)
+		opt(v, &n, "--console",
+		    cfg->console == LAUNCH_CONSOLE_OFF ? "off" : cfg->console == LAUNCH_CONSOLE_ALL ? "all" : "denials");
+	if (p->netsup_log_level)
+		opt(v, &n, "--log-level", cfg->verbose ? "info" : "error");
+	/* every layer's rules add up (docs/network-policy.md): the lower
+	 * layers' files first, in their layers */
+	for (size_t i = 0; i < cfg->n_layer_files; i++) {
+		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
+			return topology_error_set(err, -E2BIG, "too many policy files");
+		const char *lf = p->netsup_policy_layer ? plan_keep(p, strdup_printf("%s:%s", cfg->layer_files[i].layer,
+										  cfg->layer_files[i].path))
+							: cfg->layer_files[i].path;
+		if (!lf)
+			return topology_error_set(err, -ENOMEM, "out of memory");
+		opt(v, &n, p->netsup_policy_layer ? "--policy-layer" : "--policy", lf);
+	}
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
 		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
 			return topology_error_set(err, -E2BIG, "too many --policy files");
@@ -605,6 +627,8 @@ static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan
 	opt(v, &n, "--audit", audit);
 	opt(v, &n, "--proxy", p->proxy_url);
 	opt(v, &n, "--grace", "2");
+	if (cfg->wait_all)
+		v[n++] = "--wait-all";
 	opt(v, &n, "--cgroup", p->cgroup_parent);
 	opt(v, &n, "--user", p->user);
 	opt(v, &n, "--status-socket", p->anchor_socket);
@@ -1279,6 +1303,8 @@ static int run_prepare(struct run *run, struct topology_error *err)
 	int r = launch_plan_resolve(&rcfg, plan, err);
 	if (r >= 0 && plan->unsupported[0])
 		r = topology_error_set(err, -EOPNOTSUPP, "%s", plan->unsupported);
+	if (r >= 0 && run->cfg->no_network_policy && run->cfg->missing_policy)
+		r = topology_error_set(err, -ENOENT, "%s", run->cfg->missing_policy);
 	if (r < 0)
 		return r;
 	run->vm = plan->runtime_init_path[0] != '\0';

@@ -29,6 +29,7 @@ struct target {
 struct policystore {
 	uv_loop_t *loop;
 	char **files;
+	enum policy_layer *layers; /* of each file */
 	size_t n_files;
 	struct policy *policy;
 	uint64_t generation;
@@ -61,6 +62,7 @@ static void ps_free(struct policystore *ps)
 	for (size_t i = 0; i < ps->n_files; i++)
 		free(ps->files[i]);
 	free(ps->files);
+	free(ps->layers);
 	for (size_t i = 0; i < ps->n_watches; i++)
 		free(ps->watches[i].dir);
 	free(ps->watches);
@@ -72,14 +74,15 @@ static void ps_free(struct policystore *ps)
 
 static const struct policy_section *const sections[] = { &network_policy_section };
 
-static int load(char **files, size_t n, struct policy **out, struct policy_diag *diag)
+static int load(char **files, const enum policy_layer *layers, size_t n, struct policy **out,
+		struct policy_diag *diag)
 {
 	struct policy_loader *l;
 	int r = policy_loader_new(sections, 1, &l, diag);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		r = policy_loader_add_file(l, POLICY_LAYER_COMMAND, files[i], false, diag);
+		r = policy_loader_add_file(l, layers[i], files[i], layers[i] < POLICY_LAYER_COMMAND, diag);
 		if (r < 0) {
 			policy_loader_free(l);
 			return r;
@@ -88,8 +91,8 @@ static int load(char **files, size_t n, struct policy **out, struct policy_diag 
 	return policy_loader_finish(l, out);
 }
 
-int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
-		    policystore_cb cb, void *data, struct policystore **out)
+int policystore_new(uv_loop_t *loop, const char *const *files, const enum policy_layer *layers,
+		    size_t n_files, policystore_cb cb, void *data, struct policystore **out)
 {
 	struct policystore *ps = calloc(1, sizeof(*ps));
 	if (!ps)
@@ -98,10 +101,15 @@ int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
 	ps->cb = cb;
 	ps->data = data;
 	ps->files = calloc(n_files + 1, sizeof(char *));
-	if (!ps->files) {
+	ps->layers = calloc(n_files + 1, sizeof(*ps->layers));
+	if (!ps->files || !ps->layers) {
+		free(ps->files);
+		free(ps->layers);
 		free(ps);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < n_files; i++)
+		ps->layers[i] = layers ? layers[i] : POLICY_LAYER_COMMAND;
 	ps->ino_fd = -1;
 	/* Absolute, but symlinks kept: a ConfigMap mount's policy.yaml is a
 	 * link through `..data`, which the kubelet points elsewhere on every
@@ -136,7 +144,7 @@ static void swap_in(struct policystore *ps, struct policy *p)
 int policystore_load_now(struct policystore *ps, struct policy_diag *diag)
 {
 	struct policy *p = NULL;
-	int r = load(ps->files, ps->n_files, &p, diag);
+	int r = load(ps->files, ps->layers, ps->n_files, &p, diag);
 	if (r < 0)
 		return r;
 	swap_in(ps, p);
@@ -148,7 +156,7 @@ static void work_run(uv_work_t *w)
 	struct policystore *ps = w->data;
 	memset(&ps->diag, 0, sizeof(ps->diag));
 	ps->next = NULL;
-	ps->result = load(ps->files, ps->n_files, &ps->next, &ps->diag);
+	ps->result = load(ps->files, ps->layers, ps->n_files, &ps->next, &ps->diag);
 }
 
 static void watch_refresh(struct policystore *ps);
