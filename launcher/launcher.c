@@ -1322,6 +1322,12 @@ static int run_prepare(struct run *run, struct topology_error *err)
 	if (r < 0)
 		return topology_error_errno(err, r, "cannot register %s with the cleanup guardian", plan->run_dir);
 
+	const char *forced = getenv("TETHER_FORCE_FALLBACK");
+	if (!plan->cgroup_parent[0] && !(forced && strstr(forced, "cgroup")))
+		/* weaker than the topology promises: say why and how to avoid it */
+		log_warn("no cgroup v2 hierarchy at /sys/fs/cgroup in this mount namespace (`ip netns exec` "
+			 "mounts a /sys of its own without it): membership falls back to lineage; run tether "
+			 "under `nsenter --net=/run/netns/NAME` instead (docs/topologies.md)");
 	if (plan->cgroup_parent[0]) {
 		if (mkdir(plan->cgroup_parent, 0755) < 0) {
 			/* not fatal: the proc-supervisor falls back to lineage */
@@ -1597,6 +1603,31 @@ static int supervise(struct run *run, int *status, struct topology_error *err)
 	return 0;
 }
 
+/* `tether connect %h %p` (ssh's ProxyCommand, docs/quickstart.md) must
+ * work inside the sandbox: when no `tether` is on our PATH, the directory
+ * of this tether goes at its end. The workload's PATH is built from ours
+ * by the env boundary, which still checks every entry. */
+static void path_with_tether(const char *self)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+	for (const char *s = path ? path : ""; *s;) {
+		const char *colon = strchrnul(s, ':');
+		int n = snprintf(buf, sizeof(buf), "%.*s/tether", (int)(colon - s), s);
+		if (colon > s && n > 0 && (size_t)n < sizeof(buf) && access(buf, X_OK) == 0)
+			return;
+		s = *colon ? colon + 1 : colon;
+	}
+	const char *slash = strrchr(self, '/');
+	if (!slash || slash == self)
+		return;
+	char *np = strdup_printf("%s%s%.*s", path && *path ? path : "", path && *path ? ":" : "",
+				 (int)(slash - self), self);
+	if (np)
+		setenv("PATH", np, 1);
+	free(np);
+}
+
 int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err)
 {
 	static int (*const start[])(struct run *, struct topology_error *) = {
@@ -1608,6 +1639,8 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 	_cleanup_(run_release) struct run run = RUN_INIT;
 	run.cfg = cfg;
 	int r = run_prepare(&run, err);
+	if (r >= 0)
+		path_with_tether(run.plan.self_path);
 	if (r >= 0)
 		r = start[run.plan.layout](&run, err);
 	if (r >= 0)
