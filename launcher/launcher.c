@@ -488,6 +488,10 @@ static int plan_names(const struct launch_config *cfg, struct launch_plan *p, un
 	snprintf(p->anchor_pid, sizeof(p->anchor_pid), "%d", anchor_pid);
 	if (t->id == TOPOLOGY_SHARED_PID)
 		snprintf(p->anchor_socket, sizeof(p->anchor_socket), "%s/anchor.sock", p->run_dir);
+	if (p->anchor_socket[0])
+		strscpy(p->status_socket, p->anchor_socket, sizeof(p->status_socket));
+	else
+		snprintf(p->status_socket, sizeof(p->status_socket), "%s/status.sock", p->run_dir);
 	if (delegated) {
 		snprintf(p->key_dir, sizeof(p->key_dir), "%s/keys", p->run_dir);
 		snprintf(p->key_file, sizeof(p->key_file), "%s/provisioning.key", p->key_dir);
@@ -631,7 +635,7 @@ static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan
 		v[n++] = "--wait-all";
 	opt(v, &n, "--cgroup", p->cgroup_parent);
 	opt(v, &n, "--user", p->user);
-	opt(v, &n, "--status-socket", p->anchor_socket);
+	opt(v, &n, "--status-socket", p->status_socket);
 	if (delegated) {
 		opt(v, &n, "--control", p->control);
 		opt(v, &n, "--control-allow", p->control_allow);
@@ -717,6 +721,7 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 	if (p->control[0])
 		fprintf(f, "control channel: %s (%s); provisioning key pair generated in %s\n", p->control,
 			p->control_kind, p->key_dir);
+	fprintf(f, "status socket: %s (tether ps)\n", p->status_socket);
 	if (p->anchor_socket[0])
 		fprintf(f, "anchor socket: %s (the proc-supervisor's status socket; SO_PEERPIDFD)\n",
 			p->anchor_socket);

@@ -155,6 +155,9 @@ struct launch_plan {
 	char key_dir[160];         /* delegated: the run's provisioning key pair */
 	char key_file[192], pub_file[192];
 	char anchor_socket[160];   /* shared-pid: the proc-supervisor's status socket */
+	/* the proc-supervisor's status socket in every topology (`tether ps`
+	 * finds it): RUN_DIR/status.sock, shared-pid's anchor socket there */
+	char status_socket[160];
 	char unsupported[3300];    /* non-empty: a daemon lacks what this topology needs (run refuses) */
 	int slot_fd;               /* the slot lock (reserve_slot), -1 none; closed by launch_plan_done */
 	char *strings[64];         /* owned strings the argv vectors point into */
