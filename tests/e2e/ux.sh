@@ -7,6 +7,7 @@
 #
 #   deny_line        a denied flow prints one line on stderr: binary,
 #                    destination, reason word, the rule that would allow it
+#   rate_limit       a burst of denials: 20 lines, then one summary line
 #   quiet            --quiet prints no denial line
 #   verbose_allowed  -v prints a line for an allowed flow
 #   clean_silent     a clean run prints nothing of tether's
@@ -46,6 +47,14 @@ deny_line)
 		fail "no hint naming the rule and the binary: $(err)"
 	[ "$(grep -c '^tether: denied' "$WORK/err")" = 1 ] || fail "not one line for one denied flow: $(err)"
 	check_audit_common
+	;;
+rate_limit)
+	# 25 denials in a burst: 20 lines, then one line with the rest's count
+	run_split --policy "$WORK/p.yaml" -- sh -c "for i in \$(seq 25); do $WGET; done; true"
+	[ "$(decisions /usr/bin/wget | grep -c deny:no_matching_policy)" = 25 ] || fail "not 25 denials in the audit"
+	[ "$(grep -c '^tether: denied /usr/bin/wget ' "$WORK/err")" = 20 ] ||
+		fail "not 20 denial lines: $(grep -c '^tether: denied' "$WORK/err")"
+	grep -qx 'tether: 5 more denials not shown (see the audit log)' "$WORK/err" || fail "no summary line: $(err)"
 	;;
 quiet)
 	run_split --quiet --policy "$WORK/p.yaml" -- $WGET
