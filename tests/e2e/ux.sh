@@ -130,6 +130,12 @@ print("policy_loaded files:", files)
 sys.exit(0 if files and files[0] == sys.argv[2:] else 1)
 PY
 	check_audit_common
+	# the project file alone, no --policy: ready at once, its rule applies
+	: >"$AUDIT"
+	(cd "$WORK/proj" && inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" \
+		-- sh -c "$WGET && echo WGET-OK" >"$WORK/out" 2>"$WORK/err")
+	grep -qx WGET-OK "$WORK/out" || fail "the project file alone did not allow wget: $(cat "$WORK/out") $(err)"
+	expect_decision /usr/bin/wget allow:allowed
 	;;
 entrypoint_exit)
 	run_split --policy "$WORK/p.yaml" -- sh -c 'sleep 20 & exit 0'
