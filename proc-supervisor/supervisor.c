@@ -364,7 +364,7 @@ static void start_draining(struct procsup *ps)
 		/* for the person at the terminal: the run is not hung, and what
 		 * to pass to keep them (tether run --wait-all) */
 		fprintf(stderr, "tether: entrypoint exited; stopping %ld remaining process%s%s\n", left,
-			left == 1 ? "" : "es", ps->cfg.grace_s ? " (tether run --wait-all waits for them)" : "");
+			left == 1 ? "" : "es", ps->cfg.grace_s ? " (--wait-all waits for them)" : "");
 		fflush(stderr);
 	}
 	if (ps->cfg.grace_s == 0) {

@@ -140,7 +140,7 @@ PY
 entrypoint_exit)
 	run_split --policy "$WORK/p.yaml" -- sh -c 'sleep 20 & exit 0'
 	[ "$RC" = 0 ] || fail "rc=$RC: $(err)"
-	grep -qx 'tether: entrypoint exited; stopping 1 remaining process (tether run --wait-all waits for them)' \
+	grep -qx 'tether: entrypoint exited; stopping 1 remaining process (--wait-all waits for them)' \
 		"$WORK/err" || fail "no line about the remaining process: $(err)"
 	run_split --wait-all --policy "$WORK/p.yaml" -- sh -c '(sleep 0.3; echo BG-DONE) & exit 0'
 	[ "$RC" = 0 ] || fail "--wait-all: rc=$RC: $(err)"
