@@ -1,4 +1,7 @@
-/* tether ps --socket PATH [--json]: the supervised process table.
+/* tether ps [--socket PATH | RUN] [--json]: the supervised process table.
+ * Without a socket: the one `tether run` on this machine (its status
+ * socket is /run/tether/run-PID/status.sock, shared-pid's anchor.sock),
+ * or the list of them to choose from.
  *
  * Reads the one JSON document the proc-supervisor's status socket writes
  * (members_to_json() of its table, docs/exec-gateway.md) and prints it as a
@@ -11,20 +14,127 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/util.h"
+
+#define RUN_BASE "/run/tether"
+
+/* The status socket of run `pid` (shared-pid names it anchor.sock). */
+static bool run_socket(const char *pid, char *out, size_t size)
+{
+	static const char *const names[] = { "status.sock", "anchor.sock" };
+	struct stat st;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		int n = snprintf(out, size, RUN_BASE "/run-%s/%s", pid, names[i]);
+		if (n > 0 && (size_t)n < size && stat(out, &st) == 0 && S_ISSOCK(st.st_mode))
+			return true;
+	}
+	return false;
+}
+
+/* Whether pid is us or one of our ancestors (in our PID namespace). */
+static bool is_ancestor(pid_t pid)
+{
+	pid_t p = getpid();
+	for (int depth = 0; p > 0 && depth < 256; depth++) {
+		if (p == pid)
+			return true;
+		char path[64], buf[512];
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			return false;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		const char *rp = strrchr(buf, ')');
+		int ppid;
+		if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+			return false;
+		p = ppid;
+	}
+	return false;
+}
+
+/* 1: a supervisor answers on path and it is our ancestor (we run inside
+ * that sandbox), 0: it answers, -1: nothing there (a stale socket). */
+static int probe(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int r = -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		struct ucred uc;
+		socklen_t len = sizeof(uc);
+		r = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0 && uc.pid > 0 && is_ancestor(uc.pid);
+	}
+	close(fd);
+	return r;
+}
+
+/* The one run's socket into out (0); none or several: a message (1, 2). */
+static int find_run(char *out, size_t size)
+{
+	DIR *d = opendir(RUN_BASE);
+	if (!d) {
+		fprintf(stderr, "tether ps: no tether run on this machine (%s: %s)\n", RUN_BASE, strerror(errno));
+		return 1;
+	}
+	char runs[16][32], sock[256];
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "run-", 4) != 0 || strlen(de->d_name + 4) >= sizeof(runs[0]) ||
+		    !run_socket(de->d_name + 4, sock, sizeof(sock)))
+			continue;
+		int pr = probe(sock);
+		if (pr < 0)
+			continue;
+		if (pr == 1) { /* the run we are inside */
+			strscpy(out, sock, size);
+			closedir(d);
+			return 0;
+		}
+		if (n < 16)
+			strscpy(runs[n], de->d_name + 4, sizeof(runs[0]));
+		if (n++ == 0)
+			strscpy(out, sock, size);
+	}
+	closedir(d);
+	if (n == 1)
+		return 0;
+	if (n == 0) {
+		fprintf(stderr, "tether ps: no tether run with a status socket in %s\n", RUN_BASE);
+		return 1;
+	}
+	fprintf(stderr, "tether ps: %zu runs; say which (tether ps RUN):\n", n);
+	for (size_t i = 0; i < n && i < 16; i++)
+		fprintf(stderr, "  %s  (%s/run-%s)\n", runs[i], RUN_BASE, runs[i]);
+	return 2;
+}
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: tether ps --socket PATH [--json]\n\n"
+	fprintf(out, "usage: tether ps [--socket PATH | RUN] [--json]\n\n"
 		     "Print the process table of the proc-supervisor whose status socket is\n"
 		     "PATH (its --status-socket): pid, key, how each process joined (entrypoint,\n"
 		     "exec session, born in tree, adopted), exe path, live or exited, and the\n"
-		     "membership mode (cgroup or lineage), as a tree.\n");
+		     "membership mode (cgroup or lineage), as a tree.\n"
+		     "Without --socket: the run of `tether run` on this machine, inside or\n"
+		     "beside it (" RUN_BASE "/run-PID/status.sock); with several, RUN (the\n"
+		     "PID of their `tether run`) says which, and without it they are listed.\n");
 }
 
 static const char *sget(json_t *o, const char *k)
@@ -73,7 +183,20 @@ int cmd_ps(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!path || optind != argc) {
+	char sockbuf[256];
+	if (!path && optind + 1 == argc) {
+		if (strspn(argv[optind], "0123456789") != strlen(argv[optind]) ||
+		    !run_socket(argv[optind], sockbuf, sizeof(sockbuf))) {
+			fprintf(stderr, "tether ps: no run %s with a status socket in %s\n", argv[optind], RUN_BASE);
+			return 1;
+		}
+		path = sockbuf;
+	} else if (!path && optind == argc) {
+		int r = find_run(sockbuf, sizeof(sockbuf));
+		if (r)
+			return r;
+		path = sockbuf;
+	} else if (optind != argc) {
 		usage(stderr);
 		return 2;
 	}

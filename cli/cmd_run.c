@@ -33,7 +33,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: tether run [--topology NAME] [--policy FILE]... [--agent NAME]\n"
 		"                  [--audit FILE] [--audit-failure deny|allow] [--exec-socket PATH]\n"
-		"                  [--user USER] [--dry-run] [--learn]\n"
+		"                  [--user USER] [--quiet] [-v] [--wait-all] [--dry-run] [--learn]\n"
 		"                  -- CMD [ARG...]\n"
 		"\n"
 		"Build a sandbox on this machine with namespaces, start the proc-supervisor\n"
@@ -59,7 +59,16 @@ static void usage(FILE *out)
 		"                     exempts uid 0; the others as we run)\n"
 		"  --dry-run          print the resolved plan, env names kept/dropped and the\n"
 		"                     redacted command; create and run nothing\n"
-		"  -v, --verbose      say what is being set up\n"
+		"  -q, --quiet        no line per denied flow on stderr (the audit file\n"
+		"                     stays the record)\n"
+		"  -v, --verbose      also a line per allowed flow, and the daemons' info lines\n"
+		"  --wait-all         when CMD exits, wait for the processes it left behind\n"
+		"                     (default: say how many and stop them after a 2 s grace)\n"
+		"\n"
+		"By default tether prints only one line per denied flow on stderr:\n"
+		"  tether: denied EXE (ANCESTORS) -> HOST:PORT reason=WORD[; to allow: ...]\n"
+		"Policy layers: /etc/tether, ~/.config/tether/policy.yaml, ./.tether.yaml,\n"
+		"then every --policy; their network rules add up.\n"
 		"\n"
 		"Exit status: CMD's own (128+N when killed by signal N); 125 tether failed\n"
 		"(bad policy, setup error, a supervisor died) with a one-line reason;\n"
@@ -97,6 +106,49 @@ static int load_policy(const char *const *files, size_t n, const char *agent, st
 	return 0;
 }
 
+/* The files of the layers below the command line that the load found
+ * (system, user, project), for the net-supervisor's --policy-layer. */
+static size_t layer_files(const struct policy *pol, struct launch_layer_file *out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < pol->n_files && n < max; i++) {
+		enum policy_layer l = pol->file_layers[i];
+		if (l != POLICY_LAYER_SYSTEM && l != POLICY_LAYER_USER && l != POLICY_LAYER_PROJECT)
+			continue;
+		if (strncmp(pol->files[i], "embedded:", 9) == 0)
+			continue;
+		out[n].layer = policy_layer_name(l);
+		out[n].path = pol->files[i];
+		n++;
+	}
+	return n;
+}
+
+/* Without any network rules the proxy can only refuse every flow
+ * (503 not_ready): say so at once, naming what was looked at. */
+static void no_network_message(const struct policy *pol, char *buf, size_t size)
+{
+	char seen[1024] = "";
+	size_t off = 0;
+	for (size_t i = 0; i < pol->n_files; i++) {
+		if (strncmp(pol->files[i], "embedded:", 9) == 0)
+			continue;
+		int n = snprintf(seen + off, sizeof(seen) - off, "%s%s", off ? ", " : "", pol->files[i]);
+		if (n < 0 || (size_t)n >= sizeof(seen) - off)
+			break;
+		off += (size_t)n;
+	}
+	if (off)
+		snprintf(buf, size,
+			 "no network policy: none of %s has a 'network:' section, so every connection would be "
+			 "refused; add one there or give --policy FILE (docs/network-policy.md)", seen);
+	else
+		snprintf(buf, size,
+			 "no network policy: no --policy FILE given and no policy file found (/etc/tether/policy.yaml, "
+			 "~/.config/tether/policy.yaml, ./.tether.yaml), so every connection would be refused; "
+			 "give --policy FILE (docs/network-policy.md)");
+}
+
 static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 {
 	struct launch_plan plan;
@@ -131,7 +183,7 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 
 int cmd_run(int argc, char **argv)
 {
-	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE, O_LEARN };
+	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE, O_LEARN, O_WAIT_ALL };
 	static const struct option opts[] = {
 		{ "topology", required_argument, NULL, 't' },
 		{ "policy", required_argument, NULL, 'p' },
@@ -143,6 +195,8 @@ int cmd_run(int argc, char **argv)
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "learn", no_argument, NULL, O_LEARN },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "wait-all", no_argument, NULL, O_WAIT_ALL },
 		{ "help", no_argument, NULL, 'h' },
 		/* internal: the entrypoint's gate inside the sandbox */
 		{ "wait-ready", required_argument, NULL, O_WAIT_READY },
@@ -154,10 +208,10 @@ int cmd_run(int argc, char **argv)
 	const char *audit_failure = NULL;
 	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL, *user = NULL;
 	const char *wait_ready = NULL;
-	bool dry = false, verbose = false, learn = false;
+	bool dry = false, verbose = false, learn = false, quiet = false, wait_all = false;
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+hv", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hvq", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': topo_name = optarg; break;
 		case 'p':
@@ -181,6 +235,8 @@ int cmd_run(int argc, char **argv)
 		case 'n': dry = true; break;
 		case O_LEARN: learn = true; break;
 		case 'v': verbose = true; break;
+		case 'q': quiet = true; break;
+		case O_WAIT_ALL: wait_all = true; break;
 		case O_WAIT_READY: wait_ready = optarg; break;
 		case O_STAGE2: {
 			int w, r, p;
@@ -245,10 +301,18 @@ int cmd_run(int argc, char **argv)
 	for (size_t i = 0; i < pol->n_warnings; i++)
 		fprintf(stderr, "tether run: warning: %s\n", pol->warnings[i]);
 
+	struct launch_layer_file lf[MAX_POLICY_FILES];
+	char missing[1536] = "";
+	bool no_net = policy_section_data(pol, "network") == NULL;
+	if (no_net)
+		no_network_message(pol, missing, sizeof(missing));
 	struct launch_config cfg = {
 		.topo = t, .policy_files = files, .n_policy_files = n_files, .agent = agent,
+		.layer_files = lf, .n_layer_files = layer_files(pol, lf, MAX_POLICY_FILES),
+		.console = quiet ? LAUNCH_CONSOLE_OFF : verbose ? LAUNCH_CONSOLE_ALL : LAUNCH_CONSOLE_DENIALS,
 		.audit = audit, .audit_failure = audit_failure, .exec_socket = exec_socket, .user = user, .argv = cmd, .verbose = verbose,
-		.no_network_policy = !learn && policy_section_data(pol, "network") == NULL,
+		.wait_all = wait_all, .no_network_policy = !learn && no_net,
+		.missing_policy = !learn && missing[0] ? missing : NULL,
 		.learn = learn,
 	};
 	if (learn && !dry)
@@ -256,18 +320,21 @@ int cmd_run(int argc, char **argv)
 			"recorded in %s as learned. Then: tether policy suggest %s -o policy.yaml\n",
 			audit, audit);
 	if (dry) {
+		if (missing[0])
+			printf("# WARNING: %s\n", missing);
 		int s = dry_run(&cfg, pol);
 		policy_free(pol);
 		return s;
 	}
-	policy_free(pol);
 	if (geteuid() != 0) {
+		policy_free(pol);
 		fprintf(stderr, "tether run: must run as root (namespaces, veth)\n");
 		return EXIT_TETHER;
 	}
 	int status = 0;
 	struct topology_error err = { 0 };
 	int r = launcher_run(&cfg, &status, &err);
+	policy_free(pol);
 	if (r < 0) {
 		fprintf(stderr, "tether run: %s\n", err.msg[0] ? err.msg : strerror(-r));
 		return EXIT_TETHER;

@@ -15,7 +15,13 @@ void log_set_level(enum log_level level);
  * line that goes out, instead of blocking the caller (an event loop) in
  * write(2). The CLI keeps the default: it waits. */
 void log_set_never_block(bool on);
+/* "error", "warning" (or "warn"), "info", "debug" → *out; -EINVAL else. */
+int log_level_parse(const char *word, enum log_level *out);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line for the person at the terminal, as it is (no "prog: level:"
+ * prefix, no level filter), written like log_msg's lines: whole, and
+ * dropped rather than blocking when log_set_never_block is on. */
+void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)

@@ -379,7 +379,10 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 			snprintf(p->unsupported, sizeof(p->unsupported),
 				 "%.3000s has no --%s, which topology %s needs", p->netsup_path, need_n[i], t->name);
 	*netsup_pins = has_feature(features, "expected-anchor-sha256");
-	const char *need_p[4] = { 0 };
+	p->netsup_console = has_feature(features, "console");
+	p->netsup_log_level = has_feature(features, "log-level");
+	p->netsup_policy_layer = has_feature(features, "policy-layer");
+	const char *need_p[5] = { 0 };
 	size_t np = 0;
 	if (cfg->exec_socket)
 		need_p[np++] = "exec-socket";
@@ -387,6 +390,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 		need_p[np++] = "provisioning-key";
 	if (p->user[0])
 		need_p[np++] = "user";
+	if (cfg->wait_all && np < ARRAY_SIZE(need_p))
+		need_p[np++] = "wait-all";
 	if (np && !p->unsupported[0]) {
 		r = daemon_features(p->procsup_path, features, sizeof(features));
 		if (r < 0)
@@ -485,6 +490,10 @@ static int plan_names(const struct launch_config *cfg, struct launch_plan *p, un
 	snprintf(p->anchor_pid, sizeof(p->anchor_pid), "%d", anchor_pid);
 	if (t->id == TOPOLOGY_SHARED_PID)
 		snprintf(p->anchor_socket, sizeof(p->anchor_socket), "%s/anchor.sock", p->run_dir);
+	if (p->anchor_socket[0])
+		strscpy(p->status_socket, p->anchor_socket, sizeof(p->status_socket));
+	else
+		snprintf(p->status_socket, sizeof(p->status_socket), "%s/status.sock", p->run_dir);
 	if (delegated) {
 		snprintf(p->key_dir, sizeof(p->key_dir), "%s/keys", p->run_dir);
 		snprintf(p->key_file, sizeof(p->key_file), "%s/provisioning.key", p->key_dir);
@@ -563,6 +572,23 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 	opt(v, &n, "--audit-failure", cfg->audit_failure);
 	if (cfg->learn)
 		v[n++] = "--learn";
+	if (p->netsup_console)
+		opt(v, &n, "--console",
+		    cfg->console == LAUNCH_CONSOLE_OFF ? "off" : cfg->console == LAUNCH_CONSOLE_ALL ? "all" : "denials");
+	if (p->netsup_log_level)
+		opt(v, &n, "--log-level", cfg->verbose ? "info" : "error");
+	/* every layer's rules add up (docs/network-policy.md): the lower
+	 * layers' files first, in their layers */
+	for (size_t i = 0; i < cfg->n_layer_files; i++) {
+		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
+			return topology_error_set(err, -E2BIG, "too many policy files");
+		const char *lf = p->netsup_policy_layer ? plan_keep(p, strdup_printf("%s:%s", cfg->layer_files[i].layer,
+										  cfg->layer_files[i].path))
+							: cfg->layer_files[i].path;
+		if (!lf)
+			return topology_error_set(err, -ENOMEM, "out of memory");
+		opt(v, &n, p->netsup_policy_layer ? "--policy-layer" : "--policy", lf);
+	}
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
 		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
 			return topology_error_set(err, -E2BIG, "too many --policy files");
@@ -609,9 +635,11 @@ static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan
 	opt(v, &n, "--audit", audit);
 	opt(v, &n, "--proxy", p->proxy_url);
 	opt(v, &n, "--grace", "2");
+	if (cfg->wait_all)
+		v[n++] = "--wait-all";
 	opt(v, &n, "--cgroup", p->cgroup_parent);
 	opt(v, &n, "--user", p->user);
-	opt(v, &n, "--status-socket", p->anchor_socket);
+	opt(v, &n, "--status-socket", p->status_socket);
 	if (delegated) {
 		opt(v, &n, "--control", p->control);
 		opt(v, &n, "--control-allow", p->control_allow);
@@ -697,6 +725,7 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 	if (p->control[0])
 		fprintf(f, "control channel: %s (%s); provisioning key pair generated in %s\n", p->control,
 			p->control_kind, p->key_dir);
+	fprintf(f, "status socket: %s (tether ps)\n", p->status_socket);
 	if (p->anchor_socket[0])
 		fprintf(f, "anchor socket: %s (the proc-supervisor's status socket; SO_PEERPIDFD)\n",
 			p->anchor_socket);
@@ -1283,6 +1312,8 @@ static int run_prepare(struct run *run, struct topology_error *err)
 	int r = launch_plan_resolve(&rcfg, plan, err);
 	if (r >= 0 && plan->unsupported[0])
 		r = topology_error_set(err, -EOPNOTSUPP, "%s", plan->unsupported);
+	if (r >= 0 && run->cfg->no_network_policy && run->cfg->missing_policy)
+		r = topology_error_set(err, -ENOENT, "%s", run->cfg->missing_policy);
 	if (r < 0)
 		return r;
 	run->vm = plan->runtime_init_path[0] != '\0';
@@ -1300,6 +1331,12 @@ static int run_prepare(struct run *run, struct topology_error *err)
 	if (r < 0)
 		return topology_error_errno(err, r, "cannot register %s with the cleanup guardian", plan->run_dir);
 
+	const char *forced = getenv("TETHER_FORCE_FALLBACK");
+	if (!plan->cgroup_parent[0] && !(forced && strstr(forced, "cgroup")))
+		/* weaker than the topology promises: say why and how to avoid it */
+		log_warn("no cgroup v2 hierarchy at /sys/fs/cgroup in this mount namespace (`ip netns exec` "
+			 "mounts a /sys of its own without it): membership falls back to lineage; run tether "
+			 "under `nsenter --net=/run/netns/NAME` instead (docs/topologies.md)");
 	if (plan->cgroup_parent[0]) {
 		if (mkdir(plan->cgroup_parent, 0755) < 0) {
 			/* not fatal: the proc-supervisor falls back to lineage */
@@ -1575,6 +1612,31 @@ static int supervise(struct run *run, int *status, struct topology_error *err)
 	return 0;
 }
 
+/* `tether connect %h %p` (ssh's ProxyCommand, docs/quickstart.md) must
+ * work inside the sandbox: when no `tether` is on our PATH, the directory
+ * of this tether goes at its end. The workload's PATH is built from ours
+ * by the env boundary, which still checks every entry. */
+static void path_with_tether(const char *self)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+	for (const char *s = path ? path : ""; *s;) {
+		const char *colon = strchrnul(s, ':');
+		int n = snprintf(buf, sizeof(buf), "%.*s/tether", (int)(colon - s), s);
+		if (colon > s && n > 0 && (size_t)n < sizeof(buf) && access(buf, X_OK) == 0)
+			return;
+		s = *colon ? colon + 1 : colon;
+	}
+	const char *slash = strrchr(self, '/');
+	if (!slash || slash == self)
+		return;
+	char *np = strdup_printf("%s%s%.*s", path && *path ? path : "", path && *path ? ":" : "",
+				 (int)(slash - self), self);
+	if (np)
+		setenv("PATH", np, 1);
+	free(np);
+}
+
 int launcher_run(const struct launch_config *cfg, int *status, struct topology_error *err)
 {
 	static int (*const start[])(struct run *, struct topology_error *) = {
@@ -1586,6 +1648,8 @@ int launcher_run(const struct launch_config *cfg, int *status, struct topology_e
 	_cleanup_(run_release) struct run run = RUN_INIT;
 	run.cfg = cfg;
 	int r = run_prepare(&run, err);
+	if (r >= 0)
+		path_with_tether(run.plan.self_path);
 	if (r >= 0)
 		r = start[run.plan.layout](&run, err);
 	if (r >= 0)

@@ -64,10 +64,28 @@
 #include "topology/error.h"
 #include "topology/model.h"
 
+/* A policy file of a layer below the command line (system, user,
+ * project), as `tether run` found it: the net-supervisor loads it in that
+ * layer (--policy-layer), the proc-supervisor finds its layers itself. */
+struct launch_layer_file {
+	const char *layer; /* "system", "user", "project" */
+	const char *path;
+};
+
+/* What `tether run` prints of the flows on its stderr. */
+enum launch_console {
+	LAUNCH_CONSOLE_DENIALS = 0, /* the default: a line per denial */
+	LAUNCH_CONSOLE_OFF,         /* --quiet */
+	LAUNCH_CONSOLE_ALL,         /* -v: allowed flows too */
+};
+
 struct launch_config {
 	const struct topology *topo;
 	const char *const *policy_files; /* passed to both daemons, in order */
 	size_t n_policy_files;
+	const struct launch_layer_file *layer_files; /* to the net-supervisor, before policy_files */
+	size_t n_layer_files;
+	enum launch_console console;
 	const char *agent;               /* NULL: none */
 	const char *audit;               /* NULL: audit to /dev/null */
 	const char *audit_failure;       /* net-supervisor --audit-failure; NULL: its default */
@@ -83,7 +101,16 @@ struct launch_config {
 	 * is gated on /healthz (listening) instead of /readyz. */
 	bool no_network_policy;
 	bool learn;                      /* net-supervisor --learn (tether run --learn) */
+	/* With no_network_policy: why, naming the files looked at; the run
+	 * refuses at once (125) with it, after the plan's own checks. */
+	const char *missing_policy;
+	/* -v: the daemons' info lines (else only errors: a clean run prints
+	 * nothing of tether's) and allowed flows on the console. */
 	bool verbose;
+	/* proc-supervisor --wait-all: the run ends when the entrypoint and
+	 * every process it left behind have exited, not at the entrypoint's
+	 * exit (then the rest are stopped after the grace). */
+	bool wait_all;
 	/* Hold an flock on /run/tether/slot-K.lock for the /30 the plan picks
 	 * (launcher_run sets it; --dry-run does not): two runs starting at
 	 * once cannot take the same addresses. */
@@ -113,6 +140,9 @@ struct launch_plan {
 	char ready_file[192];
 	char procsup_path[4096], netsup_path[4096], runtime_init_path[4096], self_path[4096];
 	char procsup_sha256[65];
+	/* what this net-supervisor build offers (--features) beyond the
+	 * topology's needs: used when present */
+	bool netsup_console, netsup_log_level, netsup_policy_layer;
 	const char *procsup_argv[LAUNCH_ARGV_MAX + 8];
 	const char *netsup_argv[LAUNCH_ARGV_MAX];
 	char anchor_pid[16];
@@ -126,9 +156,12 @@ struct launch_plan {
 	char key_dir[160];         /* delegated: the run's provisioning key pair */
 	char key_file[192], pub_file[192];
 	char anchor_socket[160];   /* shared-pid: the proc-supervisor's status socket */
+	/* the proc-supervisor's status socket in every topology (`tether ps`
+	 * finds it): RUN_DIR/status.sock, shared-pid's anchor socket there */
+	char status_socket[160];
 	char unsupported[3300];    /* non-empty: a daemon lacks what this topology needs (run refuses) */
 	int slot_fd;               /* the slot lock (reserve_slot), -1 none; closed by launch_plan_done */
-	char *strings[24];         /* owned strings the argv vectors point into */
+	char *strings[64];         /* owned strings the argv vectors point into */
 	size_t n_strings;
 };
 

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/util.h"
+#include "policy/netpolicy.h"
 
 static const char *sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t size,
 				 int *port)
@@ -87,6 +89,95 @@ static json_t *client_json(const struct conn *c)
 	return cl;
 }
 
+/* ---------- the terminal line (--console) ---------- */
+
+#define CONSOLE_WINDOW_MS 10000
+#define CONSOLE_BURST 20
+
+static void console_summary(struct netsup *ns)
+{
+	if (ns->console.hidden)
+		log_line("tether: %llu more %s not shown (see the audit log)", (unsigned long long)ns->console.hidden,
+			 ns->cfg.console == CONSOLE_ALL ? "flows" : "denials");
+	ns->console.hidden = 0;
+}
+
+void audit_line_console_flush(struct netsup *ns)
+{
+	console_summary(ns);
+}
+
+/* A burst of CONSOLE_BURST lines a window, then one summary line when the
+ * next window opens (or at exit): a client retrying in a loop cannot
+ * flood the terminal, and nothing is silently lost. */
+static bool console_admit(struct netsup *ns)
+{
+	uint64_t now = uv_now(ns->loop);
+	if (ns->console.shown == 0 || now - ns->console.window_start >= CONSOLE_WINDOW_MS) {
+		console_summary(ns);
+		ns->console.window_start = now;
+		ns->console.shown = 0;
+	}
+	if (ns->console.shown >= CONSOLE_BURST) {
+		ns->console.hidden++;
+		return false;
+	}
+	ns->console.shown++;
+	return true;
+}
+
+/* "git < bash < sh": the ancestors' base names, nearest first. */
+static void ancestors_short(const struct flow_identity *id, char *buf, size_t size)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; id && i < id->n_ancestors && off < size; i++) {
+		const char *p = id->ancestors[i].path ? id->ancestors[i].path : "?";
+		const char *slash = strrchr(p, '/');
+		int n = snprintf(buf + off, size - off, "%s%s", i ? " < " : "", slash && slash[1] ? slash + 1 : p);
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
+/* docs/quickstart.md "See a denial and fix it": the format is a contract
+ * (tests grep `tether: denied EXE ` and `reason=WORD`). */
+static void console_decision(struct conn *c, bool allow, enum reason reason)
+{
+	struct netsup *ns = c->ns;
+	if (ns->cfg.console == CONSOLE_OFF || (allow && ns->cfg.console != CONSOLE_ALL) || !console_admit(ns))
+		return;
+	const char *exe = c->id && c->id->binary_path ? c->id->binary_path : "(unidentified)";
+	char anc[512], dest[300];
+	ancestors_short(c->id, anc, sizeof(anc));
+	const char *host = c->host && c->host[0] ? c->host : NULL;
+	char ip[INET6_ADDRSTRLEN];
+	if (!host && c->have_chosen)
+		host = netaddr_format(&c->chosen, ip, sizeof(ip));
+	snprintf(dest, sizeof(dest), "%s%s%s:%u", host && strchr(host, ':') ? "[" : "", host ? host : "?",
+		 host && strchr(host, ':') ? "]" : "", (unsigned)c->port);
+	if (allow) {
+		bool would_deny = c->decided && c->d.audit_mode && reason != REASON_ALLOWED;
+		log_line("tether: allowed %s (%s) -> %s policy=%s%s%s", exe, anc, dest,
+			 c->policy_name[0] ? c->policy_name : "none", would_deny ? " mode=audit would_deny=" : "",
+			 would_deny ? reason_word(reason) : "");
+		return;
+	}
+	char hint[900] = "";
+	if (reason == REASON_NO_MATCHING_POLICY && c->id && c->id->binary_path && host) {
+		const char *rule = netpolicy_rule_for_destination(policystore_network(ns->policy), host, c->port,
+								  c->have_chosen ? &c->chosen : NULL);
+		if (rule)
+			snprintf(hint, sizeof(hint), "; to allow: add to policy \"%s\": binaries: [{path: %s}]", rule, exe);
+		else
+			snprintf(hint, sizeof(hint),
+				 "; to allow: add a policy with binaries: [{path: %s}] and endpoints: [{host: %s, ports: [%u]}]",
+				 exe, host, (unsigned)c->port);
+	}
+	log_line("tether: denied %s (%s) -> %s reason=%s%s", exe, anc, dest, reason_word(reason), hint);
+}
+
 /* The egress_decision event (docs/net-supervisor.md), plus client, status, method.
  * Staged with the conn's waiter when w: the answer waits for it. */
 void audit_line_decision(struct conn *c, bool allow, enum reason reason, int status, struct auditq_waiter *w)
@@ -115,6 +206,7 @@ void audit_line_decision(struct conn *c, bool allow, enum reason reason, int sta
 	if (status)
 		json_object_set_new(o, "status", json_integer(status));
 	netsup_audit_decision(ns, "egress_decision", o, w);
+	console_decision(c, allow, reason);
 }
 
 /* After an allow: the connection failed or ended abnormally upstream. */

@@ -1,7 +1,8 @@
 /* The audit lines a connection leaves (docs/audit.md): egress_decision
  * (every decision, staged so its answer can wait for it), egress_error
  * (an allowed flow that failed or ended abnormally upstream) and
- * tunnel_revoked (revoke.h). Built from the conn's fields only: any front
+ * tunnel_revoked (revoke.h), and with --console the terminal line of
+ * each decision (docs/quickstart.md). Built from the conn's fields only: any front
  * end that fills them gets the same lines. */
 #pragma once
 
@@ -16,6 +17,9 @@
  * method, status (when not 0). Staged with w (may be NULL): w->cb runs
  * once the line is written or could not be. */
 void audit_line_decision(struct conn *c, bool allow, enum reason reason, int status, struct auditq_waiter *w);
+/* With --console, audit_line_decision also prints the terminal line
+ * (rate-limited); this prints the count of lines held back (at exit). */
+void audit_line_console_flush(struct netsup *ns);
 /* egress_error after an allow; status 0 leaves it out of the answer. */
 void audit_line_error(struct conn *c, enum reason reason, int status);
 /* tunnel_revoked, and its counter. */

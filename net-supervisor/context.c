@@ -8,6 +8,8 @@ void netsup_config_defaults(struct netsup_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->audit_path = "-";
+	for (size_t i = 0; i < NETSUP_MAX_POLICY; i++)
+		cfg->policy_layer[i] = POLICY_LAYER_COMMAND;
 	cfg->topology = "combined";
 	cfg->max_header_bytes = 16384;
 	cfg->max_headers = 100;

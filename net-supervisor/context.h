@@ -44,7 +44,11 @@ struct netsup_config {
 	bool topology_given;
 	const char *admin;                     /* NULL: no admin endpoint */
 	const char *policy[NETSUP_MAX_POLICY];
+	enum policy_layer policy_layer[NETSUP_MAX_POLICY]; /* of each (--policy-layer; else command) */
 	size_t n_policy;
+	/* --console: a line per decision on stderr for the person at the
+	 * terminal (`tether run`), beside the audit record. */
+	enum netsup_console { CONSOLE_OFF, CONSOLE_DENIALS, CONSOLE_ALL } console;
 	const char *audit_path;                /* "-" = stdout */
 	const char *topology;
 	size_t max_header_bytes;               /* 16 KiB */
@@ -122,6 +126,12 @@ struct netsup {
 	size_t n_relaying;           /* tunnels relayed in user space (not splice) */
 	size_t relay_held;           /* buffer bytes held by queued relay writes */
 	struct log_ratelimit accept_log; /* failed accepts: a warning per 10 s */
+	/* --console lines: a burst per window, then one summary (audit_line.c) */
+	struct {
+		uint64_t window_start;
+		unsigned shown;
+		uint64_t hidden;
+	} console;
 	bool ready;
 	bool stopping;
 };

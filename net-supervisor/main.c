@@ -11,6 +11,7 @@
 #include "common/fdlimit.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net-supervisor/audit_line.h"
 #include "net-supervisor/fence.h"
 #include "net-supervisor/netsup.h"
 
@@ -27,6 +28,13 @@ static void usage(FILE *out)
 "  --listen-netns PATH        create the --listen sockets in this netns (nsfs path),\n"
 "                             e.g. a pod netns; upstream connections stay in ours\n"
 "  --policy FILE              policy file (repeatable, layered in order)\n"
+"  --policy-layer LAYER:FILE  a file of a lower layer (system, user, project),\n"
+"                             before every --policy, as `tether run` found it\n"
+"                             (optional: a missing one is skipped)\n"
+"  --console denials|all|off  a line per denied (all: also allowed) flow on\n"
+"                             stderr for the person at the terminal, rate-limited\n"
+"                             (default off; the audit file stays the record)\n"
+"  --log-level LEVEL          error, warning, info (the default) or debug\n"
 "  --audit FILE               JSONL audit log ('-' = stdout, the default)\n"
 "  --topology NAME            recorded in every audit event (default combined); when\n"
 "                             given, also checked: its identity strategy must be the\n"
@@ -95,7 +103,7 @@ enum {
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
-	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN,
+	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -108,6 +116,7 @@ static const char *const netsup_features[] = {
 	"identity-local", "anchor-pid", "anchor-socket", "expected-anchor-sha256",
 	"workload-netns", "sandbox-cgroup",
 	"identity-delegated", "control", "provisioning-pubkey",
+	"policy-layer", "console", "log-level",
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -140,6 +149,9 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "admin", required_argument, NULL, O_ADMIN },
 		{ "policy", required_argument, NULL, O_POLICY },
+		{ "policy-layer", required_argument, NULL, O_POLICY_LAYER },
+		{ "console", required_argument, NULL, O_CONSOLE },
+		{ "log-level", required_argument, NULL, O_LOG_LEVEL },
 		{ "audit", required_argument, NULL, O_AUDIT },
 		{ "topology", required_argument, NULL, O_TOPOLOGY },
 		{ "max-header-bytes", required_argument, NULL, O_MAXHB },
@@ -204,8 +216,57 @@ int main(int argc, char **argv)
 				log_error("at most %d --policy", NETSUP_MAX_POLICY);
 				return 2;
 			}
+			cfg.policy_layer[cfg.n_policy] = POLICY_LAYER_COMMAND;
 			cfg.policy[cfg.n_policy++] = optarg;
 			break;
+		case O_POLICY_LAYER: {
+			static const char *const names[] = { [POLICY_LAYER_SYSTEM] = "system",
+							     [POLICY_LAYER_USER] = "user",
+							     [POLICY_LAYER_PROJECT] = "project" };
+			const char *colon = strchr(optarg, ':');
+			enum policy_layer layer = POLICY_LAYER__COUNT;
+			for (size_t i = POLICY_LAYER_SYSTEM; colon && i <= POLICY_LAYER_PROJECT; i++)
+				if (strlen(names[i]) == (size_t)(colon - optarg) &&
+				    !strncmp(optarg, names[i], (size_t)(colon - optarg)))
+					layer = (enum policy_layer)i;
+			if (layer == POLICY_LAYER__COUNT || !colon[1]) {
+				log_error("--policy-layer: expected system|user|project:FILE, got '%s'", optarg);
+				return 2;
+			}
+			if (cfg.n_policy >= NETSUP_MAX_POLICY) {
+				log_error("at most %d --policy and --policy-layer", NETSUP_MAX_POLICY);
+				return 2;
+			}
+			if (cfg.n_policy > 0 && cfg.policy_layer[cfg.n_policy - 1] > layer) {
+				log_error("--policy-layer %s: layers go system, user, project, then every --policy",
+					  optarg);
+				return 2;
+			}
+			cfg.policy_layer[cfg.n_policy] = layer;
+			cfg.policy[cfg.n_policy++] = colon + 1;
+			break;
+		}
+		case O_CONSOLE:
+			if (!strcmp(optarg, "denials"))
+				cfg.console = CONSOLE_DENIALS;
+			else if (!strcmp(optarg, "all"))
+				cfg.console = CONSOLE_ALL;
+			else if (!strcmp(optarg, "off"))
+				cfg.console = CONSOLE_OFF;
+			else {
+				log_error("--console: expected denials, all or off, got '%s'", optarg);
+				return 2;
+			}
+			break;
+		case O_LOG_LEVEL: {
+			enum log_level lvl;
+			if (log_level_parse(optarg, &lvl) < 0) {
+				log_error("--log-level: expected error, warning, info or debug, got '%s'", optarg);
+				return 2;
+			}
+			log_set_level(lvl);
+			break;
+		}
 		case O_AUDIT: cfg.audit_path = optarg; break;
 		case O_TOPOLOGY: cfg.topology = optarg; cfg.topology_given = true; break;
 		case O_MAXHB:
@@ -414,6 +475,7 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return 1;
 	netsup_run(&ns);
+	audit_line_console_flush(&ns);
 	uv_loop_close(&loop);
 	return 0;
 }

@@ -417,7 +417,7 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	uv_unref((uv_handle_t *)&ns->audit_check);
 	ns->audit_handles = true;
 	revoke_start(ns);
-	r = policystore_new(loop, cfg->policy, cfg->n_policy, on_policy, ns, &ns->policy);
+	r = policystore_new(loop, cfg->policy, cfg->policy_layer, cfg->n_policy, on_policy, ns, &ns->policy);
 	if (r < 0)
 		return r;
 	/* Symlinked binary paths resolve in the workload's root: the local

@@ -30,6 +30,7 @@ struct target {
 struct policystore {
 	uv_loop_t *loop;
 	char **files;
+	enum policy_layer *layers; /* of each file */
 	size_t n_files;
 	struct policy *policy;
 	uint64_t generation;
@@ -65,6 +66,7 @@ static void ps_free(struct policystore *ps)
 		free(ps->files[i]);
 	free(ps->files);
 	free(ps->root);
+	free(ps->layers);
 	for (size_t i = 0; i < ps->n_watches; i++)
 		free(ps->watches[i].dir);
 	free(ps->watches);
@@ -85,7 +87,8 @@ static int load(const struct policystore *ps, struct policy **out, struct policy
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < ps->n_files; i++) {
-		r = policy_loader_add_file(l, POLICY_LAYER_COMMAND, ps->files[i], false, diag);
+		enum policy_layer layer = ps->layers ? ps->layers[i] : POLICY_LAYER_COMMAND;
+		r = policy_loader_add_file(l, layer, ps->files[i], layer < POLICY_LAYER_COMMAND, diag);
 		if (r < 0) {
 			policy_loader_free(l);
 			return r;
@@ -125,8 +128,8 @@ const char *const *policystore_warnings(const struct policystore *ps, size_t *n)
 	return ps->policy ? (const char *const *)ps->policy->warnings : NULL;
 }
 
-int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
-		    policystore_cb cb, void *data, struct policystore **out)
+int policystore_new(uv_loop_t *loop, const char *const *files, const enum policy_layer *layers,
+		    size_t n_files, policystore_cb cb, void *data, struct policystore **out)
 {
 	struct policystore *ps = calloc(1, sizeof(*ps));
 	if (!ps)
@@ -135,10 +138,15 @@ int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
 	ps->cb = cb;
 	ps->data = data;
 	ps->files = calloc(n_files + 1, sizeof(char *));
-	if (!ps->files) {
+	ps->layers = calloc(n_files + 1, sizeof(*ps->layers));
+	if (!ps->files || !ps->layers) {
+		free(ps->files);
+		free(ps->layers);
 		free(ps);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < n_files; i++)
+		ps->layers[i] = layers ? layers[i] : POLICY_LAYER_COMMAND;
 	ps->ino_fd = -1;
 	/* Absolute, but symlinks kept: a ConfigMap mount's policy.yaml is a
 	 * link through `..data`, which the kubelet points elsewhere on every

@@ -1,7 +1,7 @@
 /* The policy in force and its reloads.
  *
- * The files (command layer, in order, on top of the embedded baseline) are
- * loaded with the layered loader. A reload (SIGHUP, or a file arriving
+ * The files (each in its layer, in order, on top of the embedded baseline)
+ * are loaded with the layered loader. A reload (SIGHUP, or a file arriving
  * complete: closed after writing or renamed into place, seen through
  * inotify on the directories, debounced; never a bare modification, which
  * may be a writer halfway through) parses and validates everything on the
@@ -23,8 +23,6 @@ struct policystore;
 /* ok=false: msg says why (FILE:LINE:COL: ...), the old policy stays. */
 typedef void (*policystore_cb)(struct policystore *ps, bool ok, const char *msg, void *data);
 
-int policystore_new(uv_loop_t *loop, const char *const *files, size_t n_files,
-		    policystore_cb cb, void *data, struct policystore **out);
 /* Where symlinked binary paths of the policy are resolved: the workload's
  * root (e.g. /proc/ANCHOR/root; NULL or unset: "/"), at every load. */
 int policystore_set_root(struct policystore *ps, const char *root);
@@ -33,6 +31,11 @@ int policystore_set_root(struct policystore *ps, const char *root);
 void policystore_set_learn(struct policystore *ps, bool learn);
 /* The loaded policy's warnings ("FILE:LINE:COL: message"). */
 const char *const *policystore_warnings(const struct policystore *ps, size_t *n);
+/* layers: each file's layer (non-decreasing: system, user, project, then
+ * command), or NULL for all command layer. A file of a layer below command
+ * is optional (missing: skipped), as the layered loader treats it. */
+int policystore_new(uv_loop_t *loop, const char *const *files, const enum policy_layer *layers,
+		    size_t n_files, policystore_cb cb, void *data, struct policystore **out);
 /* Synchronous first load (before the loop runs). -EINVAL with diag. */
 int policystore_load_now(struct policystore *ps, struct policy_diag *diag);
 /* Start watching files and SIGHUP. */

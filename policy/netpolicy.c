@@ -246,3 +246,24 @@ bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct
 	}
 	return false;
 }
+
+const char *netpolicy_rule_for_destination(const struct network_policy *p, const char *host, uint16_t port,
+					   const struct netaddr *ip)
+{
+	if (!p || !host)
+		return NULL;
+	struct netaddr literal;
+	if (!ip && netaddr_parse(host, &literal) == 0)
+		ip = &literal;
+	for (size_t r = 0; r < p->n_rules; r++) {
+		const struct netpol_rule *rule = &p->rules[r];
+		for (size_t e = 0; e < rule->n_endpoints; e++) {
+			const struct netpol_endpoint *ep = &rule->endpoints[e];
+			if (!port_match(ep, port))
+				continue;
+			if (ep->is_cidr ? ip && netcidr_contains(&ep->cidr, ip) : host_match(ep, host))
+				return rule->name;
+		}
+	}
+	return NULL;
+}

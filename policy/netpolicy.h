@@ -49,5 +49,12 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct flow_identity *id,
 				    const char *host, uint16_t port);
 
+/* The name of the first rule with an endpoint for this destination,
+ * whatever its binaries (ip NULL: a host that is an address literal stands
+ * for itself), or NULL: where a binary that no rule names for the
+ * destination would be added (the hint of `tether run`'s denial line). */
+const char *netpolicy_rule_for_destination(const struct network_policy *p, const char *host, uint16_t port,
+					   const struct netaddr *ip);
+
 /* Is ip in a blocked range? On true, *range (optional) is that range. */
 bool netpolicy_ip_blocked(const struct netaddr *ip, struct netcidr *range);

@@ -55,11 +55,16 @@ int policy_add_warning(struct policy *p, const char *msg)
 	return push_str(&p->warnings, &p->n_warnings, msg, NULL);
 }
 
-const char *policy_add_file(struct policy *p, const char *name)
+const char *policy_add_file(struct policy *p, const char *name, enum policy_layer layer)
 {
+	enum policy_layer *nl = realloc(p->file_layers, (p->n_files + 1) * sizeof(*nl));
+	if (!nl)
+		return NULL;
+	p->file_layers = nl;
 	char *s = NULL;
 	if (push_str(&p->files, &p->n_files, name, &s) < 0)
 		return NULL;
+	nl[p->n_files - 1] = layer;
 	return s;
 }
 
@@ -85,6 +90,7 @@ void policy_free(struct policy *p)
 	for (size_t i = 0; i < p->n_files; i++)
 		free(p->files[i]);
 	free(p->files);
+	free(p->file_layers);
 	for (size_t i = 0; i < p->n_warnings; i++)
 		free(p->warnings[i]);
 	free(p->warnings);
@@ -250,7 +256,7 @@ int policy_loader_add_buffer(struct policy_loader *l, enum policy_layer layer, c
 		return -EINVAL;
 	}
 	l->last = layer;
-	const char *file = policy_add_file(l->p, name);
+	const char *file = policy_add_file(l->p, name, layer);
 	if (!file)
 		return -ENOMEM;
 	struct pctx ctx = { .file = file, .layer = layer, .immutable = l->p->immutable,

@@ -211,6 +211,7 @@ struct policy {
 	struct policy_exec exec;
 	char *agent;           /* preset name loaded, or NULL */
 	char **files;          /* every file loaded, in order ("embedded:..." for data) */
+	enum policy_layer *file_layers; /* the layer of each of files[] */
 	size_t n_files;
 	char **warnings;       /* "FILE:LINE:COL: message" */
 	size_t n_warnings;

@@ -19,7 +19,7 @@ void pnode_printable(const char *s, size_t len, char *out, size_t size);
 
 int policy_add_warning(struct policy *p, const char *msg);
 /* Intern a file name for struct policy_name.file. */
-const char *policy_add_file(struct policy *p, const char *name);
+const char *policy_add_file(struct policy *p, const char *name, enum policy_layer layer);
 
 /* The built-in sections. */
 int policy_env_parse(struct pctx *ctx, const struct pnode *node);

@@ -30,6 +30,8 @@ static void usage(FILE *f)
 		"  --topology NAME        topology name for audit lines (default: standalone)\n"
 		"  --signal-group         forward signals to CMD's process group, not CMD alone\n"
 		"  --grace SECONDS        shutdown grace before SIGKILL (default 10)\n"
+		"  --wait-all             when CMD exits, wait for the workload processes it\n"
+		"                         left (default: SIGTERM them, SIGKILL after the grace)\n"
 		"  --cgroup auto|none|PATH  per-sandbox cgroup v2 (default auto: under our own\n"
 		"                         cgroup when writable, else membership by lineage)\n"
 		"  --no-seccomp           DEBUG ONLY: no seccomp profile, no connect attribution\n"
@@ -71,7 +73,7 @@ static void usage(FILE *f)
  * lands; never rename one. */
 static const char *const procsup_features[] = {
 	"user", "cgroup", "status-socket", "exec-socket",
-	"control", "control-allow", "control-peer-uid", "provisioning-key",
+	"control", "control-allow", "control-peer-uid", "provisioning-key", "wait-all",
 };
 
 static void list_seccomp(void)
@@ -160,7 +162,7 @@ int main(int argc, char **argv)
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
 	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_CONTROL_PEER_UID, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER,
-	       OPT_FEATURES };
+	       OPT_FEATURES, OPT_WAIT_ALL };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
@@ -169,6 +171,7 @@ int main(int argc, char **argv)
 		{ "topology", required_argument, NULL, OPT_TOPOLOGY },
 		{ "signal-group", no_argument, NULL, OPT_SIGNAL_GROUP },
 		{ "grace", required_argument, NULL, OPT_GRACE },
+		{ "wait-all", no_argument, NULL, OPT_WAIT_ALL },
 		{ "cgroup", required_argument, NULL, OPT_CGROUP },
 		{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
 		{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
@@ -205,6 +208,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SIGNAL_GROUP:
 			cfg.signal_group = true;
+			break;
+		case OPT_WAIT_ALL:
+			cfg.wait_all = true;
 			break;
 		case OPT_GRACE: {
 			char *end;

@@ -337,6 +337,17 @@ static void start_grace(struct procsup *ps)
 		uv_timer_start(&ps->grace_timer, on_grace, (uint64_t)ps->cfg.grace_s * 1000, 0);
 }
 
+/* Workload processes still alive after the entrypoint: the sandbox
+ * cgroup's count, or by lineage the members still known alive. */
+static long remaining_workload(struct procsup *ps)
+{
+	if (ps->cgroup.active) {
+		int n = sandbox_cgroup_nprocs(&ps->cgroup);
+		return n > 0 ? n : 0;
+	}
+	return ps->members ? (long)members_live_pids(ps->members, NULL, 0) : 0;
+}
+
 static void start_draining(struct procsup *ps)
 {
 	if (ps->state >= PROCSUP_DRAINING)
@@ -347,6 +358,14 @@ static void start_draining(struct procsup *ps)
 	if (none && (!ps->cgroup.active || sandbox_cgroup_nprocs(&ps->cgroup) <= 0)) {
 		finish(ps);
 		return;
+	}
+	long left = ps->term_received ? 0 : remaining_workload(ps);
+	if (left > 0) {
+		/* for the person at the terminal: the run is not hung, and what
+		 * to pass to keep them (tether run --wait-all) */
+		fprintf(stderr, "tether: entrypoint exited; stopping %ld remaining process%s%s\n", left,
+			left == 1 ? "" : "es", ps->cfg.grace_s ? " (--wait-all waits for them)" : "");
+		fflush(stderr);
 	}
 	if (ps->cfg.grace_s == 0) {
 		start_killing(ps);
@@ -406,7 +425,8 @@ static void reap_and_check(struct procsup *ps)
 	int n = init_reap(on_reaped, ps, &none);
 	if (n > 0 && ps->members)
 		(void)members_reap(ps->members);
-	if (ps->entrypoint && ps->entrypoint->exited && ps->state == PROCSUP_RUNNING)
+	if (ps->entrypoint && ps->entrypoint->exited && ps->state == PROCSUP_RUNNING &&
+	    !(ps->cfg.wait_all && !ps->term_received && remaining_workload(ps) > 0))
 		start_draining(ps);
 	if (ps->state == PROCSUP_DRAINING || ps->state == PROCSUP_KILLING) {
 		if (none && (!ps->cgroup.active || sandbox_cgroup_nprocs(&ps->cgroup) <= 0))

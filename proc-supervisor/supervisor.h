@@ -36,6 +36,9 @@ struct procsup_config {
 	const char *topology;       /* for audit lines; "standalone" */
 	bool signal_group;          /* forward to the entrypoint's process group */
 	unsigned grace_s;           /* shutdown grace, default 10 */
+	/* --wait-all: the entrypoint's exit does not end the run while
+	 * workload processes remain; the last one's does (or SIGTERM). */
+	bool wait_all;
 	enum cgroup_mode cgroup_mode;
 	const char *cgroup_path;
 	bool no_seccomp;            /* debugging only: no filter, no attribution */

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/reason.h"
 #include "common/util.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -194,6 +195,47 @@ static void log_never_blocks_on_a_full_pipe(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The levels `--log-level` takes, and a terminal line (log_line) that no
+ * level filters and no prefix decorates. In a child: stderr is a pipe. */
+static int log_line_child(void)
+{
+	int pfd[2];
+	if (pipe(pfd) < 0 || dup2(pfd[1], STDERR_FILENO) < 0)
+		return 10;
+	enum log_level lvl;
+	if (log_level_parse("error", &lvl) < 0 || lvl != LOG_LVL_ERROR || log_level_parse("warn", &lvl) < 0 ||
+	    lvl != LOG_LVL_WARN || log_level_parse("debug", &lvl) < 0 || lvl != LOG_LVL_DEBUG ||
+	    log_level_parse("loud", &lvl) != -EINVAL)
+		return 11;
+	log_set_program("t");
+	log_set_level(LOG_LVL_ERROR);
+	log_set_never_block(true);
+	log_warn("hidden");
+	log_info("hidden too");
+	log_line("tether: denied %s reason=%s", "/usr/bin/wget", "no_matching_policy");
+	log_error("shown");
+	char buf[4096];
+	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	ssize_t n = read(pfd[0], buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 12;
+	buf[n] = '\0';
+	return strcmp(buf, "tether: denied /usr/bin/wget reason=no_matching_policy\nt: error: shown\n") ? 13 : 0;
+}
+
+static void log_levels_and_terminal_lines(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(log_line_child());
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* Connections that fit under a descriptor limit. */
 static void fdlimit_capacity_arithmetic(void **state)
 {
@@ -216,6 +258,7 @@ int main(void)
 		cmocka_unit_test(ratelimit_counts_what_it_holds_back),
 		cmocka_unit_test(fdlimit_capacity_arithmetic),
 		cmocka_unit_test(log_never_blocks_on_a_full_pipe),
+		cmocka_unit_test(log_levels_and_terminal_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

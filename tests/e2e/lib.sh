@@ -198,9 +198,13 @@ nothing_left() {
 	true
 }
 
-# the proxy is ready (policy and anchor): only then does the entrypoint run
+# the proxy is ready (policy and anchor): only then does the entrypoint run;
+# the launcher opens that gate by creating its run directory's ready file
+# (the daemons' info lines are not printed at the default level)
 wait_ready() {
-	wait_for 10 grep -q "ready: policy loaded and anchor established" "$WORK/out" || fail "proxy never ready"
+	local t
+	t=$(descendant_of_exe "$RUN_PID" "$(readlink -f "$TETHER")") || fail "tether run process not found"
+	wait_for 10 test -e "/run/tether/run-$t/ready" || fail "proxy never ready"
 }
 
 wait_for() { # wait_for SECONDS CMD...

@@ -332,6 +332,34 @@ static void test_layers(void **state)
 	const struct network_policy *np = policy_section_data(p, "network");
 	assert_int_equal(np->n_rules, 2);
 	assert_int_equal(np->mode, NETPOL_ENFORCE);
+	/* every file is listed with its layer (the audit's policy_loaded) */
+	assert_int_equal(p->n_files, 3); /* the embedded baseline, a, b */
+	assert_string_equal(p->files[1], "a.yaml");
+	assert_int_equal(p->file_layers[0], POLICY_LAYER_BASELINE);
+	assert_int_equal(p->file_layers[1], POLICY_LAYER_PROJECT);
+	assert_int_equal(p->file_layers[2], POLICY_LAYER_COMMAND);
+	policy_free(p);
+}
+
+/* The rule `tether run`'s denial line names as the place to add a binary:
+ * the first with an endpoint for the destination, whatever its binaries. */
+static void test_rule_for_destination(void **state)
+{
+	struct policy_diag d;
+	struct policy *p = load(POLICY, &d);
+	assert_non_null(p);
+	const struct network_policy *np = policy_section_data(p, "network");
+	struct netaddr ip;
+	assert_string_equal(netpolicy_rule_for_destination(np, "github.com", 443, NULL), "github");
+	assert_string_equal(netpolicy_rule_for_destination(np, "api.github.com", 80, NULL), "github");
+	assert_null(netpolicy_rule_for_destination(np, "github.com", 80, NULL));
+	/* a cidr endpoint: by the resolved address, or an address literal */
+	assert_string_equal(netpolicy_rule_for_destination(np, "203.0.113.9", 9000, NULL), "tools");
+	netaddr_parse("203.0.113.10", &ip);
+	assert_string_equal(netpolicy_rule_for_destination(np, "name.example", 9000, &ip), "tools");
+	assert_null(netpolicy_rule_for_destination(np, "name.example", 9000, NULL));
+	assert_null(netpolicy_rule_for_destination(np, "nowhere.example", 443, NULL));
+	assert_null(netpolicy_rule_for_destination(NULL, "github.com", 443, NULL));
 	policy_free(p);
 }
 
@@ -343,6 +371,7 @@ int main(void)
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_globs_and_hosts),
 		cmocka_unit_test(test_layers),
+		cmocka_unit_test(test_rule_for_destination),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -149,7 +149,8 @@ EOF
 "$B/tether" ps --socket "$STATUS" >"$TMP/ps.txt"
 check "ps: tree output" grep -q "exec_session" "$TMP/ps.txt"
 check "ps: membership line" grep -q "^membership: " "$TMP/ps.txt"
-"$B/tether" ps >/dev/null 2>&1; rc=$?
+# (no argument is valid: it looks for a tether run, tests/e2e/ux.sh ps_noarg)
+"$B/tether" ps 1 2 >/dev/null 2>&1; rc=$?
 check "ps: usage error -> 2" [ "$rc" = 2 ]
 "$B/tether" exec --socket "$SOCK" >/dev/null 2>&1; rc=$?
 check "exec: usage error -> 2" [ "$rc" = 2 ]
