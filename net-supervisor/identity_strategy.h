@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -28,7 +29,11 @@
 struct proxy_flow {
 	struct sockaddr_storage client;
 	struct sockaddr_storage proxy;
+	/* IPPROTO_UDP for a datagram's sender (the workload's resolver,
+	 * dns.h); 0 or IPPROTO_TCP for a connection. */
+	int proto;
 };
+#define PROXY_FLOW_PROTO(t) ((t)->proto ? (t)->proto : IPPROTO_TCP)
 
 struct identity_request;
 struct identity_strategy;

@@ -216,15 +216,11 @@ out:
 	return d;
 }
 
-bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct flow_identity *id,
-				    const char *host, uint16_t port)
+/* Some rule whose binaries and ancestors match id has an endpoint that is
+ * a cidr or names host, for port (any port when any_port). */
+static bool some_rule_may_allow(const struct network_policy *p, const struct flow_identity *id,
+				const char *host, uint16_t port, bool any_port)
 {
-	if (!p)
-		return false;
-	if (p->mode == NETPOL_AUDIT)
-		return true;
-	if (!id || !id->binary_path || !host)
-		return false;
 	for (size_t r = 0; r < p->n_rules; r++) {
 		const struct netpol_rule *rule = &p->rules[r];
 		bool bin_ok = false, hash_bad = false;
@@ -235,9 +231,33 @@ bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct
 			continue;
 		for (size_t e = 0; e < rule->n_endpoints; e++) {
 			const struct netpol_endpoint *ep = &rule->endpoints[e];
-			if (port_match(ep, port) && (ep->is_cidr || host_match(ep, host)))
+			if ((any_port || port_match(ep, port)) && (ep->is_cidr || host_match(ep, host)))
 				return true;
 		}
 	}
 	return false;
+}
+
+bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct flow_identity *id,
+				    const char *host, uint16_t port)
+{
+	if (!p)
+		return false;
+	if (p->mode == NETPOL_AUDIT)
+		return true;
+	if (!id || !id->binary_path || !host)
+		return false;
+	return some_rule_may_allow(p, id, host, port, false);
+}
+
+bool netpolicy_name_may_allow(const struct network_policy *p, const struct flow_identity *id,
+			      const char *host)
+{
+	if (!p)
+		return false;
+	if (p->mode == NETPOL_AUDIT)
+		return true;
+	if (!id || !id->binary_path || !host)
+		return false;
+	return some_rule_may_allow(p, id, host, 0, true);
 }
