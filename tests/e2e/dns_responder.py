@@ -6,7 +6,11 @@ usage: dns_responder.py ADDR PORT LOGFILE [NAME=TYPE:VALUE ...]
 Answers the records given (TYPE A, AAAA or CNAME; a CNAME is followed
 within the table, as a recursive resolver would), NXDOMAIN for other
 names, and logs one line per query: "<client> <name> <type>". Writes
-"ready" to LOGFILE's sibling LOGFILE.ready once bound."""
+"ready" to LOGFILE's sibling LOGFILE.ready once bound. Misbehaviour for
+the resolver's tests, per name: TYPE SILENT (never answers), TC (answers
+with TC set), WRONGID (first an answer with another id, then the right
+one), EXTRA:OTHER/IPV4 (adds an A record for another name, off the
+question's chain)."""
 import socket
 import struct
 import sys
@@ -58,6 +62,9 @@ def main():
         with open(log, "a") as f:
             f.write("%s %s %d\n" % (peer[0], qname.lower(), qtype))
         answers = []
+        specials = {t: v for t, v in table.get(qname.lower(), []) if t in ("SILENT", "TC", "WRONGID", "EXTRA")}
+        if "SILENT" in specials:
+            continue
         name, hops = qname.lower(), 0
         found = name in table
         while name in table and hops < 8:
@@ -66,6 +73,10 @@ def main():
                 if typ == "CNAME":
                     answers.append((name, 5, wire(value)))
                     nxt = value.lower()
+                elif typ not in TYPES:
+                    if typ == "EXTRA":
+                        other, ip = value.split("/")
+                        answers.append((other, 1, socket.inet_pton(socket.AF_INET, ip)))
                 elif TYPES[typ] == qtype:
                     fam2 = socket.AF_INET if typ == "A" else socket.AF_INET6
                     answers.append((name, qtype, socket.inet_pton(fam2, value)))
@@ -73,10 +84,13 @@ def main():
                 break
             name, hops = nxt, hops + 1
         rcode = 0 if found else 3
-        out = struct.pack("!HHHHHH", qid, 0x8400 | (flags & 0x0100) | 0x0080 | rcode, 1,
+        tc = 0x0200 if "TC" in specials else 0
+        out = struct.pack("!HHHHHH", qid, 0x8400 | tc | (flags & 0x0100) | 0x0080 | rcode, 1,
                           len(answers), 0, 0) + question
         for owner, typ, rdata in answers:
             out += wire(owner) + struct.pack("!HHIH", typ, 1, 60, len(rdata)) + rdata
+        if "WRONGID" in specials:
+            s.sendto(struct.pack("!H", qid ^ 0x5a5a) + out[2:], peer)
         s.sendto(out, peer)
 
 
