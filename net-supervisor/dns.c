@@ -575,6 +575,12 @@ static void identity_done(const struct identity_result *res, void *data)
 	dq->idreq = NULL;
 	dq->id = res->id;
 	dq->reason = res->reason;
+	struct identity_strategy *st = s->ns->identity;
+	if (dq->id && st && (!st->anchored || dq->id->anchor_epoch != st->anchor_epoch)) {
+		/* resolved under an anchor that is gone now (as the proxy does) */
+		dq_decide(dq, false, REASON_NOT_READY, DNS_RCODE_REFUSED);
+		return;
+	}
 	if (res->reason != REASON_OK) {
 		if (!(np && np->mode == NETPOL_AUDIT) || dq->malformed) {
 			dq_decide(dq, false, res->reason, DNS_RCODE_REFUSED);
@@ -921,7 +927,13 @@ void dns_close(struct dns_server *s)
 	server_maybe_free(s);
 }
 
-struct dnsrec *dns_records(struct dns_server *s) { return s ? s->rec : NULL; }
+struct dnsrec *dns_records(struct dns_server *s)
+{
+	if (!s)
+		return NULL;
+	dnsrec_set_now(s->rec, uv_now(s->loop));
+	return s->rec;
+}
 
 void dns_get_stats(const struct dns_server *s, struct dns_stats *out)
 {

@@ -53,6 +53,8 @@ int dns_new(struct netsup *ns, const char *resolv_conf, struct dns_server **out)
 int dns_listen(struct dns_server *s, const char *addr);
 /* Close listeners, drop queries in flight; frees once the handles are closed. */
 void dns_close(struct dns_server *s);
+/* What the workload's lookups returned (dnsrec.h), its clock set to the
+ * loop's now: ask right away, on the loop. NULL when s is (no resolver). */
 struct dnsrec *dns_records(struct dns_server *s);
 void dns_get_stats(const struct dns_server *s, struct dns_stats *out);
 
