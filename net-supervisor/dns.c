@@ -70,6 +70,15 @@ struct dns_query_state {
 	/* upstream */
 	uv_udp_t up;
 	bool up_open;
+	/* the same over TCP, when the UDP answer was truncated */
+	uv_tcp_t tup;
+	bool tup_open;
+	uv_connect_t tconn;
+	uv_write_t tw;
+	uint8_t tq[2 + DNS_HEADER_LEN + DNS_NAME_MAX + 4 + 11];
+	size_t tq_len;
+	uint8_t *tbuf;                   /* 2 + 65535 */
+	size_t tlen;
 	uv_timer_t timer;
 	bool timer_open;
 	uint16_t up_id;
@@ -199,6 +208,7 @@ static void dq_maybe_free(struct dns_query_state *dq)
 		dq->next->prev = dq->prev;
 	s->outstanding--;
 	flow_identity_free(dq->id);
+	free(dq->tbuf);
 	free(dq->ans);
 	free(dq->keep);
 	free(dq);
@@ -217,6 +227,10 @@ static void dq_stop_upstream(struct dns_query_state *dq)
 	if (dq->up_open) {
 		dq->up_open = false;
 		uv_close((uv_handle_t *)&dq->up, dq_handle_closed);
+	}
+	if (dq->tup_open) {
+		dq->tup_open = false;
+		uv_close((uv_handle_t *)&dq->tup, dq_handle_closed);
 	}
 	if (dq->timer_open) {
 		dq->timer_open = false;
@@ -484,6 +498,47 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)s->rbuf, sizeof(s->rbuf));
 }
 
+static void tcp_up_start(struct dns_query_state *dq);
+static void up_timeout(uv_timer_t *t);
+
+/* An upstream answer (UDP datagram or TCP message). */
+static void up_answer(struct dns_query_state *dq, const uint8_t *msg, size_t len, bool tcp)
+{
+	if (!dq->ans && !(dq->ans = malloc(sizeof(*dq->ans)))) {
+		upstream_failed(dq, "out of memory");
+		return;
+	}
+	int r = dnsmsg_parse_answer(msg, len, dq->ans);
+	/* Over UDP, not ours (an id or question that does not match): keep
+	 * waiting. Over TCP the connection is ours: anything wrong fails. */
+	if (r < 0 && r != -E2BIG) {
+		uint16_t id, fl;
+		if (tcp || (dnsmsg_header(msg, len, &id, &fl) == 0 && id == dq->up_id))
+			upstream_failed(dq, "malformed answer");
+		return;
+	}
+	if (dq->ans->id != dq->up_id || strcmp(dq->ans->q.name, dq->q.q.name) != 0 ||
+	    dq->ans->q.qtype != dq->q.q.qtype || dq->ans->q.qclass != dq->q.q.qclass) {
+		if (tcp)
+			upstream_failed(dq, "answer to another question");
+		return;
+	}
+	if (r == -E2BIG) {
+		upstream_failed(dq, "too many answer records");
+		return;
+	}
+	if (dq->ans->flags & DNS_FLAG_TC) {
+		if (tcp)
+			upstream_failed(dq, "truncated answer over TCP");
+		else
+			tcp_up_start(dq); /* the whole answer over TCP */
+		return;
+	}
+	int rcode = DNS_RCODE(dq->ans->flags);
+	dq_filter(dq);
+	dq_decide(dq, true, dq->reason == REASON_OK ? REASON_ALLOWED : dq->reason, rcode);
+}
+
 static void up_read(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *from,
 		    unsigned flags)
 {
@@ -494,32 +549,95 @@ static void up_read(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struc
 		s->rbuf_busy = false;
 	if (nread <= 0 || dq->state != DQ_UPSTREAM || (flags & UV_UDP_PARTIAL))
 		return;
-	if (!dq->ans && !(dq->ans = malloc(sizeof(*dq->ans)))) {
-		upstream_failed(dq, "out of memory");
+	up_answer(dq, (const uint8_t *)buf->base, (size_t)nread, false);
+}
+
+/* ---------- the upstream over TCP (after a truncated UDP answer) ---------- */
+
+static void tcp_up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	struct dns_query_state *dq = h->data;
+	*buf = uv_buf_init((char *)dq->tbuf + dq->tlen, (unsigned)(2 + 65535 - dq->tlen));
+}
+
+static void tcp_up_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	(void)buf;
+	struct dns_query_state *dq = st->data;
+	if (dq->state != DQ_UPSTREAM)
+		return;
+	if (nread < 0) {
+		upstream_failed(dq, nread == UV_EOF ? "TCP closed before the answer" : uv_strerror((int)nread));
 		return;
 	}
-	int r = dnsmsg_parse_answer((const uint8_t *)buf->base, (size_t)nread, dq->ans);
-	/* Not ours (an id or question that does not match): keep waiting. */
-	if (r < 0 && r != -E2BIG) {
-		uint16_t id, fl;
-		if (dnsmsg_header((const uint8_t *)buf->base, (size_t)nread, &id, &fl) == 0 && id == dq->up_id)
-			upstream_failed(dq, "malformed answer");
+	dq->tlen += (size_t)nread;
+	if (dq->tlen < 2)
+		return;
+	size_t ml = (size_t)dq->tbuf[0] << 8 | dq->tbuf[1];
+	if (dq->tlen >= 2 + ml)
+		up_answer(dq, dq->tbuf + 2, ml, true);
+}
+
+static void tcp_up_written(uv_write_t *w, int status)
+{
+	struct dns_query_state *dq = w->data;
+	if (status < 0 && dq->state == DQ_UPSTREAM)
+		upstream_failed(dq, uv_strerror(status));
+}
+
+static void tcp_up_connected(uv_connect_t *c, int status)
+{
+	struct dns_query_state *dq = c->data;
+	if (dq->state != DQ_UPSTREAM)
+		return;
+	if (status < 0) {
+		upstream_failed(dq, uv_strerror(status));
 		return;
 	}
-	if (dq->ans->id != dq->up_id || strcmp(dq->ans->q.name, dq->q.q.name) != 0 ||
-	    dq->ans->q.qtype != dq->q.q.qtype || dq->ans->q.qclass != dq->q.q.qclass)
-		return;
-	if (r == -E2BIG) {
-		upstream_failed(dq, "too many answer records");
+	dq->tw.data = dq;
+	uv_buf_t b = uv_buf_init((char *)dq->tq, (unsigned)dq->tq_len);
+	int r = uv_write(&dq->tw, (uv_stream_t *)&dq->tup, &b, 1, tcp_up_written);
+	if (r == 0)
+		r = uv_read_start((uv_stream_t *)&dq->tup, tcp_up_alloc, tcp_up_read);
+	if (r < 0)
+		upstream_failed(dq, uv_strerror(r));
+}
+
+static void tcp_up_start(struct dns_query_state *dq)
+{
+	struct dns_server *s = dq->s;
+	if (dq->up_open) {
+		dq->up_open = false;
+		uv_close((uv_handle_t *)&dq->up, dq_handle_closed);
+	}
+	free(dq->ans);
+	dq->ans = NULL;
+	dq->tbuf = malloc(2 + 65535);
+	if (!dq->tbuf || getrandom(&dq->up_id, sizeof(dq->up_id), 0) != sizeof(dq->up_id)) {
+		upstream_failed(dq, "no memory or randomness");
 		return;
 	}
-	if (dq->ans->flags & DNS_FLAG_TC) {
-		upstream_failed(dq, "truncated answer (TCP to the upstream is not used)");
+	int n = dnsmsg_build_query(dq->tq + 2, sizeof(dq->tq) - 2, dq->up_id, &dq->q.q);
+	if (n < 0) {
+		upstream_failed(dq, "query too long");
 		return;
 	}
-	int rcode = DNS_RCODE(dq->ans->flags);
-	dq_filter(dq);
-	dq_decide(dq, true, dq->reason == REASON_OK ? REASON_ALLOWED : dq->reason, rcode);
+	dq->tq[0] = (uint8_t)(n >> 8);
+	dq->tq[1] = (uint8_t)n;
+	dq->tq_len = (size_t)n + 2;
+	uv_tcp_init(s->loop, &dq->tup);
+	dq->tup.data = dq;
+	dq->tup_open = true;
+	dq->handles++;
+	dq->tconn.data = dq;
+	int r = uv_tcp_connect(&dq->tconn, &dq->tup, (const struct sockaddr *)&s->upstream, tcp_up_connected);
+	if (r < 0) {
+		upstream_failed(dq, uv_strerror(r));
+		return;
+	}
+	/* a new timeout for the TCP exchange */
+	uv_timer_start(&dq->timer, up_timeout, s->ns->cfg.dns_timeout_ms, 0);
 }
 
 static void up_timeout(uv_timer_t *t)

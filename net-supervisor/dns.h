@@ -20,8 +20,8 @@
  *   HTTPS, SVCB               NOERROR, no records (clients fall back to
  *                             A/AAAA; no address hints that skip the filter)
  *   anything else (TXT, MX, PTR, SRV, ANY, ...)  REFUSED  deny dns_type_refused
- *   upstream timeout, truncated or malformed answer
- *                             SERVFAIL  deny dns_upstream_failed
+ *   upstream timeout, malformed answer (a truncated UDP answer is asked
+ *   for again over TCP)       SERVFAIL  deny dns_upstream_failed
  *
  * Upstream queries are ours, not the client's bytes: a random id, a new
  * socket (a random source port) per query, connected to the upstream so
