@@ -30,10 +30,11 @@ struct proxy_flow {
 	struct sockaddr_storage client;
 	struct sockaddr_storage proxy;
 	/* IPPROTO_UDP for a datagram's sender (the workload's resolver,
-	 * dns.h); 0 or IPPROTO_TCP for a connection. */
+	 * dns.h); anything else is a TCP connection (callers that fill only
+	 * client and proxy keep meaning TCP). */
 	int proto;
 };
-#define PROXY_FLOW_PROTO(t) ((t)->proto ? (t)->proto : IPPROTO_TCP)
+#define PROXY_FLOW_PROTO(t) ((t)->proto == IPPROTO_UDP ? IPPROTO_UDP : IPPROTO_TCP)
 
 struct identity_request;
 struct identity_strategy;
