@@ -50,6 +50,10 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_RESOLVE_TIMEOUT] = "resolve_timeout",
 	[REASON_AUDIT_UNAVAILABLE] = "audit_unavailable",
 	[REASON_CLOCK_SKEW] = "clock_skew",
+	[REASON_DNS_NO_RULE] = "dns_no_rule",
+	[REASON_DNS_TYPE_REFUSED] = "dns_type_refused",
+	[REASON_DNS_UPSTREAM_FAILED] = "dns_upstream_failed",
+	[REASON_DNS_MALFORMED] = "dns_malformed",
 };
 
 const char *reason_word(enum reason r)

@@ -57,6 +57,11 @@ enum reason {
 	REASON_AUDIT_UNAVAILABLE, /* the decision could not be recorded */
 	/* delegation (appended): the proc side's clock is past --max-clock-skew */
 	REASON_CLOCK_SKEW,
+	/* the workload's resolver (appended) */
+	REASON_DNS_NO_RULE,         /* no rule of this binary could allow the name */
+	REASON_DNS_TYPE_REFUSED,    /* a query type the resolver does not serve */
+	REASON_DNS_UPSTREAM_FAILED, /* no usable answer from the upstream resolver */
+	REASON_DNS_MALFORMED,       /* the query could not be parsed */
 	REASON__COUNT
 };
 

@@ -382,6 +382,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 	p->netsup_console = has_feature(features, "console");
 	p->netsup_log_level = has_feature(features, "log-level");
 	p->netsup_policy_layer = has_feature(features, "policy-layer");
+	if (!has_feature(features, "dns-listen"))
+		snprintf(p->dns_off, sizeof(p->dns_off), "the net-supervisor has no --dns-listen");
 	const char *need_p[5] = { 0 };
 	size_t np = 0;
 	if (cfg->exec_socket)
@@ -553,6 +555,66 @@ static void plan_cgroup(struct launch_plan *p, int anchor_pid, pid_t me)
 	}
 }
 
+/* Does our /etc/resolv.conf name a nameserver (the net-supervisor, which
+ * sees this file, forwards the workload's queries there)? */
+static bool have_nameserver(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/etc/resolv.conf", "re");
+	char line[256];
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "nameserver", 10) == 0 && (line[10] == ' ' || line[10] == '\t'))
+			return true;
+	return false;
+}
+
+/* The workload's resolver: the proxy's hosts, port 53. */
+static void plan_dns(struct launch_plan *p)
+{
+	if (!p->dns_off[0] && !have_nameserver())
+		snprintf(p->dns_off, sizeof(p->dns_off), "no nameserver in /etc/resolv.conf to forward to");
+	if (p->dns_off[0])
+		return;
+	size_t h = strrchr(p->proxy_listen, ':') - p->proxy_listen;
+	snprintf(p->dns_listen, sizeof(p->dns_listen), "%.*s:53", (int)h, p->proxy_listen);
+	if (p->proxy_listen6[0]) {
+		h = strrchr(p->proxy_listen6, ':') - p->proxy_listen6;
+		snprintf(p->dns_listen6, sizeof(p->dns_listen6), "%.*s:53", (int)h, p->proxy_listen6);
+	}
+	snprintf(p->resolv_file, sizeof(p->resolv_file), "%s/resolv.conf", p->run_dir);
+}
+
+/* resolv.conf for the workload: our listeners, nothing of the host's
+ * (its search domains would leak names upstream). */
+static int write_resolv(const struct launch_plan *p)
+{
+	_cleanup_fclose_ FILE *f = fopen(p->resolv_file, "we");
+	if (!f)
+		return -errno;
+	fprintf(f, "# tether: the workload's resolver (the net-supervisor)\nnameserver %.*s\n",
+		(int)(strrchr(p->dns_listen, ':') - p->dns_listen), p->dns_listen);
+	if (p->dns_listen6[0])
+		fprintf(f, "nameserver %.*s\n", (int)(strrchr(p->dns_listen6, ']') - p->dns_listen6 - 1),
+			p->dns_listen6 + 1);
+	if (fchmod(fileno(f), 0644) < 0 || fflush(f) != 0)
+		return -EIO;
+	return 0;
+}
+
+/* In the proc-supervisor's mount namespace, before it execs: its own
+ * copy of the namespace (a net-supervisor sharing the old one keeps the
+ * host's resolver), with the run's resolv.conf over /etc/resolv.conf. A
+ * failure is reported and the run goes on without it (the fence still
+ * holds; names just do not resolve). */
+static void workload_resolv(const char *file)
+{
+	if (!file || !*file)
+		return;
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+	    mount(file, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0)
+		fprintf(stderr, "tether: sandbox setup: cannot bind %s over /etc/resolv.conf (the workload "
+				"keeps the host's, which the fence makes unreachable): %s\n", file, strerror(errno));
+}
+
 static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan *p, bool netsup_pins,
 			    struct topology_error *err)
 {
@@ -564,6 +626,8 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 	v[n++] = p->netsup_path;
 	opt(v, &n, "--listen", p->proxy_listen);
 	opt(v, &n, "--listen", p->proxy_listen6);
+	opt(v, &n, "--dns-listen", p->dns_listen);
+	opt(v, &n, "--dns-listen", p->dns_listen6);
 	if (p->pod)
 		opt(v, &n, "--listen-netns", p->netns_path);
 	opt(v, &n, "--admin", p->admin);
@@ -691,6 +755,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 	    (r = plan_names(cfg, p, k, me, err)) < 0)
 		return r;
 	plan_cgroup(p, atoi(p->anchor_pid), me);
+	plan_dns(p);
 	if ((r = plan_netsup_argv(cfg, p, netsup_pins, err)) < 0)
 		return r;
 	return plan_procsup_argv(cfg, p, err);
@@ -713,6 +778,11 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 			PROXY_PORT, p->veth_outer);
 	fprintf(f, "proxy: %s%s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url,
 		p->pod ? " in the pod netns; upstream leaves from ours" : "");
+	if (p->dns_listen[0])
+		fprintf(f, "dns: the workload's resolver on %s%s%s (UDP, TCP; its /etc/resolv.conf)\n", p->dns_listen,
+			p->dns_listen6[0] ? " and " : "", p->dns_listen6);
+	else
+		fprintf(f, "dns: off (%s)\n", p->dns_off);
 	if (p->ipv6)
 		fprintf(f, "ipv6: %s %s <-> %s %s%s; proxy also on http://%s\n", p->veth_outer, p->addr6_outer,
 			p->veth_inner, p->addr6_inner, p->pod ? "; default route via the outer end" : "",
@@ -870,10 +940,11 @@ static void sandbox_mounts(void)
  * init's child. */
 static void __attribute__((noreturn)) sandbox_start(const char *netsup_path, char *const *netsup_argv,
 						    const char *procsup_path, char *const *procsup_argv,
-						    int wns_fd, int report_sock)
+						    int wns_fd, int report_sock, const char *resolv)
 {
 	if (!netsup_path) {
 		/* vm-delegated: the net-supervisor runs host-side */
+		workload_resolv(resolv);
 		close(report_sock);
 		if (setns(wns_fd, CLONE_NEWNET) < 0)
 			child_die("cannot join the workload netns");
@@ -909,6 +980,7 @@ static void __attribute__((noreturn)) sandbox_start(const char *netsup_path, cha
 		child_die("cannot report the net-supervisor");
 	close(nfd);
 	close(report_sock);
+	workload_resolv(resolv);
 	if (setns(wns_fd, CLONE_NEWNET) < 0)
 		child_die("cannot join the workload netns");
 	close(wns_fd);
@@ -930,8 +1002,10 @@ static int plan_memfd(const struct launch_plan *p)
 		return -ENOMEM;
 	}
 	static const char *const none[] = { NULL };
-	const char *const *vs[2] = { p->layout == LAYOUT_VM_HOST ? none : p->netsup_argv, p->procsup_argv };
-	for (int k = 0; k < 2; k++) {
+	const char *resolv[] = { p->resolv_file, NULL };
+	const char *const *vs[3] = { p->layout == LAYOUT_VM_HOST ? none : p->netsup_argv, p->procsup_argv,
+				     p->resolv_file[0] ? resolv : none };
+	for (int k = 0; k < 3; k++) {
 		size_t n = 0;
 		while (vs[k][n])
 			n++;
@@ -965,7 +1039,7 @@ int launcher_stage2(int wns_fd, int report_fd, int plan_fd)
 	FILE *f = fdopen(plan_fd, "r");
 	if (!f)
 		return 125;
-	char **nv = read_argv(f), **pv = read_argv(f);
+	char **nv = read_argv(f), **pv = read_argv(f), **rv = read_argv(f);
 	fclose(f);
 	if (!nv || !pv || !pv[0]) {
 		fprintf(stderr, "tether: sandbox setup: malformed plan\n");
@@ -973,7 +1047,7 @@ int launcher_stage2(int wns_fd, int report_fd, int plan_fd)
 	}
 	fcntl(wns_fd, F_SETFD, FD_CLOEXEC);
 	fcntl(report_fd, F_SETFD, FD_CLOEXEC);
-	sandbox_start(nv[0], nv, pv[0], pv, wns_fd, report_fd);
+	sandbox_start(nv[0], nv, pv[0], pv, wns_fd, report_fd, rv ? rv[0] : NULL);
 }
 
 static int wait_child_exit(pid_t pid, int *wstatus, int timeout_ms)
@@ -1092,7 +1166,7 @@ static pid_t clone_pidfd(unsigned long flags, int *pidfd)
  * 0 a plain host-side process (vm-delegated). With CLONE_NEWNS it mounts
  * the /proc of the PID namespace it is in. netns_fd >= 0: joined first. */
 static pid_t start_daemon(unsigned long flags, int netns_fd, const char *path, const char *const *argv,
-			  const sigset_t *oldmask, int *pidfd)
+			  const sigset_t *oldmask, int *pidfd, const char *resolv)
 {
 	pid_t pid = clone_pidfd(flags, pidfd);
 	if (pid != 0)
@@ -1100,6 +1174,7 @@ static pid_t start_daemon(unsigned long flags, int netns_fd, const char *path, c
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 	if (flags & CLONE_NEWNS)
 		sandbox_mounts();
+	workload_resolv(resolv);
 	if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0)
 		child_die("cannot join the workload netns");
 	execv(path, (char *const *)argv);
@@ -1161,6 +1236,19 @@ static int ip_of(const char *cidr, char *out, size_t size)
 	return 0;
 }
 
+/* Append "--dns-port 53" at the end (the first NULL) of a fence command
+ * line that keeps a NULL after it. */
+static void fence_dns_port(const char **v, size_t n)
+{
+	size_t i = 0;
+	while (i < n && v[i])
+		i++;
+	if (i + 2 < n) {
+		v[i] = "--dns-port";
+		v[i + 1] = "53";
+	}
+}
+
 /* The network side of the run: the workload (or pod) netns, the veth, its
  * addresses, and for a pod netns its default route and the nftables fence. */
 static int build_network(const struct launch_plan *plan, struct cleanup_guardian *g, struct netns *wns,
@@ -1204,7 +1292,9 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 		    (plan->ipv6 && (r = ip_of(plan->addr6_outer, a6, sizeof(a6))) < 0))
 			return topology_error_errno(err, r, "bad veth address");
 		const char *vf[] = { plan->self_path, "fence", "install", "--veth", plan->veth_outer,
-				     "--allow-port", port, "--addr", a4, a6[0] ? "--addr" : NULL, a6, NULL };
+				     "--allow-port", port, "--addr", a4, a6[0] ? "--addr" : NULL, a6, NULL, NULL, NULL };
+		if (plan->dns_listen[0])
+			fence_dns_port(vf, ARRAY_SIZE(vf));
 		return run_self(vf, "tether fence install --veth", err);
 	}
 	/* A pod netns routes out like a real pod's; the fence, not the
@@ -1221,7 +1311,9 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 			return r;
 	}
 	const char *fence[] = { plan->self_path, "fence", "install", "--netns", plan->netns_name,
-				"--proxy-uid", "0", "--allow-port", port, NULL };
+				"--proxy-uid", "0", "--allow-port", port, NULL, NULL, NULL };
+	if (plan->dns_listen[0])
+		fence_dns_port(fence, ARRAY_SIZE(fence));
 	return run_self(fence, "tether fence install", err);
 }
 
@@ -1330,6 +1422,8 @@ static int run_prepare(struct run *run, struct topology_error *err)
 	r = cleanup_guardian_add(&run->g, CLEANUP_TEMP_DIR, plan->run_dir, -1, NULL);
 	if (r < 0)
 		return topology_error_errno(err, r, "cannot register %s with the cleanup guardian", plan->run_dir);
+	if (plan->resolv_file[0] && (r = write_resolv(plan)) < 0)
+		return topology_error_errno(err, r, "cannot write %s", plan->resolv_file);
 
 	const char *forced = getenv("TETHER_FORCE_FALLBACK");
 	if (!plan->cgroup_parent[0] && !(forced && strstr(forced, "cgroup")))
@@ -1436,7 +1530,7 @@ static int start_sandbox_init(struct run *run, struct topology_error *err)
 		child_die("cannot execute tether-runtime-init");
 	}
 	sandbox_start(plan->netsup_path, (char *const *)plan->netsup_argv, plan->procsup_path,
-		      (char *const *)plan->procsup_argv, run->wns.fd, run->sp[1]);
+		      (char *const *)plan->procsup_argv, run->wns.fd, run->sp[1], plan->resolv_file);
 }
 
 /* combined, vm-local: N is P's child inside the sandbox; its pidfd comes
@@ -1458,7 +1552,7 @@ static int start_vm_host(struct run *run, struct topology_error *err)
 	int r = start_sandbox_init(run, err);
 	if (r < 0)
 		return r;
-	run->npid = start_daemon(0, -1, run->plan.netsup_path, run->plan.netsup_argv, &run->oldmask, &run->nfd);
+	run->npid = start_daemon(0, -1, run->plan.netsup_path, run->plan.netsup_argv, &run->oldmask, &run->nfd, NULL);
 	if (run->npid < 0)
 		return topology_error_errno(err, run->npid, "cannot start the net-supervisor");
 	return netsup_started(run, err);
@@ -1486,10 +1580,10 @@ static int start_pause(struct run *run, struct topology_error *err)
 	if (own_pidns < 0 || setns(run->xfd, CLONE_NEWPID) < 0)
 		return topology_error_errno(err, -errno, "cannot enter the pod PID namespace");
 	run->ppid = start_daemon(CLONE_NEWNS, run->wns.fd, plan->procsup_path, plan->procsup_argv, &run->oldmask,
-				 &run->pfd);
+				 &run->pfd, plan->resolv_file);
 	if (run->ppid > 0)
 		run->npid = start_daemon(CLONE_NEWNS, -1, plan->netsup_path, plan->netsup_argv, &run->oldmask,
-					 &run->nfd);
+					 &run->nfd, NULL);
 	if (setns(own_pidns, CLONE_NEWPID) < 0)
 		return topology_error_errno(err, -errno, "cannot return to our own PID namespace");
 	r = procsup_started(run, err);
@@ -1505,12 +1599,12 @@ static int start_split(struct run *run, struct topology_error *err)
 {
 	const struct launch_plan *plan = &run->plan;
 	run->ppid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, run->wns.fd, plan->procsup_path, plan->procsup_argv,
-				 &run->oldmask, &run->pfd);
+				 &run->oldmask, &run->pfd, plan->resolv_file);
 	int r = procsup_started(run, err);
 	if (r < 0)
 		return r;
 	run->npid = start_daemon(CLONE_NEWPID | CLONE_NEWNS, -1, plan->netsup_path, plan->netsup_argv,
-				 &run->oldmask, &run->nfd);
+				 &run->oldmask, &run->nfd, NULL);
 	if (run->npid < 0)
 		return topology_error_errno(err, run->npid, "cannot start the net-supervisor");
 	return netsup_started(run, err);

@@ -163,6 +163,14 @@ struct launch_plan {
 	int slot_fd;               /* the slot lock (reserve_slot), -1 none; closed by launch_plan_done */
 	char *strings[64];         /* owned strings the argv vectors point into */
 	size_t n_strings;
+	/* The workload's resolver (net-supervisor --dns-listen): on the proxy's
+	 * addresses, port 53; the workload's /etc/resolv.conf names them (a
+	 * bind mount of resolv_file in the proc-supervisor's mount namespace).
+	 * "" when off (a net-supervisor without it, or no nameserver in our
+	 * /etc/resolv.conf for it to forward to). */
+	char dns_listen[48], dns_listen6[64];
+	char resolv_file[192];
+	char dns_off[96];          /* why it is off, for the plan */
 };
 
 /* Which topologies the launcher can build (the rest: -EOPNOTSUPP with a

@@ -60,6 +60,11 @@ static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flo
 	return o;
 }
 
+void audit_line_identity(json_t *o, const struct flow_identity *id, enum flow_source src)
+{
+	identity_json(o, id, src);
+}
+
 static json_t *dest_json(const struct conn *c)
 {
 	json_t *d = json_object();

@@ -24,3 +24,7 @@ void audit_line_console_flush(struct netsup *ns);
 void audit_line_error(struct conn *c, enum reason reason, int status);
 /* tunnel_revoked, and its counter. */
 void audit_line_revoked(struct conn *c, enum revoke_why why);
+/* The identity fields every decision line carries (identity_source,
+ * binary, pid, process_key, ancestors, signed_context) into o; id NULL:
+ * identity_source src and a null binary. */
+void audit_line_identity(json_t *o, const struct flow_identity *id, enum flow_source src);

@@ -20,6 +20,9 @@ void netsup_config_defaults(struct netsup_config *cfg)
 	cfg->identity_timeout_ms = IDENTITY_DEFAULT_TIMEOUT_MS;
 	cfg->max_clock_skew_s = 60;
 	cfg->resolve_timeout_ms = 5000;
+	cfg->dns_timeout_ms = 3000;
+	cfg->dns_max_outstanding = 256;
+	cfg->dns_record_max = 4096;
 	cfg->relay_buffer = 256 * 1024;
 	cfg->high_water = 1024 * 1024;
 	cfg->relay_memory = 64 * 1024 * 1024;

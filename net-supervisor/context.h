@@ -93,6 +93,14 @@ struct netsup_config {
 	const char *provisioning_pubkey[4];    /* delegated: pinned key files */
 	size_t n_provisioning_pubkey;
 	uint64_t max_clock_skew_s;             /* delegated: --max-clock-skew (60 s) */
+	/* The workload's resolver (dns.h): --dns-listen (UDP and TCP, in
+	 * listen_netns like the proxy listeners), none = no resolver. */
+	const char *dns_listen[NETSUP_MAX_LISTEN];
+	size_t n_dns_listen;
+	const char *dns_upstream;              /* ADDR[:PORT]; NULL = our /etc/resolv.conf's first nameserver */
+	uint64_t dns_timeout_ms;               /* 3 s: the upstream's answer */
+	size_t dns_max_outstanding;            /* 256 queries in flight */
+	size_t dns_record_max;                 /* 4096 name/address pairs (dnsrec.h) */
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
@@ -100,6 +108,7 @@ void netsup_config_defaults(struct netsup_config *cfg);
 struct conn;
 struct proxy_listener;
 struct admin;
+struct dns_server;
 
 struct netsup {
 	uv_loop_t *loop;
@@ -112,6 +121,7 @@ struct netsup {
 	struct proxy_listener *listeners[NETSUP_MAX_LISTEN];
 	size_t n_listeners;
 	struct admin *admin;
+	struct dns_server *dns;      /* the workload's resolver, or NULL (dns.h) */
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;

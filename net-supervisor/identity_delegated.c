@@ -60,7 +60,7 @@ static void pending_unlink(struct delegated_strategy *s, struct deleg_pending *p
 static int tuple_to_proto(const struct proxy_flow *t, struct proto_tuple *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->proto = IPPROTO_TCP;
+	out->proto = (uint8_t)PROXY_FLOW_PROTO(t);
 	if (t->client.ss_family != t->proxy.ss_family)
 		return -EINVAL;
 	if (t->client.ss_family == AF_INET) {

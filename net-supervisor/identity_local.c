@@ -342,7 +342,7 @@ static int resolve_run(struct local_strategy *s, struct resolve_job *j, struct v
 		       const struct verify_budget *budget)
 {
 	struct flow_tuple ft;
-	if (flow_tuple_from_sockaddr(&ft, IPPROTO_TCP, (const struct sockaddr *)&j->tuple.client,
+	if (flow_tuple_from_sockaddr(&ft, PROXY_FLOW_PROTO(&j->tuple), (const struct sockaddr *)&j->tuple.client,
 				     (const struct sockaddr *)&j->tuple.proxy) < 0) {
 		verified_flow_release(&j->vf);
 		j->vf.reason = REASON_IDENTITY_UNAVAILABLE;

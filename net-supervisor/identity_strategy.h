@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -28,7 +29,12 @@
 struct proxy_flow {
 	struct sockaddr_storage client;
 	struct sockaddr_storage proxy;
+	/* IPPROTO_UDP for a datagram's sender (the workload's resolver,
+	 * dns.h); anything else is a TCP connection (callers that fill only
+	 * client and proxy keep meaning TCP). */
+	int proto;
 };
+#define PROXY_FLOW_PROTO(t) ((t)->proto == IPPROTO_UDP ? IPPROTO_UDP : IPPROTO_TCP)
 
 struct identity_request;
 struct identity_strategy;

@@ -68,6 +68,13 @@ static void usage(FILE *out)
 "                             (proxy uid = this process's uid; the listen and\n"
 "                             admin ports are reachable on loopback)\n"
 "  --fence-allow-port PORT    another loopback port to leave open (repeatable)\n"
+"  --dns-listen ADDR:PORT     the workload's resolver, UDP and TCP (repeatable; in\n"
+"                             --listen-netns like --listen); default: none\n"
+"  --dns-upstream ADDR[:PORT] where it forwards (default: the first nameserver\n"
+"                             of our /etc/resolv.conf, port 53)\n"
+"  --dns-timeout-ms N         upstream answer (default 3000; → SERVFAIL)\n"
+"  --dns-max-outstanding N    queries in flight (default 256; more UDP ones dropped)\n"
+"  --dns-records N            name/address pairs remembered (default 4096, LRU)\n"
 "  -v, --verbose              debug logging\n"
 "  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"
@@ -104,6 +111,7 @@ enum {
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
+	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -117,6 +125,7 @@ static const char *const netsup_features[] = {
 	"workload-netns", "sandbox-cgroup",
 	"identity-delegated", "control", "provisioning-pubkey",
 	"policy-layer", "console", "log-level",
+	"dns-listen", "dns-upstream",
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -193,6 +202,11 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "features", no_argument, NULL, O_FEATURES },
+		{ "dns-listen", required_argument, NULL, O_DNSLISTEN },
+		{ "dns-upstream", required_argument, NULL, O_DNSUP },
+		{ "dns-timeout-ms", required_argument, NULL, O_DNSTO },
+		{ "dns-max-outstanding", required_argument, NULL, O_DNSMAX },
+		{ "dns-records", required_argument, NULL, O_DNSREC },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -395,6 +409,29 @@ int main(int argc, char **argv)
 				return 2;
 			cfg.identity_static_anchor_delay_ms = v;
 			break;
+		case O_DNSLISTEN:
+			if (cfg.n_dns_listen >= NETSUP_MAX_LISTEN) {
+				log_error("at most %d --dns-listen", NETSUP_MAX_LISTEN);
+				return 2;
+			}
+			cfg.dns_listen[cfg.n_dns_listen++] = optarg;
+			break;
+		case O_DNSUP: cfg.dns_upstream = optarg; break;
+		case O_DNSTO:
+			if (parse_u64("--dns-timeout-ms", optarg, 600000, &v) < 0 || v == 0)
+				return 2;
+			cfg.dns_timeout_ms = v;
+			break;
+		case O_DNSMAX:
+			if (parse_u64("--dns-max-outstanding", optarg, 65536, &v) < 0 || v == 0)
+				return 2;
+			cfg.dns_max_outstanding = v;
+			break;
+		case O_DNSREC:
+			if (parse_u64("--dns-records", optarg, 1 << 20, &v) < 0 || v == 0)
+				return 2;
+			cfg.dns_record_max = v;
+			break;
 		case 'v': log_set_level(LOG_LVL_DEBUG); break;
 		case 'h': usage(stdout); return 0;
 		case O_FEATURES:
@@ -454,6 +491,9 @@ int main(int argc, char **argv)
 			if ((fc.ports[fc.n_ports] = port_of(cfg.listen[i])))
 				fc.n_ports++;
 		/* The admin port is ours, not the workload's: refused to it. */
+		for (size_t i = 0; i < cfg.n_dns_listen && fc.n_dns_ports < FENCE_MAX_PORTS; i++)
+			if ((fc.dns_ports[fc.n_dns_ports] = port_of(cfg.dns_listen[i])))
+				fc.n_dns_ports++;
 		if (cfg.admin && (fc.supervisor_ports[fc.n_supervisor_ports] = port_of(cfg.admin)))
 			fc.n_supervisor_ports++;
 		char err[1024];

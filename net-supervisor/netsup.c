@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/admin.h"
+#include "net-supervisor/dns.h"
 #include "net-supervisor/identity_delegated.h"
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
@@ -204,6 +205,12 @@ static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
 		log_info("proxy listening on %s%s%s", cfg->listen[i], cfg->listen_netns ? " in netns " : "",
 			 cfg->listen_netns ? cfg->listen_netns : "");
 	}
+	for (size_t i = 0; r >= 0 && ns->dns && i < cfg->n_dns_listen; i++) {
+		r = dns_listen(ns->dns, cfg->dns_listen[i]);
+		if (r >= 0)
+			log_info("dns resolver listening on %s (UDP, TCP)%s%s", cfg->dns_listen[i],
+				 cfg->listen_netns ? " in netns " : "", cfg->listen_netns ? cfg->listen_netns : "");
+	}
 	if (home >= 0 && setns(home, CLONE_NEWNET) < 0) {
 		/* every later socket (upstream, admin) would land in the wrong
 		 * netns: refuse to run rather than misroute */
@@ -279,6 +286,8 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	ns->n_listeners = 0;
 	admin_close(ns->admin);
 	ns->admin = NULL;
+	dns_close(ns->dns);
+	ns->dns = NULL;
 	auditq_flush(ns->audit); /* staged decisions are written and answered first */
 	proxy_close_all(ns);
 	revoke_stop(ns);
@@ -486,6 +495,11 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	} else {
 		log_warn("no identity strategy configured (--identity local|delegated): not ready, "
 			 "every connection gets 503 not_ready");
+	}
+	if (cfg->n_dns_listen > 0) {
+		r = dns_new(ns, "/etc/resolv.conf", &ns->dns);
+		if (r < 0)
+			return r;
 	}
 	r = open_listeners(ns, cfg);
 	if (r < 0)

@@ -221,8 +221,11 @@ out:
 	return d;
 }
 
-bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct flow_identity *id,
-				    const char *host, uint16_t port)
+/* Audit or learn mode, or some rule whose binaries and ancestors match id
+ * has an endpoint that is a cidr or names host, for port (any port when
+ * any_port). */
+static bool some_rule_may_allow(const struct network_policy *p, const struct flow_identity *id,
+				const char *host, uint16_t port, bool any_port)
 {
 	if (!p)
 		return false;
@@ -240,7 +243,7 @@ bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct
 			continue;
 		for (size_t e = 0; e < rule->n_endpoints; e++) {
 			const struct netpol_endpoint *ep = &rule->endpoints[e];
-			if (port_match(ep, port) && (ep->is_cidr || host_match(ep, host)))
+			if ((any_port || port_match(ep, port)) && (ep->is_cidr || host_match(ep, host)))
 				return true;
 		}
 	}
@@ -266,4 +269,16 @@ const char *netpolicy_rule_for_destination(const struct network_policy *p, const
 		}
 	}
 	return NULL;
+}
+
+bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct flow_identity *id,
+				    const char *host, uint16_t port)
+{
+	return some_rule_may_allow(p, id, host, port, false);
+}
+
+bool netpolicy_name_may_allow(const struct network_policy *p, const struct flow_identity *id,
+			      const char *host)
+{
+	return some_rule_may_allow(p, id, host, 0, true);
 }

@@ -55,6 +55,14 @@ bool netpolicy_resolution_may_allow(const struct network_policy *p, const struct
  * destination would be added (the hint of `tether run`'s denial line). */
 const char *netpolicy_rule_for_destination(const struct network_policy *p, const char *host, uint16_t port,
 					   const struct netaddr *ip);
+/* May id look `host` up at all (the workload's resolver, dns.h)? True in
+ * audit mode, or when some rule whose binaries and ancestors match id has
+ * an endpoint, on any port, that is a cidr (an address could match) or
+ * names host (exact, or a glob it matches). False: no rule of this binary
+ * could ever allow a flow to that name, and the resolver answers NXDOMAIN
+ * (dns_no_rule). p or id NULL: false unless audit mode. */
+bool netpolicy_name_may_allow(const struct network_policy *p, const struct flow_identity *id,
+			      const char *host);
 
 /* Is ip in a blocked range? On true, *range (optional) is that range. */
 bool netpolicy_ip_blocked(const struct netaddr *ip, struct netcidr *range);

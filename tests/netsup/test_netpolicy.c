@@ -186,6 +186,47 @@ static void test_decision_table(void **state)
 	}
 	assert_false(netpolicy_resolution_may_allow(np, NULL, "github.com", 443));
 	assert_false(netpolicy_resolution_may_allow(NULL, NULL, "github.com", 443));
+	/* Which names each identity may resolve at all (the workload's
+	 * resolver): any port counts; an allowed flow's name always may. */
+	static const struct {
+		const char *binary, *ancestor, *host;
+		bool want;
+	} names[] = {
+		{ "/usr/bin/git", NULL, "github.com", true },
+		{ "/usr/bin/git", NULL, "api.github.com", true },       /* the glob, on its own port */
+		{ "/usr/bin/git", NULL, "a.b.github.com", false },       /* one label only */
+		{ "/usr/bin/git", NULL, "data.evil.example", false },
+		{ "/usr/bin/curl", NULL, "github.com", false },          /* another binary's rule */
+		{ "/opt/x/bin/tool", NULL, "anything.example", true },   /* a cidr: any name could match */
+		{ "/usr/bin/python3.11", NULL, "pypi.org", false },      /* ancestor unmet */
+		{ "/usr/bin/python3.11", "/usr/local/bin/agent", "pypi.org", true },
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		struct flow_identity *id = flow_identity_new();
+		id->binary_path = strdup(names[i].binary);
+		if (names[i].ancestor)
+			flow_identity_add_ancestor(id, names[i].ancestor, 10, NULL);
+		if (netpolicy_name_may_allow(np, id, names[i].host) != names[i].want)
+			fail_msg("name %zu (%s → %s): want %d", i, names[i].binary, names[i].host, names[i].want);
+		flow_identity_free(id);
+	}
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct row *r = &rows[i];
+		char host[256];
+		if (!r->allow || netpol_host_normalize(r->host, host, sizeof(host)) < 0)
+			continue;
+		struct flow_identity *id = flow_identity_new();
+		id->binary_path = strdup(r->binary);
+		if (r->sha256)
+			strcpy(id->sha256, r->sha256);
+		if (r->ancestor)
+			flow_identity_add_ancestor(id, r->ancestor, 10, NULL);
+		if (!netpolicy_name_may_allow(np, id, host))
+			fail_msg("row %zu: an allowed flow's name refused by the resolver", i);
+		flow_identity_free(id);
+	}
+	assert_false(netpolicy_name_may_allow(np, NULL, "github.com"));
+	assert_false(netpolicy_name_may_allow(NULL, NULL, "github.com"));
 	/* No identity, no policy. */
 	struct netaddr ip;
 	netaddr_parse("1.1.1.1", &ip);
@@ -223,6 +264,7 @@ static void test_audit_mode(void **state)
 	assert_string_equal(dec.policy, "a");
 	/* audit mode lets every flow through: every name is looked up */
 	assert_true(netpolicy_resolution_may_allow(np, NULL, "anything.example", 1));
+	assert_true(netpolicy_name_may_allow(np, id, "anything.example"));
 	flow_identity_free(id);
 	policy_free(p);
 }
