@@ -22,6 +22,7 @@ Asserts, each against the answer and the "dns" audit line:
 import json
 import os
 import signal
+import random
 import socket
 import struct
 import subprocess
@@ -37,11 +38,24 @@ procs = []
 
 
 def free_port(kind=socket.SOCK_DGRAM):
-    s = socket.socket(socket.AF_INET, kind)
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A port free for both UDP and TCP on 127.0.0.1, picked below the
+    ephemeral range (32768+) so that no outgoing connect of a busy machine
+    takes it between this check and the daemon's bind."""
+    for _ in range(200):
+        p = random.randint(20000, 32000)
+        held = []
+        try:
+            for k in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+                s = socket.socket(socket.AF_INET, k)
+                held.append(s)
+                s.bind(("127.0.0.1", p))
+            return p
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    fail("no free port")
 
 
 def wait_for(pred, secs=10):
@@ -149,22 +163,32 @@ def start_upstream():
 
 
 def start_netsup(upport, policy, extra=()):
-    port = free_port()
-    tport = free_port(socket.SOCK_STREAM)
     errpath = os.path.join(work, "netsup.err")
-    base = os.path.getsize(errpath) if os.path.exists(errpath) else 0
-    err = open(errpath, "a")
-    args = [NETSUP, "--listen", "127.0.0.1:%d" % tport, "--dns-listen", "127.0.0.1:%d" % port,
-            "--dns-upstream", "127.0.0.1:%d" % upport, "--dns-timeout-ms", "400",
-            "--identity", "static", "--identity-static", "/usr/bin/curl",
-            "--audit", os.path.join(work, "audit.jsonl")] + list(extra)
-    if policy:
-        args += ["--policy", policy]
-    p = subprocess.Popen(args, stderr=err)
-    procs.append(p)
-    if not wait_for(lambda: "dns resolver listening" in open(errpath).read()[base:], 30):
-        fail("net-supervisor did not start its resolver")
-    return p, port
+    for _attempt in range(5):
+        port = free_port()
+        tport = free_port(socket.SOCK_STREAM)
+        base = os.path.getsize(errpath) if os.path.exists(errpath) else 0
+        err = open(errpath, "a")
+        args = [NETSUP, "--listen", "127.0.0.1:%d" % tport, "--dns-listen", "127.0.0.1:%d" % port,
+                "--dns-upstream", "127.0.0.1:%d" % upport, "--dns-timeout-ms", "400",
+                "--identity", "static", "--identity-static", "/usr/bin/curl",
+                "--audit", os.path.join(work, "audit.jsonl")] + list(extra)
+        if policy:
+            args += ["--policy", policy]
+        p = subprocess.Popen(args, stderr=err)
+        procs.append(p)
+
+        def started_or_gone():
+            return "dns resolver listening" in open(errpath).read()[base:] or p.poll() is not None
+        if not wait_for(started_or_gone, 30):
+            fail("net-supervisor did not start its resolver")
+        text = open(errpath).read()[base:]
+        if "dns resolver listening" in text:
+            return p, port
+        if "address already in use" not in text:
+            fail("net-supervisor exited before its resolver listened")
+        # another process took the port between the check and the bind: pick again
+    fail("net-supervisor did not start its resolver: every port was taken")
 
 
 def stop(p):
