@@ -51,7 +51,7 @@ static int setup(void **state)
 	strcpy(root, "/tmp/tether-binpath.XXXXXX");
 	if (!mkdtemp(root))
 		return -1;
-	char p[PATH_MAX];
+	char p[2 * PATH_MAX];
 	snprintf(p, sizeof(p), "%s/usr", root);
 	mkdir(p, 0755);
 	snprintf(p, sizeof(p), "%s/usr/bin", root);
