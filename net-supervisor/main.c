@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/audit_line.h"
-#include "net-supervisor/fence.h"
+#include "fence/fence.h"
 #include "net-supervisor/netsup.h"
 
 static void usage(FILE *out)
