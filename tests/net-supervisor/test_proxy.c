@@ -922,7 +922,7 @@ static void test_no_lookup_before_allow(void **state)
 	proxy_stop(&p);
 }
 
-/* A resolver that never answers (tests/netsup/slow_resolver.c, preloaded:
+/* A resolver that never answers (tests/net-supervisor/slow_resolver.c, preloaded:
  * names under slow.test block their lookup thread for 2.5 s) must neither
  * hold a client past --resolve-timeout-ms nor take the whole libuv thread
  * pool, which identity resolution and policy reloads share: with four
