@@ -2,7 +2,7 @@
 # net-supervisor vs direct vs tinyproxy on loopback (bench/proxy_bench.c):
 # bulk throughput through a CONNECT tunnel and short requests (absolute-form
 # GET, one per connection: connections/s and time to first byte). Identity is
-# the STATIC TEST strategy (--identity-static) in the bulk and plain short
+# the STATIC TEST strategy (--identity-static, net-supervisor-testing) in the bulk and plain short
 # rows: no identity lookup cost is in those. The "net-supervisor-local-identity"
 # short row is the real thing: the client runs as the workload of a
 # proc-supervisor (seccomp connect attribution included) and the proxy
@@ -24,6 +24,7 @@ BYTES=${3:-1073741824}
 REQS=${4:-2000}
 B=$BUILD/bench/proxy_bench
 NS=$BUILD/bin/net-supervisor
+NST=$BUILD/bin/net-supervisor-testing   # the test build: --identity-static
 TMP=$(mktemp -d /tmp/tether-netsup-bench-XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
@@ -41,10 +42,10 @@ network:
       binaries: [{path: /usr/bin/true}]
       endpoints: [{cidr: 127.0.0.1/32, ports: [$UP]}]
 P
-$NS --listen 127.0.0.1:$NSP --policy $TMP/policy.yaml --audit $TMP/log/audit.jsonl \
+$NST --listen 127.0.0.1:$NSP --policy $TMP/policy.yaml --audit $TMP/log/audit.jsonl \
 	--identity-static /usr/bin/true 2> $TMP/ns.err & PIDS+=($!)
 NSQ=19403   # the same with the splice(2) relay (--splice)
-$NS --splice --listen 127.0.0.1:$NSQ --policy $TMP/policy.yaml --audit $TMP/log/audit2.jsonl \
+$NST --splice --listen 127.0.0.1:$NSQ --policy $TMP/policy.yaml --audit $TMP/log/audit2.jsonl \
 	--identity-static /usr/bin/true 2> $TMP/ns2.err & PIDS+=($!)
 NSL=19404   # local identity: the anchor is the proc-supervisor at $TMP/anchor.sock
 PS=$BUILD/bin/proc-supervisor

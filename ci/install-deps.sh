@@ -15,7 +15,7 @@ PKGS=(
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
-  # interpreters for tests/envb/test_runtime_inject.sh (code-loading variables)
+  # interpreters for tests/proc-supervisor/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime
 )

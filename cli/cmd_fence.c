@@ -1,5 +1,5 @@
 /* tether fence install|remove: the nftables egress fence of a pod-shaped
- * network namespace (net-supervisor/fence.h has the rules). */
+ * network namespace (fence/fence.h has the rules). */
 #include <errno.h>
 #include <stdint.h>
 #include <getopt.h>
@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
-#include "net-supervisor/fence.h"
+#include "fence/fence.h"
 
 static void usage(FILE *out)
 {

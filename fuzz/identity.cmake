@@ -1,5 +1,3 @@
 # procfs parsers: /proc/<pid>/stat, status, cgroup, maps and fdinfo contents
 # are attacker-influenced (comm, paths); every parser on arbitrary bytes.
-if(TARGET tether_identity)
-  tether_fuzz_target(fuzz_procfs SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_procfs.c LIBS tether_identity)
-endif()
+tether_fuzz_target(fuzz_procfs SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_procfs.c LIBS tether_identity)

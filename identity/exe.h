@@ -16,6 +16,7 @@
  * pool and touches no loop state). */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +24,21 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "identity/procref.h"
+/* A running image as captured (below): the file version, the label, and
+ * its hash once hashed. */
+struct exe_tuple {
+	uint64_t dev;
+	uint64_t ino;
+	int64_t size;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	char path[PATH_MAX]; /* readlink of /proc/<pid>/exe, " (deleted)" stripped */
+	bool deleted;        /* the image was unlinked after exec */
+	bool memfd;          /* the image is a memfd (path "/memfd:...") */
+	bool maps_mismatch;  /* (dev, ino) differs from the main mapping in maps */
+	bool hashed;         /* sha256 is valid */
+	uint8_t sha256[32];  /* of the opened running image */
+};
 
 /* Open the running image: /proc/<pid>/exe relative to a /proc/<pid>
  * directory fd, O_RDONLY|O_CLOEXEC. Returns the fd or -errno (-ENOENT for a

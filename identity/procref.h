@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "common/kernel.h"
+#include "identity/exe.h" /* struct exe_tuple */
 
 enum procref_key_kind {
 	PROCREF_KEY_PIDFS = 1,     /* boot_id + pidfs inode */
@@ -24,20 +25,6 @@ enum procref_key_kind {
 
 /* Where a field came from, so a ref can say which fallback it used. */
 enum procref_source { PROCREF_SRC_PIDFD_INFO = 1, PROCREF_SRC_PROCFS = 2 };
-
-struct exe_tuple {
-	uint64_t dev;
-	uint64_t ino;
-	int64_t size;
-	int64_t mtime_ns;
-	int64_t ctime_ns;
-	char path[PATH_MAX]; /* readlink of /proc/<pid>/exe, " (deleted)" stripped */
-	bool deleted;        /* the image was unlinked after exec */
-	bool memfd;          /* the image is a memfd (path "/memfd:...") */
-	bool maps_mismatch;  /* (dev, ino) differs from the main mapping in maps */
-	bool hashed;         /* sha256 is valid */
-	uint8_t sha256[32];  /* of the opened running image */
-};
 
 #define PROCREF_KEY_MAX 96
 

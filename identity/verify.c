@@ -147,19 +147,25 @@ static int vf_add_hop(struct verified_flow *f, const char *path, int pid, const 
 	return 0;
 }
 
-/* ---------- worker contexts and the verified-flow cache ----------
+/* ---------- worker contexts and their one cache ----------
  *
  * Each thread-pool job borrows one worker context: its own sock_diag handle
  * and attribution context (holder cache) in the workload's netns — no lock
  * is held across netlink or procfs I/O, unlike one shared handle behind a
- * mutex. A context also keeps a small cache of flows it verified:
+ * mutex. A context also keeps one small cache of what it verified, the
+ * same for both candidate sources (struct pin_entry): a subject pinned by
+ * its pidfd with its exe tuple and hash, and the chain below the anchor
+ * it was proved with (identity/chain.h: each hop pinned, with its exe
+ * tuple, and — DESCENDANTS — its hash). The members source finds an entry
+ * by subject or by the chain's first hop (see "pinned chains" below); the
+ * descendants source also records the flow it verified and finds the
+ * entry by socket cookie:
  *
- *   cookie -> subject (pidfd, the fd slot holding the socket, exe tuple and
- *             hash), the chain's hops (pidfd, exe tuple and hash each),
- *             the member-set fingerprint and the host fork count of the
- *             scan that found the holder.
+ *   cookie -> the subject's fd slot holding the socket, the member-set
+ *             fingerprint and the host fork count of the scan that found
+ *             the holder.
  *
- * A hit is never trusted as is; it re-proves every fact the slow path
+ * A flow hit is never trusted as is; it re-proves every fact the slow path
  * establishes, with the processes pinned by the cached pidfds:
  *   - the socket is still the one (sock_diag: same inode and cookie — the
  *     kernel never reuses a cookie);
@@ -185,40 +191,25 @@ static int vf_add_hop(struct verified_flow *f, const char *path, int pid, const 
  * what the holder cache cannot see either (holders.h): an fd handed over
  * by SCM_RIGHTS or pidfd_getfd without any fork. */
 
-#define FC_ENTRIES 8
-#define FC_MAX_HOPS CHAIN_MAX_HOPS
+#define PIN_ENTRIES 8
 #define STAT_BUF 32768
 
-struct fc_proc {
-	struct procref ref; /* ref.pidfd owned by the entry */
-	char sha[65];
-};
-
-struct fc_entry {
+/* One entry of a context's cache (see above). */
+struct pin_entry {
 	bool used;
+	struct procref subj;              /* pidfd owned; exe as read then, hashed */
+	struct pinned_chain chain;        /* hops below the anchor, parent first */
+	char hop_sha[CHAIN_MAX_HOPS][65]; /* DESCENDANTS: chain.hops[i]'s hash */
+	char anchor_key[PROCREF_KEY_MAX];
+	unsigned stamp;                   /* LRU */
+	/* The flow (DESCENDANTS only; false: a subject and its chain). */
+	bool flow;
 	uint64_t cookie;
 	uint32_t inode;
 	int fd;                   /* the subject's fd slot holding the socket */
 	uint64_t forks;           /* host fork count before the holder scan (0: unknown) */
 	uint64_t members_hash;
 	size_t members_n;
-	char anchor_key[PROCREF_KEY_MAX];
-	struct fc_proc subj;
-	struct pinned_chain chain;        /* parent first, anchor excluded */
-	char hop_sha[FC_MAX_HOPS][65];    /* chain.hops[i]'s hash */
-	unsigned stamp;           /* LRU */
-};
-
-/* Pinned chains remembered per context (MEMBERS; identity/chain.h): a
- * subject this context answered for, its hash, and its chain below the
- * anchor. */
-#define ID_CHAIN_ENTRIES 8
-
-struct chain_entry {
-	bool used;
-	struct procref subj;       /* pinned (pidfd owned); live exe tuple, hashed */
-	struct pinned_chain chain; /* hops below the anchor, parent first */
-	unsigned stamp;            /* LRU */
 };
 
 struct verify_ctx {
@@ -227,7 +218,7 @@ struct verify_ctx {
 	int proc_fd;
 	int stat_fd;
 	char *stat_buf;
-	struct fc_entry fc[FC_ENTRIES];
+	struct pin_entry pins[PIN_ENTRIES];
 	unsigned clock;
 	/* The anchor's descendants as last listed, and the host fork count
 	 * read before that listing: while the count is unchanged no process
@@ -242,8 +233,6 @@ struct verify_ctx {
 	 * until the set changes (valid when over_budget). */
 	bool over_budget;
 	uint64_t over_budget_set;
-	/* MEMBERS: the chains it pinned (see "members candidates"). */
-	struct chain_entry chains[ID_CHAIN_ENTRIES];
 	struct verify_ctx *next_free, *next_all;
 };
 
@@ -294,44 +283,111 @@ static int descendants(struct flow_verifier *v, struct verify_ctx *w, uint64_t f
 	return 0;
 }
 
-static void fc_proc_close(struct fc_proc *p)
-{
-	procref_close(&p->ref);
-}
+/* ---------- the cache: one entry shape for both sources ---------- */
 
-static void fc_drop(struct fc_entry *e)
+static void pin_drop(struct pin_entry *e)
 {
 	if (!e->used)
 		return;
-	fc_proc_close(&e->subj);
+	procref_close(&e->subj);
 	chain_release(&e->chain);
 	memset(e, 0, sizeof(*e));
 }
 
-static void fc_flush(struct verify_ctx *w)
+static void pins_flush(struct verify_ctx *w)
 {
-	for (size_t i = 0; i < FC_ENTRIES; i++)
-		fc_drop(&w->fc[i]);
+	for (size_t i = 0; i < PIN_ENTRIES; i++)
+		pin_drop(&w->pins[i]);
 	free(w->desc);
 	w->desc = NULL;
 	w->n_desc = 0;
 }
 
-static struct fc_entry *fc_find(struct verify_ctx *w, uint64_t cookie)
+/* The entry of the flow on socket `cookie` (DESCENDANTS). */
+static struct pin_entry *pin_find_cookie(struct verify_ctx *w, uint64_t cookie)
 {
-	for (size_t i = 0; i < FC_ENTRIES; i++)
-		if (w->fc[i].used && w->fc[i].cookie == cookie)
-			return &w->fc[i];
+	for (size_t i = 0; i < PIN_ENTRIES; i++)
+		if (w->pins[i].used && w->pins[i].flow && w->pins[i].cookie == cookie)
+			return &w->pins[i];
 	return NULL;
 }
 
-static int fc_verify_chain(struct flow_verifier *v, struct verify_ctx *w, struct fc_entry *e,
+/* The first entry of subject `key`, not `keep`. */
+static struct pin_entry *pin_find_subject(struct verify_ctx *w, const char *key, const struct pin_entry *keep)
+{
+	for (size_t i = 0; i < PIN_ENTRIES; i++)
+		if (w->pins[i].used && &w->pins[i] != keep && strcmp(w->pins[i].subj.key, key) == 0)
+			return &w->pins[i];
+	return NULL;
+}
+
+/* A slot for a new entry, emptied: `same` when given, else a free entry,
+ * else the least recently used one that is not `keep`. */
+static struct pin_entry *pin_slot(struct verify_ctx *w, struct pin_entry *same, const struct pin_entry *keep)
+{
+	struct pin_entry *e = same;
+	for (size_t i = 0; !same && i < PIN_ENTRIES; i++) {
+		struct pin_entry *x = &w->pins[i];
+		if (x == keep)
+			continue;
+		if (!x->used) {
+			e = x;
+			break;
+		}
+		if (!e || x->stamp < e->stamp)
+			e = x;
+	}
+	if (e)
+		pin_drop(e);
+	return e;
+}
+
+/* Pin subj (live: its pidfd is duplicated; exe: its tuple as read, hashed,
+ * NULL for subj's own) into e, a slot from pin_slot; the caller then puts
+ * the chain into e->chain (pin_drop releases it). -EBADF: not pinned, e
+ * left empty. */
+static int pin_subject(const struct flow_verifier *v, struct verify_ctx *w, struct pin_entry *e,
+		       const struct procref *subj, const struct exe_tuple *exe)
+{
+	if (subj->pidfd < 0)
+		return -EBADF;
+	procref_copy_recorded(&e->subj, subj);
+	if (exe)
+		e->subj.exe = *exe;
+	e->subj.pidfd = fcntl(subj->pidfd, F_DUPFD_CLOEXEC, 3);
+	if (e->subj.pidfd < 0) {
+		memset(e, 0, sizeof(*e));
+		return -EBADF;
+	}
+	strscpy(e->anchor_key, v->anchor.key, sizeof(e->anchor_key));
+	e->used = true; /* from here pin_drop releases what was taken */
+	e->stamp = ++w->clock;
+	return 0;
+}
+
+/* ---------- descendants candidates: the verified-flow cache ---------- */
+
+/* Record on e the flow `at` names (one holder, its fd slot), found by a
+ * holder scan over cand at fork count forks. */
+static void pin_set_flow(struct pin_entry *e, const struct attribution *at, uint64_t forks, const pid_t *cand,
+			 size_t n_cand)
+{
+	e->flow = true;
+	e->cookie = at->sock.cookie;
+	e->inode = at->sock.inode;
+	e->fd = at->subject_fd;
+	e->forks = forks;
+	e->members_n = n_cand;
+	e->members_hash = members_pid_set_hash(cand, n_cand);
+}
+
+static int fc_verify_chain(struct flow_verifier *v, struct verify_ctx *w, struct pin_entry *e,
 			   const struct procref *sub, pid_t ppid, bool pns);
-static int fc_identity(const struct fc_entry *e, const struct procref *sub, struct verified_flow *out);
+static int fc_identity(const struct pin_entry *e, const struct procref *sub, struct verified_flow *out);
 
 /* Re-prove a cached flow (see the block comment). 0: *idp is the identity;
  * -EAGAIN: it needs the tree listed again and may_list is false. */
-static int fc_verify(struct flow_verifier *v, struct verify_ctx *w, struct fc_entry *e,
+static int fc_verify(struct flow_verifier *v, struct verify_ctx *w, struct pin_entry *e,
 		     const struct sockdiag_result *sr, bool may_list, struct verified_flow *out)
 {
 	if (e->inode != sr->inode || strcmp(e->anchor_key, v->anchor.key) != 0 || v->anchor_pidfd < 0)
@@ -351,7 +407,7 @@ static int fc_verify(struct flow_verifier *v, struct verify_ctx *w, struct fc_en
 		e->forks = forks;
 	}
 	/* 2. The subject: same fd slot, same image, alive after the reads. */
-	struct procref *sub = &e->subj.ref;
+	struct procref *sub = &e->subj;
 	char rel[48], link[64], want[32];
 	snprintf(rel, sizeof(rel), "%d/fd/%d", (int)sub->procfs_pid, e->fd);
 	int wl = snprintf(want, sizeof(want), "socket:[%u]", sr->inode);
@@ -371,7 +427,7 @@ static int fc_verify(struct flow_verifier *v, struct verify_ctx *w, struct fc_en
 }
 
 /* The chain of e below subject sub, whose live ppid was just read (chain.h). */
-static int fc_verify_chain(struct flow_verifier *v, struct verify_ctx *w, struct fc_entry *e,
+static int fc_verify_chain(struct flow_verifier *v, struct verify_ctx *w, struct pin_entry *e,
 			   const struct procref *sub, pid_t ppid, bool pns)
 {
 	if (v->anchor_pidfd < 0)
@@ -381,9 +437,11 @@ static int fc_verify_chain(struct flow_verifier *v, struct verify_ctx *w, struct
 }
 
 /* The identity a verified entry stands for, subject `sub`. */
-static int fc_identity(const struct fc_entry *e, const struct procref *sub, struct verified_flow *out)
+static int fc_identity(const struct pin_entry *e, const struct procref *sub, struct verified_flow *out)
 {
-	if (vf_subject(out, sub->pid, e->subj.sha, sub->exe.path, sub->key, e->chain.n) < 0)
+	char sha[65];
+	hex_encode(e->subj.exe.sha256, 32, sha);
+	if (vf_subject(out, sub->pid, sha, sub->exe.path, sub->key, e->chain.n) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < e->chain.n; i++)
 		if (vf_add_hop(out, e->chain.hops[i].exe.path, e->chain.hops[i].pid, e->hop_sha[i]) < 0) {
@@ -393,8 +451,6 @@ static int fc_identity(const struct fc_entry *e, const struct procref *sub, stru
 	return 0;
 }
 
-static struct fc_entry *fc_slot(struct verify_ctx *w, const struct fc_entry *keep);
-
 /* After a slow-path success: remember the flow when every part of it can
  * be re-proved cheaply (one holder, plain images, hashes known, a short
  * chain of live hops). forks/cand are the holder scan's inputs. */
@@ -403,67 +459,37 @@ static void fc_store(struct flow_verifier *v, struct verify_ctx *w, const struct
 		     uint64_t forks, const pid_t *cand, size_t n_cand)
 {
 	if (at->n_holders != 1 || at->subject.pidfd < 0 || !at->socket_found || at->sock.cookie == 0 ||
-	    res->n == 0 || res->n - 1 > FC_MAX_HOPS || res->n - 1 != id->n_hops || !id->sha256[0])
+	    res->n == 0 || res->n - 1 > CHAIN_MAX_HOPS || res->n - 1 != id->n_hops || !id->sha256[0])
 		return;
 	const struct procref *sub = &at->subject;
-	if (sub->exe_err < 0 || sub->exe.deleted || sub->exe.memfd || sub->exe.maps_mismatch)
+	if (sub->exe_err < 0 || sub->exe.deleted || sub->exe.memfd || sub->exe.maps_mismatch || !sub->exe.hashed)
 		return;
 	for (size_t i = 0; i + 1 < res->n; i++)
 		if (!id->hops[i].sha256[0])
 			return; /* a hop without a hash: nothing to answer from */
 	/* The fd slot the holder search saw it in; fc_verify re-reads it. */
-	int slot_fd = at->subject_fd;
-	if (slot_fd < 0)
+	if (at->subject_fd < 0)
 		return;
-	struct fc_entry *e = fc_find(w, at->sock.cookie);
-	if (!e)
-		e = fc_slot(w, NULL);
-	fc_drop(e);
-	e->cookie = at->sock.cookie;
-	e->inode = at->sock.inode;
-	e->fd = slot_fd;
-	e->forks = forks;
-	e->members_n = n_cand;
-	e->members_hash = members_pid_set_hash(cand, n_cand);
-	strscpy(e->anchor_key, v->anchor.key, sizeof(e->anchor_key));
-	procref_copy_recorded(&e->subj.ref, sub);
-	e->subj.ref.pidfd = fcntl(sub->pidfd, F_DUPFD_CLOEXEC, 3);
-	memcpy(e->subj.sha, id->sha256, sizeof(e->subj.sha));
-	e->used = true; /* from here fc_drop releases what was taken */
-	if (e->subj.ref.pidfd < 0 || chain_pin_walk(v->caps, res, &e->chain) < 0) {
-		fc_drop(e);
+	struct pin_entry *e = pin_slot(w, pin_find_cookie(w, at->sock.cookie), NULL);
+	if (!e || pin_subject(v, w, e, sub, NULL) < 0)
+		return;
+	if (chain_pin_walk(v->caps, res, &e->chain) < 0) {
+		pin_drop(e);
 		return;
 	}
+	pin_set_flow(e, at, forks, cand, n_cand);
 	for (size_t i = 0; i < e->chain.n; i++)
 		strscpy(e->hop_sha[i], id->hops[i].sha256, sizeof(e->hop_sha[i]));
-	e->stamp = ++w->clock;
-}
-
-/* A slot for a new entry: a free one, else the least recently used one
- * that is not `keep`. */
-static struct fc_entry *fc_slot(struct verify_ctx *w, const struct fc_entry *keep)
-{
-	struct fc_entry *e = NULL;
-	for (size_t i = 0; i < FC_ENTRIES; i++) {
-		struct fc_entry *x = &w->fc[i];
-		if (x == keep)
-			continue;
-		if (!x->used)
-			return x;
-		if (!e || x->stamp < e->stamp)
-			e = x;
-	}
-	return e;
 }
 
 /* A new socket of a process this context verified a flow for: its chain
  * (pinned hops) is re-proved from the live subject the holder search just
  * verified, instead of walking again. The subject's exe tuple was read by
  * that search; it must be the cached file version for the cached hash. */
-static int fc_reuse_chain(struct flow_verifier *v, struct verify_ctx *w, struct fc_entry *pe,
+static int fc_reuse_chain(struct flow_verifier *v, struct verify_ctx *w, struct pin_entry *pe,
 			  const struct procref *sub, struct verified_flow *out)
 {
-	const struct exe_tuple *a = &sub->exe, *b = &pe->subj.ref.exe;
+	const struct exe_tuple *a = &sub->exe, *b = &pe->subj.exe;
 	if (strcmp(pe->anchor_key, v->anchor.key) != 0 || v->anchor_pidfd < 0 || sub->pidfd < 0 ||
 	    sub->exe_err < 0 || !exe_tuple_same_file(a, b) || strcmp(a->path, b->path) != 0 ||
 	    a->deleted || a->memfd || a->maps_mismatch)
@@ -480,37 +506,25 @@ static int fc_reuse_chain(struct flow_verifier *v, struct verify_ctx *w, struct 
 	return fc_identity(pe, sub, out);
 }
 
-/* Remember the new socket's flow with pe's chain (pidfds duplicated). */
-static void fc_clone(struct flow_verifier *v, struct verify_ctx *w, const struct fc_entry *pe,
+/* Remember the new socket's flow with pe's chain (pidfds duplicated) and
+ * hashes: its subject runs pe's exe file version (fc_reuse_chain). */
+static void fc_clone(struct flow_verifier *v, struct verify_ctx *w, const struct pin_entry *pe,
 		     const struct attribution *at, uint64_t forks, const pid_t *cand, size_t n_cand)
 {
 	if (at->n_holders != 1 || at->subject_fd < 0 || at->sock.cookie == 0)
 		return;
-	struct fc_entry *e = fc_slot(w, pe);
-	if (!e)
+	struct pin_entry *same = pin_find_cookie(w, at->sock.cookie);
+	struct pin_entry *e = pin_slot(w, same != pe ? same : NULL, pe);
+	if (!e || pin_subject(v, w, e, &at->subject, NULL) < 0)
 		return;
-	fc_drop(e);
-	e->cookie = at->sock.cookie;
-	e->inode = at->sock.inode;
-	e->fd = at->subject_fd;
-	e->forks = forks;
-	e->members_n = n_cand;
-	e->members_hash = members_pid_set_hash(cand, n_cand);
-	strscpy(e->anchor_key, v->anchor.key, sizeof(e->anchor_key));
-	procref_copy_recorded(&e->subj.ref, &at->subject);
-	e->subj.ref.pidfd = fcntl(at->subject.pidfd, F_DUPFD_CLOEXEC, 3);
-	memcpy(e->subj.sha, pe->subj.sha, sizeof(e->subj.sha));
-	e->used = true;
-	if (e->subj.ref.pidfd < 0) {
-		fc_drop(e);
-		return;
-	}
+	memcpy(e->subj.exe.sha256, pe->subj.exe.sha256, sizeof(e->subj.exe.sha256));
+	e->subj.exe.hashed = true;
 	if (chain_dup(&pe->chain, &e->chain) < 0) {
-		fc_drop(e);
+		pin_drop(e);
 		return;
 	}
+	pin_set_flow(e, at, forks, cand, n_cand);
 	memcpy(e->hop_sha, pe->hop_sha, sizeof(e->hop_sha));
-	e->stamp = ++w->clock;
 }
 
 /* holders_pinned_fn: the subject of a flow this worker verified (its
@@ -520,9 +534,9 @@ static void fc_clone(struct flow_verifier *v, struct verify_ctx *w, const struct
 static int fc_pinned(void *userdata, pid_t pid, struct procref *out)
 {
 	struct verify_ctx *w = userdata;
-	for (size_t i = 0; i < FC_ENTRIES; i++) {
-		const struct procref *p = &w->fc[i].subj.ref;
-		if (!w->fc[i].used || p->procfs_pid != pid || p->pidfd < 0)
+	for (size_t i = 0; i < PIN_ENTRIES; i++) {
+		const struct procref *p = &w->pins[i].subj;
+		if (!w->pins[i].used || p->procfs_pid != pid || p->pidfd < 0)
 			continue;
 		if (pidfd_is_alive(p->pidfd) < 0 || chain_exe_unchanged(w->proc_fd, pid, &p->exe) < 0)
 			return -ESTALE;
@@ -565,13 +579,9 @@ void flow_verifier_ctx_put(struct flow_verifier *v, struct verify_ctx *w)
 	pthread_mutex_unlock(&v->lock);
 }
 
-static void chain_entry_drop(struct chain_entry *e);
-
 static void ctx_flush(struct verify_ctx *w)
 {
-	fc_flush(w);
-	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++)
-		chain_entry_drop(&w->chains[i]);
+	pins_flush(w);
 }
 
 static void ctx_free(struct verify_ctx *w)
@@ -718,15 +728,6 @@ static enum reason hash_error_reason(int r)
 
 /* ---------- members candidates ---------- */
 
-static void chain_entry_drop(struct chain_entry *e)
-{
-	if (!e->used)
-		return;
-	procref_close(&e->subj);
-	chain_release(&e->chain);
-	memset(e, 0, sizeof(*e));
-}
-
 /* Hash the subject's running image; a registry hit is a recorded ref, so
  * the live process is re-opened and must be the same one — and then stays
  * open as the subject, so the walk starts from the live process instead
@@ -799,39 +800,36 @@ static int chain_prove(struct flow_verifier *v, struct verify_ctx *w, const stru
 }
 
 /* The same subject again: the entry proved, or NULL (a failed entry is dropped). */
-static struct chain_entry *chain_subject_hit(struct flow_verifier *v, struct verify_ctx *w,
-					     const struct attribution *a)
+static struct pin_entry *chain_subject_hit(struct flow_verifier *v, struct verify_ctx *w,
+					   const struct attribution *a)
 {
-	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++) {
-		struct chain_entry *e = &w->chains[i];
-		if (!e->used || strcmp(e->subj.key, a->subject.key) != 0)
-			continue;
-		const struct exe_tuple *x = &a->subject.exe;
-		pid_t ppid;
-		bool pns;
-		if (plain_exe(x) && exe_tuple_same_file(x, &e->subj.exe) && !strcmp(x->path, e->subj.exe.path) &&
-		    chain_exe_unchanged(w->proc_fd, e->subj.procfs_pid, &e->subj.exe) == 0 &&
-		    chain_live_ppid(v->caps, w->proc_fd, &e->subj, &ppid, &pns) == 0 &&
-		    chain_prove(v, w, &e->subj, &e->chain, ppid, pns) == 0) {
-			e->stamp = ++w->clock;
-			return e;
-		}
-		chain_entry_drop(e);
+	struct pin_entry *e = pin_find_subject(w, a->subject.key, NULL);
+	if (!e)
 		return NULL;
+	const struct exe_tuple *x = &a->subject.exe;
+	pid_t ppid;
+	bool pns;
+	if (plain_exe(x) && exe_tuple_same_file(x, &e->subj.exe) && !strcmp(x->path, e->subj.exe.path) &&
+	    chain_exe_unchanged(w->proc_fd, e->subj.procfs_pid, &e->subj.exe) == 0 &&
+	    chain_live_ppid(v->caps, w->proc_fd, &e->subj, &ppid, &pns) == 0 &&
+	    chain_prove(v, w, &e->subj, &e->chain, ppid, pns) == 0) {
+		e->stamp = ++w->clock;
+		return e;
 	}
+	pin_drop(e);
 	return NULL;
 }
 
 /* A new subject (live, hashed) under the first hop of a pinned chain. */
-static struct chain_entry *chain_parent_hit(struct flow_verifier *v, struct verify_ctx *w,
-					    const struct procref *subj)
+static struct pin_entry *chain_parent_hit(struct flow_verifier *v, struct verify_ctx *w,
+					  const struct procref *subj)
 {
 	pid_t ppid;
 	bool pns;
 	if (subj->pidfd < 0 || chain_live_ppid(v->caps, w->proc_fd, subj, &ppid, &pns) < 0)
 		return NULL;
-	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++) {
-		struct chain_entry *e = &w->chains[i];
+	for (size_t i = 0; i < PIN_ENTRIES; i++) {
+		struct pin_entry *e = &w->pins[i];
 		if (!e->used || e->chain.n == 0 || !chain_ppid_is(ppid, pns, &e->chain.hops[0]))
 			continue;
 		if (chain_prove(v, w, subj, &e->chain, ppid, pns) < 0)
@@ -843,43 +841,21 @@ static struct chain_entry *chain_parent_hit(struct flow_verifier *v, struct veri
 }
 
 /* Remember subj (live, exe as read now and hashed) with chain c (moved in:
- * c is left empty). */
-static void chain_store(struct verify_ctx *w, const struct procref *subj, const struct exe_tuple *exe,
-			struct pinned_chain *c, const struct chain_entry *keep)
+ * c is left empty), in place of an entry of the same subject. */
+static void chain_store(const struct flow_verifier *v, struct verify_ctx *w, const struct procref *subj,
+			const struct exe_tuple *exe, struct pinned_chain *c, const struct pin_entry *keep)
 {
 	if (subj->pidfd < 0 || !exe->hashed || !plain_exe(exe)) {
 		chain_release(c);
 		return;
 	}
-	struct chain_entry *e = NULL;
-	for (size_t i = 0; i < ID_CHAIN_ENTRIES; i++) {
-		struct chain_entry *x = &w->chains[i];
-		if (x == keep)
-			continue;
-		if (x->used && !strcmp(x->subj.key, subj->key)) {
-			e = x;
-			break;
-		}
-		if (!e || (e->used && (!x->used || x->stamp < e->stamp)))
-			e = x;
-	}
-	if (!e) {
+	struct pin_entry *e = pin_slot(w, pin_find_subject(w, subj->key, keep), keep);
+	if (!e || pin_subject(v, w, e, subj, exe) < 0) {
 		chain_release(c);
-		return;
-	}
-	chain_entry_drop(e);
-	procref_copy_recorded(&e->subj, subj);
-	e->subj.exe = *exe;
-	e->subj.pidfd = fcntl(subj->pidfd, F_DUPFD_CLOEXEC, 3);
-	if (e->subj.pidfd < 0) {
-		chain_release(c);
-		memset(e, 0, sizeof(*e));
 		return;
 	}
 	e->chain = *c;
 	c->n = 0; /* the pidfds moved into the entry */
-	e->used = true;
-	e->stamp = ++w->clock;
 }
 
 /* The members source (see verify.h): job_work of the identity service. */
@@ -919,7 +895,7 @@ static int verify_members(struct flow_verifier *v, struct verify_ctx *w, const s
 	}
 
 	const struct pinned_chain *chain = NULL; /* the ancestors, when re-proved */
-	struct chain_entry *hit = v->no_chain_cache ? NULL : chain_subject_hit(v, w, &a);
+	struct pin_entry *hit = v->no_chain_cache ? NULL : chain_subject_hit(v, w, &a);
 	struct exe_tuple live_exe;
 	live_exe.hashed = false;
 	if (hit) {
@@ -933,7 +909,7 @@ static int verify_members(struct flow_verifier *v, struct verify_ctx *w, const s
 		if (hit) {
 			struct pinned_chain copy;
 			if (chain_dup(&hit->chain, &copy) == 0)
-				chain_store(w, &a.subject, &live_exe, &copy, hit);
+				chain_store(v, w, &a.subject, &live_exe, &copy, hit);
 			chain = &hit->chain; /* chain_store never evicts `hit` */
 			out->chain = FLOW_CHAIN_PARENT_HIT;
 		}
@@ -963,7 +939,7 @@ static int verify_members(struct flow_verifier *v, struct verify_ctx *w, const s
 		if (!v->no_chain_cache && live_exe.hashed) {
 			struct pinned_chain pc;
 			if (chain_pin_walk(v->caps, &anc, &pc) == 0)
-				chain_store(w, &a.subject, &live_exe, &pc, NULL);
+				chain_store(v, w, &a.subject, &live_exe, &pc, NULL);
 		}
 	}
 	out->ancestors = na ? calloc(na, sizeof(*out->ancestors)) : NULL;
@@ -1008,7 +984,7 @@ int flow_verifier_verify(struct flow_verifier *v, struct verify_ctx *wc, const s
 	struct sockdiag_result sr;
 	bool have_sock = sockdiag_lookup(wc->sd, &ft, &sr) == 0;
 	if (have_sock) {
-		struct fc_entry *e = fc_find(wc, sr.cookie);
+		struct pin_entry *e = pin_find_cookie(wc, sr.cookie);
 		if (e) {
 			int r = fc_verify(v, wc, e, &sr, !on_loop, out);
 			if (r == 0) {
@@ -1021,7 +997,7 @@ int flow_verifier_verify(struct flow_verifier *v, struct verify_ctx *wc, const s
 			}
 			if (r == -EAGAIN)
 				return -EAGAIN;
-			fc_drop(e);
+			pin_drop(e);
 		}
 	}
 
@@ -1073,10 +1049,8 @@ int flow_verifier_verify(struct flow_verifier *v, struct verify_ctx *wc, const s
 	}
 
 	/* A new socket of a process verified before: re-prove that chain. */
-	for (size_t i = 0; i < FC_ENTRIES; i++) {
-		struct fc_entry *pe = &wc->fc[i];
-		if (!pe->used || strcmp(pe->subj.ref.key, at.subject.key) != 0)
-			continue;
+	struct pin_entry *pe = pin_find_subject(wc, at.subject.key, NULL);
+	if (pe) {
 		if (fc_reuse_chain(v, wc, pe, &at.subject, out) == 0) {
 			pe->stamp = ++wc->clock;
 			fc_clone(v, wc, pe, &at, forks, cand, n_cand);
@@ -1086,8 +1060,7 @@ int flow_verifier_verify(struct flow_verifier *v, struct verify_ctx *wc, const s
 			goto done;
 		}
 		vf_clear(out);
-		fc_drop(pe); /* that chain no longer holds */
-		break;
+		pin_drop(pe); /* that chain no longer holds */
 	}
 	if (on_loop) {
 		/* A walk (and maybe hashing) ahead: the unbounded caller's. */

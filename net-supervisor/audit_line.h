@@ -11,7 +11,7 @@
 #include "common/reason.h"
 #include "net-supervisor/auditq.h"
 #include "net-supervisor/conn.h"
-#include "net-supervisor/revoke.h"
+#include "net-supervisor/tunnel.h"
 
 /* egress_decision: decision, reason, mode, identity, dest, policy, client,
  * method, status (when not 0). Staged with w (may be NULL): w->cb runs

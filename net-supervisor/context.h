@@ -18,7 +18,6 @@
 #include "common/log.h"
 #include "net-supervisor/auditq.h"
 #include "net-supervisor/bufpool.h"
-#include "net-supervisor/identity_static.h"
 #include "net-supervisor/identity_strategy.h"
 #include "net-supervisor/metrics.h"
 #include "net-supervisor/policystore.h"
@@ -73,16 +72,15 @@ struct netsup_config {
 	bool splice;                           /* relay tunnels with splice(2) (default off: measured slower, less CPU) */
 	uint64_t revoke_grace_ms;              /* 3 s: a lost/replaced anchor's tunnels close after this (revoke.h) */
 	uint64_t max_tunnel_lifetime_ms;       /* 0 = off */
-	/* TEST ONLY: the static identity strategy. */
-	const char *identity_static;
-	const char *identity_static_sha256;
-	const char *identity_static_ancestors[NETSUP_MAX_ANCESTORS];
-	size_t n_identity_static_ancestors;
-	uint64_t identity_static_delay_ms;
-	uint64_t identity_static_anchor_delay_ms;
+	/* TEST ONLY: a strategy the test build makes (net-supervisor-testing's
+	 * --identity static, identity_static.h), called once at start with
+	 * identity_test_arg; NULL in the production daemon, which has no such
+	 * strategy. */
+	int (*identity_test_new)(uv_loop_t *loop, const void *arg, struct identity_strategy **out);
+	const void *identity_test_arg;
 	/* The real strategies (identity_local.h, identity_delegated.h).
-	 * identity_mode: "local", "delegated", "static" or NULL (static when
-	 * identity_static is set, else none). */
+	 * identity_mode: "local", "delegated", "static" (identity_test_new)
+	 * or NULL (identity_test_new when set, else none). */
 	const char *identity_mode;
 	int anchor_pid;                        /* local: > 0 */
 	const char *anchor_socket;             /* local: unix:PATH */

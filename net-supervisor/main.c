@@ -1,5 +1,11 @@
 /* net-supervisor: the egress proxy daemon. Flags only; see --help and
- * docs/net-supervisor.md. */
+ * docs/net-supervisor.md.
+ *
+ * Built twice: `net-supervisor` (installed) and, with
+ * TETHER_NETSUP_TESTING, `net-supervisor-testing` (build/bin only, never
+ * installed or packaged), which adds the test-only `--identity static`
+ * strategy (identity_static.c: trusts every flow). The production binary
+ * knows those flags only to refuse them. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +18,24 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/audit_line.h"
-#include "net-supervisor/fence.h"
+#include "fence/fence.h"
+#include "net-supervisor/identity_static.h"
 #include "net-supervisor/netsup.h"
+
+#ifdef TETHER_NETSUP_TESTING
+#define NETSUP_TESTING 1
+#define NETSUP_PROG "net-supervisor-testing"
+#else
+#define NETSUP_TESTING 0
+#define NETSUP_PROG "net-supervisor"
+#endif
+#define NETSUP_NO_STATIC \
+	"not built into this binary; the test build is net-supervisor-testing"
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-"usage: net-supervisor [OPTIONS]\n"
+"usage: " NETSUP_PROG " [OPTIONS]\n"
 "\n"
 "The tether egress proxy: HTTP CONNECT and absolute-form HTTP, one policy\n"
 "decision per flow from the verified identity of the process that owns it.\n"
@@ -80,7 +97,7 @@ static void usage(FILE *out)
 "  -h, --help\n"
 "\n"
 "Identity (which verified process owns a flow):\n"
-"  --identity local|delegated|static\n"
+"  --identity local|delegated%s\n"
 "  local (combined, shared-pid, vm): the proc-supervisor shares our PID namespace\n"
 "    --anchor-pid PID|parent  the anchor (combined: our parent)\n"
 "    --anchor-socket unix:PATH  or the peer of this Unix socket (SO_PEERPIDFD)\n"
@@ -95,14 +112,21 @@ static void usage(FILE *out)
 "                             (default 60); past it: not ready, flows denied clock_skew\n"
 "  --identity-timeout MS      same as --identity-timeout-ms\n"
 "\n"
-"TESTING ONLY (no identity verification at all):\n"
-"  --identity-static PATH     every flow comes from binary PATH (identity_source\n"
-"                             \"static_test\")\n"
-"  --identity-static-sha256 HEX, --identity-static-ancestor PATH (repeatable),\n"
-"  --identity-static-delay-ms N, --identity-static-anchor-delay-ms N\n"
+"%s"
 "\n"
 "Signals: SIGHUP reloads the policy (so does a change of a policy file);\n"
-"SIGUSR1 reopens the --audit file (log rotation); SIGTERM/SIGINT stop.\n");
+"SIGUSR1 reopens the --audit file (log rotation); SIGTERM/SIGINT stop.\n",
+		NETSUP_TESTING ? "|static" : "",
+		NETSUP_TESTING ?
+"TESTING ONLY (no identity verification at all; this test build is never\n"
+"installed):\n"
+"  --identity static, --identity-static PATH  every flow comes from binary PATH\n"
+"                             (identity_source \"static_test\")\n"
+"  --identity-static-sha256 HEX, --identity-static-ancestor PATH (repeatable),\n"
+"  --identity-static-delay-ms N, --identity-static-anchor-delay-ms N\n"
+		:
+"--identity static and --identity-static*: test-only (every flow trusted), not\n"
+"built into this binary; the test build is net-supervisor-testing (build/bin).\n");
 }
 
 enum {
@@ -126,7 +150,22 @@ static const char *const netsup_features[] = {
 	"identity-delegated", "control", "provisioning-pubkey",
 	"policy-layer", "console", "log-level",
 	"dns-listen", "dns-upstream",
+#ifdef TETHER_NETSUP_TESTING
+	"identity-static", /* the test build only */
+#endif
 };
+
+#ifdef TETHER_NETSUP_TESTING
+/* netsup_config.identity_test_new: the static strategy of this test build. */
+static int static_identity_new(uv_loop_t *loop, const void *arg, struct identity_strategy **out)
+{
+	const struct identity_static_config *sc = arg;
+	log_warn("TESTING MODE: --identity-static %s attributes EVERY flow to that binary "
+		 "without verifying anything (audit identity_source \"static_test\"); never "
+		 "use this in production", sc->binary_path);
+	return identity_static_new(loop, sc, out);
+}
+#endif
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
 {
@@ -213,6 +252,11 @@ int main(int argc, char **argv)
 	netsup_config_defaults(&cfg);
 	bool install_fence = false;
 	struct fence_config fc = { .proxy_uid = geteuid() };
+	/* --identity-static*: parsed in both builds, used by the test build
+	 * only (static_flag: the first one given). */
+	struct identity_static_config sc = { 0 };
+	const char *sc_ancestors[NETSUP_MAX_ANCESTORS];
+	const char *static_flag = NULL;
 	uint64_t v;
 	int c;
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
@@ -392,22 +436,34 @@ int main(int argc, char **argv)
 				return 2;
 			cfg.max_clock_skew_s = v;
 			break;
-		case O_IDS: cfg.identity_static = optarg; break;
-		case O_IDSHA: cfg.identity_static_sha256 = optarg; break;
+		case O_IDS:
+			sc.binary_path = optarg;
+			static_flag = static_flag ? static_flag : "--identity-static";
+			break;
+		case O_IDSHA:
+			sc.sha256 = optarg;
+			static_flag = static_flag ? static_flag : "--identity-static-sha256";
+			break;
 		case O_IDANC:
-			if (cfg.n_identity_static_ancestors >= NETSUP_MAX_ANCESTORS)
+			static_flag = static_flag ? static_flag : "--identity-static-ancestor";
+			if (sc.n_ancestors >= NETSUP_MAX_ANCESTORS) {
+				log_error("at most %d --identity-static-ancestor", NETSUP_MAX_ANCESTORS);
 				return 2;
-			cfg.identity_static_ancestors[cfg.n_identity_static_ancestors++] = optarg;
+			}
+			sc_ancestors[sc.n_ancestors++] = optarg;
+			sc.ancestors = sc_ancestors;
 			break;
 		case O_IDDELAY:
+			static_flag = static_flag ? static_flag : "--identity-static-delay-ms";
 			if (parse_u64("--identity-static-delay-ms", optarg, 600000, &v) < 0)
 				return 2;
-			cfg.identity_static_delay_ms = v;
+			sc.delay_ms = v;
 			break;
 		case O_IDANCHOR:
+			static_flag = static_flag ? static_flag : "--identity-static-anchor-delay-ms";
 			if (parse_u64("--identity-static-anchor-delay-ms", optarg, 600000, &v) < 0)
 				return 2;
-			cfg.identity_static_anchor_delay_ms = v;
+			sc.anchor_delay_ms = v;
 			break;
 		case O_DNSLISTEN:
 			if (cfg.n_dns_listen >= NETSUP_MAX_LISTEN) {
@@ -447,17 +503,26 @@ int main(int argc, char **argv)
 	}
 	if (cfg.n_listen == 0)
 		cfg.listen[cfg.n_listen++] = "127.0.0.1:3128";
+	if (!NETSUP_TESTING && cfg.identity_mode && !strcmp(cfg.identity_mode, "static")) {
+		log_error("--identity static: " NETSUP_NO_STATIC);
+		return 2;
+	}
+	if (!NETSUP_TESTING && static_flag) {
+		log_error("%s: " NETSUP_NO_STATIC, static_flag);
+		return 2;
+	}
 	if (cfg.identity_mode) {
 		const char *m = cfg.identity_mode;
 		if (strcmp(m, "local") && strcmp(m, "delegated") && strcmp(m, "static")) {
-			log_error("--identity must be local, delegated or static");
+			log_error(NETSUP_TESTING ? "--identity must be local, delegated or static"
+						 : "--identity must be local or delegated");
 			return 2;
 		}
-		if (!strcmp(m, "static") && !cfg.identity_static) {
+		if (!strcmp(m, "static") && !sc.binary_path) {
 			log_error("--identity static needs --identity-static PATH (testing only)");
 			return 2;
 		}
-		if (strcmp(m, "static") && cfg.identity_static) {
+		if (strcmp(m, "static") && sc.binary_path) {
 			log_error("--identity-static is only for --identity static");
 			return 2;
 		}
@@ -476,16 +541,20 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (cfg.identity_static && cfg.identity_static[0] != '/') {
+	if (sc.binary_path && sc.binary_path[0] != '/') {
 		log_error("--identity-static needs an absolute path");
 		return 2;
 	}
-	if (cfg.identity_static_sha256 &&
-	    (strlen(cfg.identity_static_sha256) != 64 ||
-	     strspn(cfg.identity_static_sha256, "0123456789abcdef") != 64)) {
+	if (sc.sha256 && (strlen(sc.sha256) != 64 || strspn(sc.sha256, "0123456789abcdef") != 64)) {
 		log_error("--identity-static-sha256 needs 64 lower-case hex digits");
 		return 2;
 	}
+#ifdef TETHER_NETSUP_TESTING
+	if (sc.binary_path) {
+		cfg.identity_test_new = static_identity_new;
+		cfg.identity_test_arg = &sc;
+	}
+#endif
 	if (install_fence) {
 		for (size_t i = 0; i < cfg.n_listen; i++)
 			if ((fc.ports[fc.n_ports] = port_of(cfg.listen[i])))

@@ -9,7 +9,7 @@
 
 #include "common/reason.h"
 #include "net-supervisor/identity_strategy.h"
-#include "net-supervisor/revoke.h"
+#include "net-supervisor/tunnel.h"
 
 #define METRICS_LATENCY_BUCKETS 19
 

@@ -331,7 +331,7 @@ static int check_topology(const struct netsup_config *cfg)
 		log_error("topology %s has no net-supervisor role", t->name);
 		return r;
 	}
-	const char *mode = cfg->identity_mode ? cfg->identity_mode : cfg->identity_static ? "static" : NULL;
+	const char *mode = cfg->identity_mode ? cfg->identity_mode : cfg->identity_test_new ? "static" : NULL;
 	if (!mode || strcmp(mode, "static") == 0)
 		return 0; /* none (never ready) or the test-only strategy */
 	bool local = strcmp(mode, "local") == 0;
@@ -461,19 +461,8 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	} else {
 		log_warn("no --policy given: not ready, every connection gets 503 not_ready");
 	}
-	if (cfg->identity_static) {
-		log_warn("TESTING MODE: --identity-static %s attributes EVERY flow to that binary "
-			 "without verifying anything (audit identity_source \"static_test\"); never "
-			 "use this in production", cfg->identity_static);
-		struct identity_static_config sc = {
-			.binary_path = cfg->identity_static,
-			.sha256 = cfg->identity_static_sha256,
-			.ancestors = cfg->identity_static_ancestors,
-			.n_ancestors = cfg->n_identity_static_ancestors,
-			.delay_ms = cfg->identity_static_delay_ms,
-			.anchor_delay_ms = cfg->identity_static_anchor_delay_ms,
-		};
-		r = identity_static_new(loop, &sc, &ns->identity);
+	if (cfg->identity_test_new) {
+		r = cfg->identity_test_new(loop, cfg->identity_test_arg, &ns->identity);
 		if (r < 0) {
 			log_error("static identity strategy: %s", strerror(-r));
 			return r;

@@ -11,7 +11,7 @@
 #pragma once
 
 #include "net-supervisor/context.h"
-#include "net-supervisor/revoke.h"
+#include "net-supervisor/tunnel.h"
 
 int proxy_listen(struct netsup *ns, const char *addr, struct proxy_listener **out);
 void proxy_listener_close(struct proxy_listener *l);

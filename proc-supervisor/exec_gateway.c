@@ -218,7 +218,7 @@ static void on_timer_closed(uv_handle_t *h)
 /* SIGKILL every process of session sid that a group kill misses. Job
  * control (any interactive shell: `tether exec --pty`, --ssh logins) puts
  * each job in a process group of its own within the session, and those
- * survived a disconnect (tests/procsup_gw/test_gw_hostile.c). The kernel
+ * survived a disconnect (tests/proc-supervisor/test_gw_hostile.c). The kernel
  * has no kill-by-session, so scan /proc for the session id (field 6 of
  * stat). The number cannot name another session meanwhile: a pid stays
  * allocated while any process has it as its sid. Only when /proc is our

@@ -1,6 +1,6 @@
 /* services: the daemon's wiring of its local services onto struct procsup.
  *
- * proc-supervisor's main.c (and the test daemon tests/procsup_gw/gw_procsup.c)
+ * proc-supervisor's main.c (and the test daemon tests/proc-supervisor/gw_procsup.c)
  * start the exec gateway (exec_gateway.h), the status socket (status.h) and
  * the identity service (idservice.h) here, after procsup_init and before
  * procsup_run. The services themselves know nothing of struct procsup: this

@@ -13,10 +13,9 @@
 #include <stdint.h>
 
 #include "identity/procref.h"
+#include "proto/tuple.h"
+#include "proto/version.h"
 
-#define PROTO_VERSION_MAJOR 1
-/* 1.1: signed clock samples in Hello/HelloAck and ClockRequest/Response */
-#define PROTO_VERSION_MINOR 1
 
 #define PROTO_NONCE_LEN 32
 #define PROTO_KEY_ID_LEN 16
@@ -41,23 +40,6 @@ const char *proto_topology_word(enum proto_topology t);
 int proto_topology_from_word(const char *w, enum proto_topology *out);
 /* "local_procfs" / "delegated" (the audit identity_source words). */
 const char *identity_source_word(enum identity_source s);
-
-/* A flow as one side sees it. Addresses are network order; family is
- * AF_INET (first 4 bytes of src/dst used) or AF_INET6. */
-struct proto_tuple {
-	uint8_t proto; /* IPPROTO_TCP, IPPROTO_UDP */
-	uint8_t family;
-	uint8_t src[16];
-	uint8_t dst[16];
-	uint16_t sport, dport; /* host order */
-};
-
-bool proto_tuple_equal(const struct proto_tuple *a, const struct proto_tuple *b);
-/* "tcp 192.0.2.1:1234 -> 198.51.100.2:443" into buf. */
-void proto_tuple_format(const struct proto_tuple *t, char *buf, size_t size);
-/* Fill from textual addresses (inet_pton); -EINVAL on mismatch/garbage. */
-int proto_tuple_from_strings(struct proto_tuple *t, int proto, const char *src, uint16_t sport,
-			    const char *dst, uint16_t dport);
 
 /* What the signer is given: borrowed pointers, nothing is copied. */
 struct context_input {

@@ -1,6 +1,6 @@
 #include "proto/pbutil.h"
 
-#include "proto/context.h"
+#include "proto/version.h"
 
 bool pb_has_unknown_fields(const ProtobufCMessage *m)
 {

@@ -15,7 +15,7 @@
 
 #include "identity.pb-c.h"
 #include "identity/procref.h"
-#include "proto/context.h"
+#include "proto/tuple.h"
 
 /* Storage for an encoded ref; fields point into the procref, so it must
  * outlive the buffer's use. */

@@ -24,6 +24,9 @@ for f in usr/bin/tether usr/bin/proc-supervisor usr/bin/net-supervisor usr/bin/t
 done
 stray=$(cd "$ROOT" && find . -type f | grep -v -E "^\./usr/(bin|share|libexec/tether|lib/systemd/system)/" || true)
 [ -z "$stray" ] && pass "nothing outside usr/{bin,share,lib/systemd}" || fail "stray files: $stray"
+# The test build (static identity: trusts every flow) is never installed.
+[ ! -e "$ROOT/usr/bin/net-supervisor-testing" ] && pass "net-supervisor-testing not installed" ||
+	fail "net-supervisor-testing was installed"
 
 # What the sandbox runs, outside both trees.
 cp "$SRC/examples/workload-demo.sh" "$W/workload.sh"

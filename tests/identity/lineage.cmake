@@ -23,14 +23,10 @@ tether_unit_test(lineage_unit SOURCES ${_lin}/lineage_unit.c LIBS tether_identit
 lineage_fallback_variant(lineage_unit)
 
 foreach(t daemonize adopted vminit vanished pidreuse)
-  if(EXISTS ${_lin}/lineage_${t}.c)
-    tether_c_test(lineage_${t} LABEL integration SOURCES ${_lin}/lineage_${t}.c
-                  LIBS tether_identity TIMEOUT 30)
-    lineage_fallback_variant(lineage_${t})
-  endif()
+  tether_c_test(lineage_${t} LABEL integration SOURCES ${_lin}/lineage_${t}.c
+                LIBS tether_identity TIMEOUT 30)
+  lineage_fallback_variant(lineage_${t})
 endforeach()
 
-if(EXISTS ${_lin}/lineage_inspect.sh)
-  tether_script_test(lineage_inspect LABEL integration SCRIPT lineage_inspect.sh TIMEOUT 30)
-  lineage_fallback_variant(lineage_inspect bash ${_lin}/lineage_inspect.sh)
-endif()
+tether_script_test(lineage_inspect LABEL integration SCRIPT lineage_inspect.sh TIMEOUT 30)
+lineage_fallback_variant(lineage_inspect bash ${_lin}/lineage_inspect.sh)

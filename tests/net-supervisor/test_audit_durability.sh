@@ -123,7 +123,7 @@ start_ns() {
 	shift 2
 	PORT=$(freeport) ADMIN=$(freeport)
 	while [ "$ADMIN" = "$PORT" ]; do ADMIN=$(freeport); done
-	"$BIN/net-supervisor" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
+	"$BIN/net-supervisor-testing" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
 		--audit "$audit" --identity-static /x/client "$@" 2>"$D/$name.err" >"${NS_STDOUT:-/dev/null}" &
 	NSPID=$!
 	PIDS+=("$NSPID")

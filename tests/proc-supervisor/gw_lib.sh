@@ -46,7 +46,7 @@ trap 'exit 1' TERM INT HUP
 need() {
 	local f
 	for f in "$@"; do
-		[ -x "$f" ] || { echo "FAIL: $f is not built (build the tests/procsup_gw targets)"; exit 1; }
+		[ -x "$f" ] || { echo "FAIL: $f is not built (build the tests/proc-supervisor targets)"; exit 1; }
 	done
 }
 need "$B/tether" "$TT/gw_harness" "$TT/gw_idclient" "$TT/gw_connect"

@@ -1,4 +1,4 @@
-#include "tests/envb/envb_test.h"
+#include "tests/proc-supervisor/envb_test.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -12,7 +12,7 @@
  * kill_session_members); t_log_flood for a line per refused peer that
  * blocked the daemon on a full stderr pipe (exec_gateway.c peer_log).
  *
- * Not repeated here (tests/procsup_gw/test_gw_unit.c covers them on an
+ * Not repeated here (tests/proc-supervisor/test_gw_unit.c covers them on an
  * isolated gateway): plain garbage, an oversized length prefix, a non-PTY
  * request without fds, half a prefix then silence. test_gw_exec.sh covers a
  * non-PTY client killed mid-session (leader and group member gone).

@@ -52,7 +52,7 @@ printf 'version: 1\nnetwork:\n  policies:\n    - name: ssh-through-tether\n     
 	"$TETHER" "$ECHO" "$BANNER" "$WRITER" >"$D/p.yaml"
 PORT=$(freeport) ADMIN=$(freeport)
 while [ "$ADMIN" = "$PORT" ]; do ADMIN=$(freeport); done
-"$BIN/net-supervisor" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
+"$BIN/net-supervisor-testing" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
 	--audit "$D/a.jsonl" --identity-static "$TETHER" 2>"$D/ns.err" &
 PIDS+=("$!")
 for _ in $(seq 100); do curl -sf --noproxy '*' -o /dev/null "http://127.0.0.1:$ADMIN/readyz" && break; sleep 0.05; done

@@ -5,7 +5,7 @@
 # supervisor's children, PTY (isatty, resize seen by stty size), client
 # disconnect kills the session's group, unauthorized uids refused, env
 # overlay filter, --cwd, tether ps.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/gw_lib.sh"
 
 "$B/tether" keygen --out "$TMP/keys" >/dev/null || exit 1
 KEY=$TMP/keys/provisioning.key

@@ -32,7 +32,7 @@ import time
 
 BIN = os.environ["TETHER_BIN"]
 SRC = os.environ["TETHER_SRC"]
-NETSUP = os.path.join(BIN, "net-supervisor")
+NETSUP = os.path.join(BIN, "net-supervisor-testing")  # --identity static
 work = tempfile.mkdtemp(prefix="tether-dns-")
 procs = []
 

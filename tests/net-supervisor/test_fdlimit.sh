@@ -72,7 +72,7 @@ start_ns() {
 	local name=$1 soft=$2 hard=$3
 	PORT=$(freeport) ADMIN=$(freeport)
 	while [ "$ADMIN" = "$PORT" ]; do ADMIN=$(freeport); done
-	(exec prlimit --nofile="$soft:$hard" "$BIN/net-supervisor" --listen "127.0.0.1:$PORT" \
+	(exec prlimit --nofile="$soft:$hard" "$BIN/net-supervisor-testing" --listen "127.0.0.1:$PORT" \
 		--admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" --audit "$D/$name.jsonl" \
 		--identity-static /x/client) 2>"$D/$name.err" &
 	NSPID=$!

@@ -203,7 +203,6 @@ static void proxy_start(struct proxy *p, const char *policy_text, const char *co
 	write_file(p->policy, policy_text);
 	char bin[512], listen_arg[64], admin_arg[64];
 	const char *tb = getenv("TETHER_BIN");
-	snprintf(bin, sizeof(bin), "%s/net-supervisor", tb ? tb : "build/bin");
 	snprintf(listen_arg, sizeof(listen_arg), "127.0.0.1:%d", p->port);
 	snprintf(admin_arg, sizeof(admin_arg), "127.0.0.1:%d", p->admin);
 	const char *argv[64] = { bin, "--listen", listen_arg, "--admin", admin_arg, "--policy", p->policy,
@@ -219,12 +218,19 @@ static void proxy_start(struct proxy *p, const char *policy_text, const char *co
 			custom_identity = true;
 		argv[n++] = extra[i];
 	}
+	bool static_identity = !custom_identity;
+	for (int i = 0; extra && extra[i]; i++)
+		if (strncmp(extra[i], "--identity-static", 17) == 0)
+			static_identity = true;
 	if (!custom_identity) {
 		argv[n++] = "--identity-static";
 		argv[n++] = "/usr/bin/curl";
 		argv[n++] = "--identity-static-sha256";
 		argv[n++] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 	}
+	/* The static test strategy is in the test build only. */
+	snprintf(bin, sizeof(bin), "%s/%s", tb ? tb : "build/bin",
+		 static_identity ? "net-supervisor-testing" : "net-supervisor");
 	argv[n] = NULL;
 	p->pid = fork();
 	assert_true(p->pid >= 0);
@@ -916,7 +922,7 @@ static void test_no_lookup_before_allow(void **state)
 	proxy_stop(&p);
 }
 
-/* A resolver that never answers (tests/netsup/slow_resolver.c, preloaded:
+/* A resolver that never answers (tests/net-supervisor/slow_resolver.c, preloaded:
  * names under slow.test block their lookup thread for 2.5 s) must neither
  * hold a client past --resolve-timeout-ms nor take the whole libuv thread
  * pool, which identity resolution and policy reloads share: with four

@@ -30,7 +30,7 @@
 #include "proc-supervisor/env_broker.h"
 #include "proc-supervisor/env_build.h"
 #include "proc-supervisor/env_harden.h"
-#include "tests/envb/envb_test.h"
+#include "tests/proc-supervisor/envb_test.h"
 
 #define NOBODY 65534
 

@@ -1,4 +1,4 @@
-#include "net-supervisor/fence.h"
+#include "fence/fence.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -6,7 +6,7 @@
 # yields an error, never a context; a restarted supervisor presents a new
 # certificate and the old instance's contexts are refused; an impostor
 # without the provisioning key is refused.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/gw_lib.sh"
 
 "$B/tether" keygen --out "$TMP/keys" >/dev/null || exit 1
 "$B/tether" keygen --out "$TMP/other" >/dev/null || exit 1

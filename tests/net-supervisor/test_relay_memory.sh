@@ -55,7 +55,7 @@ printf 'version: 1\nnetwork:\n  policies:\n    - name: t\n      binaries: [{path
 	"$FLOOD" "$EXACT" >"$D/p.yaml"
 PORT=$(freeport) ADMIN=$(freeport)
 while [ "$ADMIN" = "$PORT" ]; do ADMIN=$(freeport); done
-"$BIN/net-supervisor" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
+"$BIN/net-supervisor-testing" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
 	--audit "$D/a.jsonl" --identity-static /x/client --relay-memory 16777216 2>"$D/ns.err" &
 NSPID=$!
 PIDS+=("$NSPID")

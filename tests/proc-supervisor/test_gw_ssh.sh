@@ -9,7 +9,7 @@
 # (/bin/bash) is unusable there, so /bin/sh (dash) runs the command. Checks:
 # a non-PTY command and a PTY one (ssh -tt) and a login shell run as the
 # supervisor's own children, through /bin/sh, the PTY one on a pts.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/gw_lib.sh"
 
 for t in /usr/sbin/sshd ssh ssh-keygen ip unshare; do
 	command -v "$t" >/dev/null || { echo "SKIP: $t missing"; exit 0; }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "proc-supervisor/env_build.h"
-#include "tests/envb/envb_test.h"
+#include "tests/proc-supervisor/envb_test.h"
 
 static const struct envb_entry *find(const struct envb_entry *v, size_t n, const char *name)
 {

@@ -1,4 +1,4 @@
-/* The fence ruleset generator (net-supervisor/fence.c), without nftables:
+/* The fence ruleset generator (fence/fence.c), without nftables:
  * asserts the rules each kind must carry (and in which order, where order
  * is the meaning), that the veth fence is keyed on its interface and the
  * proxy's addresses, and that invalid configs are refused rather than
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net-supervisor/fence.h"
+#include "fence/fence.h"
 
 /* needle occurs in hay, and (when after is given) after it. */
 static const char *must(const char *hay, const char *needle, const char *after)

@@ -80,7 +80,7 @@ network:
           ports: [8080]
 P
 chmod 755 $TMP; chmod 644 $TMP/policy.yaml
-ip netns exec $POD setpriv --reuid 4242 --regid 4242 --clear-groups $BIN/net-supervisor --listen 127.0.0.1:3128 --policy $TMP/policy.yaml --audit - \
+ip netns exec $POD setpriv --reuid 4242 --regid 4242 --clear-groups $BIN/net-supervisor-testing --listen 127.0.0.1:3128 --policy $TMP/policy.yaml --audit - \
 	--identity-static /usr/bin/curl > $TMP/audit.jsonl 2> $TMP/ns.err & PIDS+=($!)
 for i in $(seq 50); do inpod $HELPER tcp 127.0.0.1 3128 && break; sleep 0.1; done
 out=$(as 65534 curl -s --max-time 5 -x http://127.0.0.1:3128 http://198.51.100.1:8080/) || fail "curl through the proxy failed"

@@ -1,0 +1,8 @@
+/* The delegation protocol's version (docs/protocol.md): both sides send
+ * it in Hello; a peer of another major is refused, and fields of a newer
+ * minor are tolerated (pbutil.h). */
+#pragma once
+
+#define PROTO_VERSION_MAJOR 1
+/* 1.1: signed clock samples in Hello/HelloAck and ClockRequest/Response */
+#define PROTO_VERSION_MINOR 1
