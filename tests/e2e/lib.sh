@@ -18,6 +18,7 @@ WORK=$(mktemp -d /tmp/tether-e2e.XXXXXX)
 chmod 755 "$WORK"
 mkdir -m 1777 "$WORK/rw"
 AUDIT="$WORK/audit.jsonl"
+. "$SRC/tests/sanitizer_noise.sh"
 SERVER_PID="" RUN_PID=""
 URL=http://198.51.100.10:8080/
 # the fake internet's IPv6 side (setup_net6): documentation prefix only

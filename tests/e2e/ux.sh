@@ -26,8 +26,9 @@ TOPO=${2:-combined}
 
 # run_split [tether run options] -- CMD...: stdout to out, stderr to err
 run_split() {
-	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" "$@" >"$WORK/out" 2>"$WORK/err"
+	inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" "$@" >"$WORK/out" 2>"$WORK/err.raw"
 	RC=$?
+	no_sanitizer_noise <"$WORK/err.raw" >"$WORK/err"
 }
 err() { cat "$WORK/err"; }
 
