@@ -1,6 +1,6 @@
 /* tether: the command-line front end. Each subcommand lives in its own
- * cmd_<name>.c and is linked in when its module is part of the build; the
- * table below names every subcommand of INTERFACES.md. */
+ * cmd_<name>.c; the table below names every subcommand (README.md lists
+ * them for users). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,5 @@
-/* Audit log: JSONL, one event object a line (INTERFACES.md "Audit events").
+/* Audit log: JSONL, one event object a line (docs/net-supervisor.md "Audit",
+ * docs/proc-supervisor.md "Audit events").
  *
  * audit_emit() adds `ts` (RFC 3339 UTC, ms), `event` and `topology`, then
  * writes the line on an O_APPEND fd under the log's lock, so concurrent

@@ -9,9 +9,10 @@
  * timeout (deny identity_timeout), and drops late answers.
  *
  * Strategies: `local` (identity library, same PID namespace) and `delegated`
- * (signed contexts over the control channel) are the real ones (next round);
- * `static` (identity_static.c) is a TEST-ONLY strategy that claims every flow
- * comes from one configured binary. A strategy also says whether it has an
+ * (signed contexts over the control channel) are the real ones;
+ * `static` (identity_static.c) is a TEST-ONLY strategy, built only into
+ * net-supervisor-testing, that claims every flow comes from one configured
+ * binary. A strategy also says whether it has an
  * established anchor: the proxy is not ready until it has. */
 #pragma once
 

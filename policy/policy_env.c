@@ -1,4 +1,4 @@
-/* The built-in sections `environment:` and `exec:` (ENV-BOUNDARY.md), and
+/* The built-in sections `environment:` and `exec:` (docs/environment.md), and
  * the name helpers the env boundary shares with them. Merging across layers
  * happens here, so the env builder sees one resolved struct policy_env. */
 #include "policy/policy_int.h"

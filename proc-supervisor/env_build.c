@@ -1,6 +1,6 @@
 /* The env boundary builder. See env_build.h for the order of checks; the
- * tables below are the hard-deny list of ENV-BOUNDARY.md (docs/environment.md
- * explains each group). */
+ * tables below are the hard-deny list (docs/environment.md explains
+ * each group). */
 #include "proc-supervisor/env_build.h"
 
 #include <limits.h>

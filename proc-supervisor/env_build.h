@@ -1,5 +1,5 @@
 /* The environment boundary: every child's environment is built from
- * nothing (ENV-BOUNDARY.md). envb_build() takes the resolved policy, the
+ * nothing (docs/environment.md). envb_build() takes the resolved policy, the
  * parent's envp and the supervisor's own facts (env_extra) and returns a
  * fresh envp plus a report of every decision. Nothing is inherited unless
  * the mode and the layered pass_through allow it, and nothing passes the
@@ -97,7 +97,7 @@ void envb_result_done(struct envb_result *r);
 
 /* The table, for tests and docs: is this name hard-denied? Case-insensitive. */
 bool envb_hard_denied(const char *name);
-/* Value checks of ENV-BOUNDARY.md; true if the value may pass. */
+/* The value checks of docs/environment.md; true if the value may pass. */
 bool envb_value_ok(const char *name, const char *value);
 /* TZ: a plain name, or an absolute path under /usr/share/zoneinfo, no "..". */
 bool envb_tz_ok(const char *value);

@@ -1,4 +1,4 @@
-/* idservice: the proc side of the delegation protocol (ARCHITECTURE.md).
+/* idservice: the proc side of the delegation protocol (docs/protocol.md).
  *
  * At start: a fresh in-memory instance key; the anchor ref of this process
  * (opened and its exe hashed here, once, before the service is up); an

@@ -439,7 +439,7 @@ static void test_connect_allowed(void **state)
 	close(fd);
 	assert_non_null(strstr(buf, "hello"));
 	assert_true(audit_wait(&p, "\"decision\":\"allow\"", "\"method\":\"CONNECT\"", 2000));
-	/* Every field INTERFACES.md lists. */
+	/* Every field docs/net-supervisor.md lists for egress_decision. */
 	FILE *f = fopen(p.audit, "r");
 	char line[8192];
 	bool checked = false;

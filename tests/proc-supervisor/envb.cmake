@@ -3,7 +3,7 @@ target_link_libraries(envb_testutil PUBLIC tether_envb tether_policy PkgConfig::
 
 tether_unit_test(test_envb_build SOURCES test_envb_build.c LIBS envb_testutil)
 tether_unit_test(test_envb_redact SOURCES test_envb_redact.c LIBS tether_envb)
-# The twelve verification tests of ENV-BOUNDARY.md through a real fork+execve.
+# The env boundary's twelve verification cases through a real fork+execve.
 tether_c_test(test_envb_verify LABEL integration SOURCES test_envb_verify.c LIBS envb_testutil TIMEOUT 60)
 tether_script_test(test_tether_env LABEL integration SCRIPT test_tether_env.sh TIMEOUT 60)
 # Real interpreters (node, python3, perl, ruby, lua5.4, php, java) loading

@@ -1,4 +1,4 @@
-/* The twelve verification tests of ENV-BOUNDARY.md, through a real spawn:
+/* The env boundary's twelve verification cases (docs/environment.md), through a real spawn:
  * a minimal stand-in for the proc-supervisor's spawner (fork, then in the
  * child envb_harden_child() and execve with the envp envb_build() made).
  * The "host" environment is a constructed parent envp, never the test's. */
