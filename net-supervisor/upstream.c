@@ -318,7 +318,7 @@ int upstream_parse_reply(const char *buf, size_t len, int *status, size_t *head_
 
 enum reason upstream_reason_for_status(int status, int *our_status)
 {
-	if (status == 407) {
+	if (status == 407 || status == 401) {
 		*our_status = 502;
 		return REASON_UPSTREAM_PROXY_AUTH_REQUIRED;
 	}

@@ -89,7 +89,8 @@ char *upstream_connect_request(const struct upstream_proxy *up, const char *host
 int upstream_parse_reply(const char *buf, size_t len, int *status, size_t *head_len);
 
 /* The reason word and the status we answer our client with for the
- * corporate proxy's non-2xx status: 407 → upstream_proxy_auth_required
+ * corporate proxy's non-2xx status: 407 (or 401, which tinyproxy sends
+ * to a CONNECT with bad credentials) → upstream_proxy_auth_required
  * (502), 403 → upstream_proxy_refused (403), else upstream_proxy_refused
  * (502). */
 enum reason upstream_reason_for_status(int status, int *our_status);
