@@ -1,0 +1,113 @@
+#!/bin/bash
+# e2e: behind a corporate proxy (issue 20). Debian's tinyproxy, with
+# BasicAuth on, is the corporate proxy in the fake internet
+# (198.51.100.20:8888); `tether run --upstream-proxy` sends the
+# net-supervisor's upstream connections through it, after its own decision.
+#
+#   upstream.sh CASE [TOPO]   (env: TETHER_BIN, TETHER_SRC)
+#
+#   upstream_proxy   good credentials: an allowed plain-HTTP request and an
+#                    allowed CONNECT tunnel go through tinyproxy (its log
+#                    names the checked address), a --no-upstream-proxy
+#                    address goes direct (not in tinyproxy's log), a denied
+#                    flow never reaches tinyproxy (stderr line, audit deny);
+#                    bad credentials: reason upstream_proxy_auth_required in
+#                    X-Tether-Reason, the audit and on stderr; nothing
+#                    listening: upstream_proxy_unreachable; an auth file
+#                    readable by others: 125 before anything is built
+CASE=${1:?case}
+TOPO=${2:-combined}
+. "$(dirname "$0")/lib.sh"
+
+command -v tinyproxy >/dev/null || skip "tinyproxy not installed (ci/install-deps.sh)"
+"$NETSUP_BIN" --features | grep -qx upstream-proxy || skip "net-supervisor has no --upstream-proxy"
+
+setup_net
+# the corporate proxy and a second web server (the no-upstream one) beside
+# the fake internet's
+ip netns exec "$INET" ip addr add 198.51.100.20/24 dev "${TAG}n" || fail "proxy address"
+ip netns exec "$INET" ip addr add 198.51.100.11/24 dev "${TAG}n" || fail "second server address"
+ip netns exec "$INET" python3 -m http.server 8080 --bind 198.51.100.11 --directory "$WORK/www" \
+	>"$WORK/server11.log" 2>&1 &
+SERVER_PID="$SERVER_PID $!"
+cat >"$WORK/tinyproxy.conf" <<EOF
+Port 8888
+Listen 198.51.100.20
+Timeout 30
+LogFile "$WORK/tinyproxy.log"
+LogLevel Connect
+MaxClients 20
+Allow 198.51.100.0/24
+BasicAuth corp s3cret
+EOF
+ip netns exec "$INET" tinyproxy -d -c "$WORK/tinyproxy.conf" >"$WORK/tinyproxy.out" 2>&1 &
+SERVER_PID="$SERVER_PID $!"
+wait_for 30 sh -c "ss -Htln -N $INET | grep -qF '198.51.100.20:8888'" || fail "tinyproxy did not start: $(cat "$WORK/tinyproxy.out")"
+wait_for 30 inside curl -s -o /dev/null --noproxy '*' --max-time 1 http://198.51.100.11:8080/ ||
+	fail "second server did not start"
+
+policy "$WORK/p.yaml"
+printf 'corp:s3cret\n' >"$WORK/auth" && chmod 600 "$WORK/auth"
+printf 'corp:wrong\n' >"$WORK/bad" && chmod 600 "$WORK/bad"
+UP=(--upstream-proxy http://198.51.100.20:8888 --no-upstream-proxy 198.51.100.11)
+
+run_split() {
+	inside timeout 60 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" "$@" >"$WORK/out" 2>"$WORK/err"
+	RC=$?
+}
+err() { cat "$WORK/err"; }
+connects() { grep -c "Request (file descriptor [0-9]*): CONNECT $1 " "$WORK/tinyproxy.log" 2>/dev/null; }
+
+case "$CASE" in
+upstream_proxy)
+	# 1. good credentials
+	run_split "${UP[@]}" --upstream-proxy-auth-file "$WORK/auth" --policy "$WORK/p.yaml" -- sh -c '
+		curl -sS -o /dev/null -w "plain=%{http_code}\n" --max-time 20 http://198.51.100.10:8080/
+		curl -sS -p -o /dev/null -w "tunnel=%{http_code}\n" --max-time 20 http://198.51.100.10:8080/
+		curl -sS -o /dev/null -w "direct=%{http_code}\n" --max-time 20 http://198.51.100.11:8080/
+		wget -q -O /dev/null -T 10 -t 1 http://198.51.100.10:8080/ && echo wget=ok || echo wget=failed'
+	for want in plain=200 tunnel=200 direct=200 wget=failed; do
+		grep -qx "$want" "$WORK/out" || fail "expected $want: $(cat "$WORK/out") $(err)"
+	done
+	[ "$(connects 198.51.100.10:8080)" = 2 ] ||
+		fail "not 2 CONNECTs to the checked address in tinyproxy's log: $(grep -i request "$WORK/tinyproxy.log")"
+	[ "$(connects 198.51.100.11:8080)" = 0 ] || fail "the no-upstream address went through tinyproxy"
+	grep -q "CONNECT 198.51.100.11" "$WORK/tinyproxy.log" && fail "no-upstream flow reached tinyproxy"
+	grep -q '"GET / HTTP/1.1" 200' "$WORK/server11.log" || fail "the direct request did not reach its server"
+	expect_decision /usr/bin/wget deny:no_matching_policy
+	grep -q '^tether: denied /usr/bin/wget .*-> 198\.51\.100\.10:8080 reason=no_matching_policy' "$WORK/err" ||
+		fail "no denial line for wget: $(err)"
+	# 3 allowed curl flows, 1 denied wget flow; tinyproxy saw exactly the 2
+	# allowed ones that were not exempt (the wget one never got there)
+	[ "$(grep -c 'Request (file descriptor' "$WORK/tinyproxy.log")" = 2 ] || fail "tinyproxy saw other requests"
+	check_audit_common
+
+	# 2. wrong credentials: the corporate proxy says no; the policy said yes
+	: >"$AUDIT"
+	run_split "${UP[@]}" --upstream-proxy-auth-file "$WORK/bad" --policy "$WORK/p.yaml" -- \
+		curl -sS -D - -o /dev/null --max-time 20 http://198.51.100.10:8080/
+	grep -q '^HTTP/1.1 502' "$WORK/out" || fail "expected 502: $(cat "$WORK/out")"
+	grep -qi '^X-Tether-Reason: upstream_proxy_auth_required' "$WORK/out" || fail "no reason header: $(cat "$WORK/out")"
+	expect_decision /usr/bin/curl allow:allowed
+	grep '"event":"egress_error"' "$AUDIT" | grep '"reason":"upstream_proxy_auth_required"' |
+		grep -q '"binary":"/usr/bin/curl"' || fail "no egress_error upstream_proxy_auth_required in the audit"
+	grep -q '^tether: failed /usr/bin/curl -> 198\.51\.100\.10:8080 reason=upstream_proxy_auth_required' "$WORK/err" ||
+		fail "no stderr line for the proxy's refusal: $(err)"
+
+	# 3. nothing listening where the proxy should be
+	: >"$AUDIT"
+	run_split --upstream-proxy http://198.51.100.20:8889 --policy "$WORK/p.yaml" -- \
+		curl -sS -p -o /dev/null --max-time 20 http://198.51.100.10:8080/
+	[ "$RC" != 0 ] || fail "curl succeeded without a proxy"
+	grep '"event":"egress_error"' "$AUDIT" | grep -q '"reason":"upstream_proxy_unreachable"' ||
+		fail "no egress_error upstream_proxy_unreachable in the audit"
+
+	# 4. credentials others can read: refused before anything is built
+	chmod 644 "$WORK/auth"
+	run_split "${UP[@]}" --upstream-proxy-auth-file "$WORK/auth" --policy "$WORK/p.yaml" -- true
+	[ "$RC" = 125 ] || fail "a 0644 auth file: exit $RC, expected 125"
+	grep -q 'chmod 600' "$WORK/err" || fail "no chmod hint: $(err)"
+	;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "PASS [$CASE $TOPO]"
