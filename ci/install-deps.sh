@@ -11,7 +11,7 @@ PKGS=(
   libseccomp-dev
   libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
   libuv1-dev libyaml-dev libjansson-dev libhttp-parser-dev
-  libcmocka-dev
+  libcmocka-dev libssl-dev
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy

@@ -82,6 +82,7 @@ void policy_free(struct policy *p)
 		return;
 	policy_env_done(&p->env);
 	free(p->exec.shell);
+	free(p->env.trust_bundle);
 	free(p->agent);
 	for (size_t i = 0; i < p->n_ext; i++)
 		if (p->ext[i].data && p->ext[i].sec->free)

@@ -198,6 +198,11 @@ struct policy_env {
 	bool path_strict; /* OR over layers: a layer can tighten, never loosen */
 	bool broker;      /* `broker: true`: inject a credential-broker socket */
 	bool git_ssh_via_proxy; /* GIT_SSH_COMMAND: ssh through `tether connect` */
+	/* `trust_bundle: /path/ca.pem`: checked at load (trust_bundle.h), then
+	 * every client's CA variable points at it; a later layer replaces it,
+	 * except one an immutable system layer set. NULL: none. */
+	char *trust_bundle;
+	enum policy_layer trust_bundle_layer;
 };
 
 struct policy_exec {
