@@ -15,6 +15,8 @@ PKGS=(
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
+  # the real clients of tests/e2e/clients.sh (and the openssl CLI for its CA)
+  git openssl python3-requests python3-pip nodejs npm
   # interpreters for tests/envb/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime
