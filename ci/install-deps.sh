@@ -16,11 +16,14 @@ PKGS=(
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
   # the real clients of tests/e2e/clients.sh (and the openssl CLI for its CA)
-  git openssl python3-requests python3-pip nodejs npm
+  git openssl python3-requests python3-pip nodejs
   # interpreters for tests/envb/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime
 )
+# npm: Debian's package, unless the installed nodejs bundles one (NodeSource's
+# does, and conflicts with it)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 if [ "${1:-}" = "--deploy" ]; then
   PKGS+=(dpkg-dev fakeroot podman runc netavark iptables catatonit mmdebstrap uidmap)
 fi
