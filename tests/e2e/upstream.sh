@@ -14,7 +14,9 @@
 #                    bad credentials: reason upstream_proxy_auth_required in
 #                    X-Tether-Reason, the audit and on stderr; nothing
 #                    listening: upstream_proxy_unreachable; an auth file
-#                    readable by others: 125 before anything is built
+#                    readable by others: 125 before anything is built;
+#                    --upstream-proxy-connect name: the CONNECT names the host
+#                    (tinyproxy resolves it from a private /etc/hosts)
 CASE=${1:?case}
 TOPO=${2:-combined}
 . "$(dirname "$0")/lib.sh"
@@ -40,7 +42,11 @@ MaxClients 20
 Allow 198.51.100.0/24
 BasicAuth corp s3cret
 EOF
-ip netns exec "$INET" tinyproxy -d -c "$WORK/tinyproxy.conf" >"$WORK/tinyproxy.out" 2>&1 &
+# a name both sides resolve (a private /etc/hosts in a mount namespace of
+# each): for --upstream-proxy-connect name
+{ cat /etc/hosts; echo "198.51.100.10 fake.tether.test"; } >"$WORK/hosts"
+ip netns exec "$INET" unshare --mount --propagation private sh -c 'mount --bind "$1" /etc/hosts && shift && exec "$@"' \
+	sh "$WORK/hosts" tinyproxy -d -c "$WORK/tinyproxy.conf" >"$WORK/tinyproxy.out" 2>&1 &
 SERVER_PID="$SERVER_PID $!"
 wait_for 30 sh -c "ss -Htln -N $INET | grep -qF '198.51.100.20:8888'" || fail "tinyproxy did not start: $(cat "$WORK/tinyproxy.out")"
 wait_for 30 inside curl -s -o /dev/null --noproxy '*' --max-time 1 http://198.51.100.11:8080/ ||
@@ -102,7 +108,17 @@ upstream_proxy)
 	grep '"event":"egress_error"' "$AUDIT" | grep -q '"reason":"upstream_proxy_unreachable"' ||
 		fail "no egress_error upstream_proxy_unreachable in the audit"
 
-	# 4. credentials others can read: refused before anything is built
+	# 4. --upstream-proxy-connect name: the CONNECT names the host, which
+	# tinyproxy resolves itself (the policy still decided on our lookup)
+	inside unshare --mount --propagation private sh -c 'mount --bind "$1" /etc/hosts && shift && exec "$@"' \
+		sh "$WORK/hosts" timeout 60 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" "${UP[@]}" \
+		--upstream-proxy-auth-file "$WORK/auth" --upstream-proxy-connect name --policy "$WORK/p.yaml" -- \
+		curl -sS -p -o /dev/null -w "byname=%{http_code}\n" --max-time 20 http://fake.tether.test:8080/ \
+		>"$WORK/out" 2>"$WORK/err"
+	grep -qx byname=200 "$WORK/out" || fail "by name: $(cat "$WORK/out") $(err)"
+	[ "$(connects fake.tether.test:8080)" = 1 ] || fail "no CONNECT by name in tinyproxy's log"
+
+	# 5. credentials others can read: refused before anything is built
 	chmod 644 "$WORK/auth"
 	run_split "${UP[@]}" --upstream-proxy-auth-file "$WORK/auth" --policy "$WORK/p.yaml" -- true
 	[ "$RC" = 125 ] || fail "a 0644 auth file: exit $RC, expected 125"
