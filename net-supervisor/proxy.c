@@ -355,8 +355,11 @@ static void connected(uv_connect_t *req, int status)
 	uv_tcp_nodelay(&c->up.tcp, 1);
 	if (c->via_upstream) {
 		/* the timer keeps running: it bounds the handshake too */
-		if (upstream_hop_start(c, hop_done) < 0)
-			conn_close(c);
+		if (upstream_hop_start(c, hop_done) < 0) {
+			/* out of memory, or a name the CONNECT line cannot carry */
+			audit_line_error(c, REASON_INTERNAL_ERROR, 502);
+			respond(c, 502, REASON_INTERNAL_ERROR);
+		}
 		return;
 	}
 	upstream_ready(c);
