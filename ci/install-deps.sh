@@ -16,7 +16,7 @@ PKGS=(
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
   # the real clients of tests/e2e/clients.sh (and the openssl CLI for its CA)
-  git openssl python3-requests python3-pip nodejs
+  git openssl python3-requests python3-pip nodejs golang-go
   # interpreters for tests/envb/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime

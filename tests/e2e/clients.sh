@@ -16,7 +16,8 @@
 #             and install, Python urllib and requests. Each is allowed once
 #             (the bytes arrive: page text, cloned commit, installed module)
 #             and denied once (port 8444, which only curl may reach; curl
-#             itself on 8445; ssh on 2223): the client fails, stderr has
+#             itself on 8445; ssh on 2223), and so is a Go program (net/http)
+#             built at test time: the client fails, stderr has
 #             `tether: denied BINARY (...) -> DEST reason=WORD`, the audit
 #             has the deny with that binary path and reason.
 # A client that is not installed is reported and skipped (requests:
@@ -34,6 +35,8 @@ HAVE_NODE=0 HAVE_REQUESTS=0 HAVE_PIP=0
 command -v node >/dev/null && command -v npm >/dev/null && HAVE_NODE=1
 "$PY" -c 'import requests' 2>/dev/null && HAVE_REQUESTS=1
 "$PY" -m pip --version >/dev/null 2>&1 && HAVE_PIP=1
+HAVE_GO=0
+command -v go >/dev/null && HAVE_GO=1
 
 setup_net
 F="$WORK/fake"
@@ -81,6 +84,41 @@ printf '{"name":"tetherdemo","version":"1.0.0","main":"index.js"}\n' >"$WORK/npm
 echo "module.exports = 'tether-npm-payload';" >"$WORK/npmpkg/package/index.js"
 tar -C "$WORK/npmpkg" -czf "$F/npm/tetherdemo-1.0.0.tgz" package || fail "npm tarball"
 
+# a Go client (net/http: HTTPS_PROXY, SSL_CERT_FILE), built now, offline
+if [ "$HAVE_GO" = 1 ]; then
+	mkdir -p "$WORK/gosrc" && cat >"$WORK/gosrc/main.go" <<'GO'
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// goclient URL WANT: GET URL, exit 0 when the body contains WANT
+func main() {
+	c := &http.Client{Timeout: 20 * time.Second}
+	r, err := c.Get(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	if r.StatusCode != 200 || !strings.Contains(string(b), os.Args[2]) {
+		fmt.Fprintln(os.Stderr, "status", r.StatusCode)
+		os.Exit(1)
+	}
+}
+GO
+	(cd "$WORK/gosrc" && GOCACHE="$WORK/gocache" GO111MODULE=off GOFLAGS= go build -o "$WORK/goclient" main.go) \
+		>"$WORK/go.log" 2>&1 || fail "go build: $(cat "$WORK/go.log")"
+	chmod 755 "$WORK/goclient"
+fi
+
 # --- the services
 ip netns exec "$INET" "$PY" "$SRC/tests/e2e/fakenet.py" "$F" "$WORK/srv.pem" "$WORK/srv.key" 198.51.100.10 8443 8444 \
 	>"$WORK/fakenet.log" 2>&1 &
@@ -120,6 +158,7 @@ network:
         - path: /usr/lib/git-core/git-remote-https
         - path: /usr/bin/python3
         - path: /usr/bin/node
+$( [ "$HAVE_GO" = 1 ] && echo "        - path: $WORK/goclient" )
       endpoints:
         - cidr: 198.51.100.10/32
           ports: [8443]
@@ -176,6 +215,10 @@ export npm_config_cache=$R/npm-cache npm_config_update_notifier=false npm_config
 N=npm_view_allow    ok sh -c '$NPM view tetherdemo version --registry $HN:8443/npm/ | grep -qx 1.0.0'
 N=npm_install_allow ok sh -c 'mkdir -p $R/npmproj && cd $R/npmproj && $NPM install -s --no-package-lock --registry $HN:8443/npm/ tetherdemo && node -p "require(\"tetherdemo\")" | grep -qx tether-npm-payload'
 N=npm_deny          ok $NPM view tetherdemo version --registry $HN:8444/npm/
+fi
+if [ $HAVE_GO = 1 ]; then
+N=go_allow          ok $WORK/goclient $H:8443/ hello-https
+N=go_deny           ok $WORK/goclient $H:8444/ hello-https
 fi
 true
 EOF
@@ -250,6 +293,12 @@ PY
 		denied npm_deny /usr/bin/node fake.tether.test:8444 ""  # a name no rule could allow is not looked up: no rule to name
 	else
 		echo "NOTE [$CASE $TOPO]: node/npm not installed: npm not tested" >&2
+	fi
+	if [ "$HAVE_GO" = 1 ]; then
+		allowed go_allow "$WORK/goclient"
+		denied go_deny "$WORK/goclient" 198.51.100.10:8444 curl-only
+	else
+		echo "NOTE [$CASE $TOPO]: go not installed: a Go client not tested" >&2
 	fi
 	# python3.11's three clients (urllib, requests, pip) each leave a denial
 	# to 8444; together at least as many as were run
