@@ -114,7 +114,7 @@ func main() {
 	}
 }
 GO
-	(cd "$WORK/gosrc" && GOCACHE="$WORK/gocache" GO111MODULE=off GOFLAGS= go build -o "$WORK/goclient" main.go) \
+	(cd "$WORK/gosrc" && GOCACHE="$WORK/gocache" GO111MODULE=off GOFLAGS='' go build -o "$WORK/goclient" main.go) \
 		>"$WORK/go.log" 2>&1 || fail "go build: $(cat "$WORK/go.log")"
 	chmod 755 "$WORK/goclient"
 fi
