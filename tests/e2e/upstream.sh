@@ -16,7 +16,9 @@
 #                    listening: upstream_proxy_unreachable; an auth file
 #                    readable by others: 125 before anything is built;
 #                    --upstream-proxy-connect name: the CONNECT names the host
-#                    (tinyproxy resolves it from a private /etc/hosts)
+#                    (tinyproxy resolves it from a private /etc/hosts); a
+#                    proxy that sends the destination's first bytes with its
+#                    200: the client gets them right after our 200
 CASE=${1:?case}
 TOPO=${2:-combined}
 . "$(dirname "$0")/lib.sh"
@@ -118,7 +120,46 @@ upstream_proxy)
 	grep -qx byname=200 "$WORK/out" || fail "by name: $(cat "$WORK/out") $(err)"
 	[ "$(connects fake.tether.test:8080)" = 1 ] || fail "no CONNECT by name in tinyproxy's log"
 
-	# 5. credentials others can read: refused before anything is built
+	# 5. a corporate proxy whose 200 and the destination's first bytes come
+	# in one segment (a server that speaks first, e.g. sshd): those bytes
+	# reach the client after our own 200, nothing lost or reordered
+	ip netns exec "$INET" python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.51.100.20", 8890)); s.listen(4); s.settimeout(60)
+c, _ = s.accept(); c.settimeout(30)
+head = b""
+while b"\r\n\r\n" not in head:
+    d = c.recv(4096)
+    if not d: break
+    head += d
+open("'"$WORK"'/early-proxy.log", "wb").write(head)
+c.sendall(b"HTTP/1.0 200 corp-says-ok\r\nProxy-Agent: corp\r\n\r\nSSH-2.0-early-banner\r\n")
+c.recv(100)
+' &
+	SERVER_PID="$SERVER_PID $!"
+	wait_for 30 sh -c "ss -Htln -N $INET | grep -qF '198.51.100.20:8890'" || fail "early-bytes proxy did not start"
+	{ cat "$WORK/p.yaml"; printf '%s\n' "    - name: py" "      binaries:" "        - path: /usr/bin/python3" \
+		"      endpoints:" "        - cidr: 198.51.100.10/32" "          ports: [22]"; } >"$WORK/py.yaml"
+	: >"$AUDIT"
+	run_split --upstream-proxy http://198.51.100.20:8890 --policy "$WORK/py.yaml" -- /usr/bin/python3 -c '
+import os, socket, urllib.parse
+u = urllib.parse.urlsplit(os.environ["http_proxy"])
+s = socket.create_connection((u.hostname, u.port), timeout=20)
+s.sendall(b"CONNECT 198.51.100.10:22 HTTP/1.1\r\nHost: 198.51.100.10:22\r\n\r\n")
+got = b""
+while b"early-banner" not in got:
+    d = s.recv(4096)
+    if not d: break
+    got += d
+print(repr(got))
+s.sendall(b"SSH-2.0-client\r\n")
+'
+	grep -qF "b'HTTP/1.1 200 Connection established\r\n\r\nSSH-2.0-early-banner\r\n'" "$WORK/out" ||
+		fail "the bytes after the corporate proxy's 200 were not passed on in order: $(cat "$WORK/out") $(err)"
+	grep -q '^CONNECT 198.51.100.10:22 HTTP/1.1' "$WORK/early-proxy.log" || fail "no CONNECT at the early-bytes proxy"
+
+	# 6. credentials others can read: refused before anything is built
 	chmod 644 "$WORK/auth"
 	run_split "${UP[@]}" --upstream-proxy-auth-file "$WORK/auth" --policy "$WORK/p.yaml" -- true
 	[ "$RC" = 125 ] || fail "a 0644 auth file: exit $RC, expected 125"
