@@ -18,6 +18,7 @@
 #include "net-supervisor/context.h"
 #include "net-supervisor/relay.h"
 
+__attribute__((format(printf, 4, 5)))
 static int fail(char *err, size_t size, int rc, const char *fmt, ...)
 {
 	va_list ap;
@@ -90,7 +91,8 @@ static void lower_name(char *s)
 		*s = (char)tolower((unsigned char)*s);
 }
 
-static bool valid_name(const char *s)
+/* Only characters a host name (or a request line) may carry. */
+static bool name_chars_ok(const char *s)
 {
 	if (!*s)
 		return false;
@@ -98,6 +100,13 @@ static bool valid_name(const char *s)
 		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '.' && *s != '_')
 			return false;
 	return true;
+}
+
+/* A list entry's name: those characters in non-empty dot-separated labels
+ * (no leading, trailing or double dot), so it can match a name. */
+static bool valid_name(const char *s)
+{
+	return name_chars_ok(s) && s[0] != '.' && s[strlen(s) - 1] != '.' && !strstr(s, "..");
 }
 
 int upstream_parse_bypass(struct upstream_proxy *up, const char *list, char *err, size_t err_size)
@@ -263,7 +272,7 @@ char *upstream_connect_request(const struct upstream_proxy *up, const char *host
 	if (up->by == UPSTREAM_BY_NAME && host && host[0]) {
 		struct netaddr lit;
 		bool v6 = netaddr_parse(host, &lit) == 0 && lit.family == AF_INET6;
-		if (!v6 && !valid_name(host))
+		if (!v6 && !name_chars_ok(host))
 			return NULL;
 		if (v6) {
 			char ip[INET6_ADDRSTRLEN];
@@ -311,7 +320,10 @@ int upstream_parse_reply(const char *buf, size_t len, int *status, size_t *head_
 	    !isdigit((unsigned char)buf[9]) || !isdigit((unsigned char)buf[10]) ||
 	    !isdigit((unsigned char)buf[11]))
 		return -EPROTO;
-	*status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+	int st = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+	if (st < 100 || (len > 12 && buf[12] != ' ' && buf[12] != '\r'))
+		return -EPROTO;
+	*status = st;
 	*head_len = (size_t)(end - buf);
 	return 1;
 }

@@ -28,6 +28,7 @@ bool trust_bundle_var(const char *name)
 	return false;
 }
 
+__attribute__((format(printf, 4, 5)))
 static int fail(char *err, size_t size, int rc, const char *fmt, ...)
 {
 	va_list ap;

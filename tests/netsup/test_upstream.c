@@ -90,7 +90,8 @@ static void test_bypass(void **state)
 	assert_int_equal(netaddr_parse("2001:db8:2::1", &a), 0);
 	assert_true(upstream_bypassed(up, NULL, &a));
 	assert_false(upstream_bypassed(up, NULL, NULL));
-	static const char *const bad[] = { "10.0.0.1/8", "bad!name", "a/b", "..", "*.", "[2001:db8::1" };
+	static const char *const bad[] = { "10.0.0.1/8", "bad!name", "a/b", "..", "*.", "[2001:db8::1",
+					   "a..b", "a.b..", ".", "*..a" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct upstream_proxy *u2 = calloc(1, sizeof(*u2));
 		assert_int_equal(upstream_parse_bypass(u2, bad[i], err, sizeof(err)), -EINVAL);
@@ -192,6 +193,9 @@ static void test_reply(void **state)
 	assert_int_equal(status, 407);
 	assert_int_equal(upstream_parse_reply("SSH-2.0-x\r\n", 11, &status, &head), -EPROTO);
 	assert_int_equal(upstream_parse_reply("HTTP/2 200\r\n\r\n", 14, &status, &head), -EPROTO);
+	assert_int_equal(upstream_parse_reply("HTTP/1.1 000 x\r\n\r\n", 18, &status, &head), -EPROTO);
+	assert_int_equal(upstream_parse_reply("HTTP/1.1 2000 x\r\n\r\n", 19, &status, &head), -EPROTO);
+	assert_int_equal(upstream_parse_reply("HTTP/1.1 200\r\n\r\n", 16, &status, &head), 1);
 	char *big = malloc(UPSTREAM_REPLY_MAX);
 	memset(big, 'a', UPSTREAM_REPLY_MAX);
 	memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
