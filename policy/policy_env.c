@@ -288,7 +288,7 @@ int policy_env_parse(struct pctx *ctx, const struct pnode *node)
 					   "policy lockdown violation: the %s layer changes environment.trust_bundle, but the system policy is immutable",
 					   policy_layer_name(ctx->layer));
 		char why[512];
-		if ((r = trust_bundle_check(path, why, sizeof(why))) < 0)
+		if (!ctx->skip_workload_files && (r = trust_bundle_check(path, why, sizeof(why))) < 0)
 			return r == -ENOMEM ? r : pnode_error(ctx, tb, "environment.trust_bundle: %s", why);
 		char *d = strdup(path);
 		if (!d)

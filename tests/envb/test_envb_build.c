@@ -715,6 +715,31 @@ static void test_trust_bundle(void **state)
 		if (!strstr(why, "trust_bundle"))
 			fail_msg("%s: %s", bad[i], why);
 	}
+	/* a loader that builds no environment (the net-supervisor) opens no
+	 * workload file: a bundle it cannot see is not its business */
+	static const char missing[] = "version: 1\nenvironment:\n  trust_bundle: /nonexistent/ca.pem\n";
+	struct policy_diag diag;
+	for (int skip = 0; skip < 2; skip++) {
+		struct policy_loader *l;
+		struct policy *p = NULL;
+		assert_int_equal(policy_loader_new(NULL, 0, &l, &diag), 0);
+		if (skip)
+			policy_loader_skip_workload_files(l);
+		int lr = policy_loader_add_buffer(l, POLICY_LAYER_COMMAND, "m.yaml", missing, sizeof(missing) - 1,
+						  &diag);
+		if (lr == 0)
+			lr = policy_loader_finish(l, &p);
+		else
+			policy_loader_free(l);
+		if (skip) {
+			assert_int_equal(lr, 0);
+			assert_string_equal(p->env.trust_bundle, "/nonexistent/ca.pem");
+			policy_free(p);
+		} else {
+			assert_true(lr < 0);
+			assert_non_null(strstr(diag.msg, "m.yaml:3:17: environment.trust_bundle"));
+		}
+	}
 	/* an immutable system layer's bundle cannot be changed below it */
 	char sys[256], proj[256];
 	snprintf(sys, sizeof(sys), "version: 1\nimmutable: true\nenvironment:\n  trust_bundle: %s\n", tb_ca);
