@@ -333,6 +333,13 @@ int cmd_run(int argc, char **argv)
 			return EXIT_TETHER;
 		upstream_free(up);
 	}
+	/* The credentials are the net side's: a workload that runs as root (the
+	 * caller's uid in the veth topologies, unless --user) can read any
+	 * file of ours. Said once, before anything runs. */
+	if (up_auth && !user && geteuid() == 0 && t->fence != TOPOLOGY_FENCE_NFT_UID)
+		fprintf(stderr, "tether run: warning: the workload runs as root and could read "
+				"--upstream-proxy-auth-file %s; run it as another user (--user) so only the "
+				"net-supervisor can\n", up_auth);
 	if (learn && !audit) {
 		fprintf(stderr, "tether run: --learn needs --audit FILE (the record `tether policy suggest` reads)\n");
 		return 2;

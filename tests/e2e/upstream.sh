@@ -88,6 +88,13 @@ upstream_proxy)
 	# 3 allowed curl flows, 1 denied wget flow; tinyproxy saw exactly the 2
 	# allowed ones that were not exempt (the wget one never got there)
 	[ "$(grep -c 'Request (file descriptor' "$WORK/tinyproxy.log")" = 2 ] || fail "tinyproxy saw other requests"
+	# a root workload could read the credentials: said (pods run it as nobody)
+	if [ "$POD" = 1 ]; then
+		grep -q 'could read --upstream-proxy-auth-file' "$WORK/err" && fail "root-workload warning in a pod topology"
+	else
+		grep -q "^tether run: warning: the workload runs as root and could read --upstream-proxy-auth-file $WORK/auth;" "$WORK/err" ||
+			fail "no warning that a root workload could read the credentials: $(err)"
+	fi
 	check_audit_common
 
 	# 2. wrong credentials: the corporate proxy says no; the policy said yes
