@@ -373,8 +373,7 @@ static void upstream_ready(struct conn *c)
 	if (c->req.is_connect) {
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		char *b = strdup(ok);
-		if (!b || relay_send(&c->client, b, sizeof(ok) - 1, BUF_MALLOC) < 0 ||
-		    upstream_hop_send_leftover(c) < 0) {
+		if (!b || relay_send(&c->client, b, sizeof(ok) - 1, BUF_MALLOC) < 0) {
 			conn_close(c);
 			return;
 		}
@@ -386,6 +385,13 @@ static void upstream_ready(struct conn *c)
 			return;
 		}
 	}
+	/* what the corporate proxy passed on after its 200 is the
+	 * destination's: after our 200, then its state is no longer needed */
+	if (upstream_hop_send_leftover(c) < 0) {
+		conn_close(c);
+		return;
+	}
+	upstream_hop_free(c);
 	if (c->early_len) {
 		char *e = c->early;
 		c->early = NULL;

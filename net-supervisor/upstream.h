@@ -111,5 +111,6 @@ struct conn;
 typedef void (*upstream_done_cb)(struct conn *c, enum reason r, int status);
 int upstream_hop_start(struct conn *c, upstream_done_cb done);
 int upstream_hop_send_leftover(struct conn *c);
-/* Free the handshake's state (conn_free). */
+/* Free the handshake's state (once the tunnel is up, and in conn_free);
+ * idempotent. */
 void upstream_hop_free(struct conn *c);
