@@ -413,6 +413,7 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 				  cfg->n_no_upstream_proxy, cfg->upstream_proxy_connect, &ns->upstream);
 		if (r < 0)
 			return r;
+		ns->metrics.upstream_proxy = true;
 		log_info("upstream connections go through the proxy %s (CONNECT names the %s%s)",
 			 cfg->upstream_proxy, ns->upstream->by == UPSTREAM_BY_NAME ? "host name" : "checked address",
 			 ns->upstream->auth_header ? "; with credentials" : "");

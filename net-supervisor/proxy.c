@@ -328,10 +328,12 @@ static void hop_done(struct conn *c, enum reason r, int status)
 	if (c->state != C_CONNECTING)
 		return;
 	if (r != REASON_OK) {
+		c->ns->metrics.upstream_proxy_errors[r]++;
 		audit_line_error(c, r, status);
 		respond(c, status, r);
 		return;
 	}
+	c->ns->metrics.upstream_proxy_tunnels++;
 	upstream_ready(c);
 }
 
@@ -344,6 +346,7 @@ static void connected(uv_connect_t *req, int status)
 		log_debug("connect to %s:%u failed: %s", c->host, c->port, uv_strerror(status));
 		if (c->via_upstream) {
 			/* the same proxy for every address: no retry */
+			c->ns->metrics.upstream_proxy_errors[REASON_UPSTREAM_PROXY_UNREACHABLE]++;
 			audit_line_error(c, REASON_UPSTREAM_PROXY_UNREACHABLE, 502);
 			respond(c, 502, REASON_UPSTREAM_PROXY_UNREACHABLE);
 			return;
@@ -410,6 +413,8 @@ static void connect_timeout(uv_timer_t *t)
 	if (c->state != C_CONNECTING)
 		return;
 	enum reason why = c->via_upstream && !c->hop ? REASON_UPSTREAM_PROXY_UNREACHABLE : REASON_UPSTREAM_TIMEOUT;
+	if (c->via_upstream)
+		c->ns->metrics.upstream_proxy_errors[why]++;
 	audit_line_error(c, why, 504);
 	respond(c, 504, why);
 }
