@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "net-supervisor/upstream.h"
+#include "common/upstream_proxy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
 #include "proc-supervisor/env_build.h"

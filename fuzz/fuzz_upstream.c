@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net-supervisor/upstream.h"
+#include "common/upstream_proxy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

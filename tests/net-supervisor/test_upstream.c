@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "net-supervisor/upstream.h"
+#include "common/upstream_proxy.h"
 
 static char err[512];
 
