@@ -115,8 +115,14 @@ bypass_fenced)
 	SERVER_PID="$SERVER_PID $!"
 	wait_for 5 test -e "$WORK/outer.ready" || fail "outer listeners did not start"
 	inside python3 "$WORK/bypass_probe.py" 9999 127.0.0.1 198.51.100.1 >"$WORK/control"
-	grep -q "tcp 198.51.100.1 open" "$WORK/control" && grep -q "udp 127.0.0.1 answered" "$WORK/control" ||
-		fail "the outer listeners do not answer in their own netns: $(cat "$WORK/control")"
+	for c in "tcp 127.0.0.1 open" "udp 127.0.0.1 answered" "tcp 198.51.100.1 open" "udp 198.51.100.1 answered"; do
+		grep -q "^$c " "$WORK/control" ||
+			fail "the outer listeners do not answer in their own netns: $(cat "$WORK/control")"
+	done
+	# the listener logs each of those four after the probe has seen it: wait
+	# for all of them before starting afresh, or a late line of the control
+	# reads as the workload's
+	wait_for 10 sh -c "[ \$(wc -l <'$WORK/outer.log') -ge 4 ]" || fail "the listener did not log the control probes"
 	rm -f "$WORK/outer.log"
 	cat >"$WORK/w.sh" <<EOF
 #!/bin/sh
