@@ -62,6 +62,9 @@ enum reason {
 	REASON_DNS_TYPE_REFUSED,    /* a query type the resolver does not serve */
 	REASON_DNS_UPSTREAM_FAILED, /* no usable answer from the upstream resolver */
 	REASON_DNS_MALFORMED,       /* the query could not be parsed */
+	/* transparent capture (appended): a raw (not TLS/HTTP) stream that only
+	 * an http endpoint names; `protocol: tcp` would admit it */
+	REASON_PROTOCOL_NOT_ALLOWED,
 	REASON__COUNT
 };
 
