@@ -101,12 +101,20 @@ struct netsup_config {
 	uint64_t dns_timeout_ms;               /* 3 s: the upstream's answer */
 	size_t dns_max_outstanding;            /* 256 queries in flight */
 	size_t dns_record_max;                 /* 4096 name/address pairs (dnsrec.h) */
+	/* Transparent capture (transparent.h): listeners that take flows
+	 * redirected by nftables (in listen_netns like the proxy's);
+	 * transparent_off ignores them. */
+	const char *transparent_listen[NETSUP_MAX_LISTEN];
+	size_t n_transparent_listen;
+	bool transparent_off;
+	uint64_t transparent_peek_ms;          /* 300: wait for the first bytes */
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
 
 struct conn;
 struct proxy_listener;
+struct transparent_listener;
 struct admin;
 struct dns_server;
 
@@ -122,6 +130,9 @@ struct netsup {
 	size_t n_listeners;
 	struct admin *admin;
 	struct dns_server *dns;      /* the workload's resolver, or NULL (dns.h) */
+	struct transparent_listener *tlisteners[NETSUP_MAX_LISTEN];
+	size_t n_tlisteners;
+	size_t n_peeking;            /* transparent flows still being peeked at */
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;

@@ -75,6 +75,13 @@ static void usage(FILE *out)
 "  --dns-timeout-ms N         upstream answer (default 3000; → SERVFAIL)\n"
 "  --dns-max-outstanding N    queries in flight (default 256; more UDP ones dropped)\n"
 "  --dns-records N            name/address pairs remembered (default 4096, LRU)\n"
+"  --transparent-listen ADDR:PORT\n"
+"                             take TCP flows nftables redirected here (the fence's\n"
+"                             transparent capture; repeatable; in --listen-netns\n"
+"                             like --listen); the original destination is kept\n"
+"  --transparent on|off       off: ignore --transparent-listen (default on)\n"
+"  --transparent-peek-ms N    wait this long for a captured flow's first bytes\n"
+"                             (TLS SNI, HTTP Host; default 300)\n"
 "  -v, --verbose              debug logging\n"
 "  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"
@@ -111,7 +118,7 @@ enum {
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
-	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC,
+	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC, O_TLISTEN, O_TON, O_TPEEK,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -126,6 +133,7 @@ static const char *const netsup_features[] = {
 	"identity-delegated", "control", "provisioning-pubkey",
 	"policy-layer", "console", "log-level",
 	"dns-listen", "dns-upstream",
+	"transparent-listen",
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -207,6 +215,9 @@ int main(int argc, char **argv)
 		{ "dns-timeout-ms", required_argument, NULL, O_DNSTO },
 		{ "dns-max-outstanding", required_argument, NULL, O_DNSMAX },
 		{ "dns-records", required_argument, NULL, O_DNSREC },
+		{ "transparent-listen", required_argument, NULL, O_TLISTEN },
+		{ "transparent", required_argument, NULL, O_TON },
+		{ "transparent-peek-ms", required_argument, NULL, O_TPEEK },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -432,6 +443,25 @@ int main(int argc, char **argv)
 				return 2;
 			cfg.dns_record_max = v;
 			break;
+		case O_TLISTEN:
+			if (cfg.n_transparent_listen >= NETSUP_MAX_LISTEN) {
+				log_error("at most %d --transparent-listen", NETSUP_MAX_LISTEN);
+				return 2;
+			}
+			cfg.transparent_listen[cfg.n_transparent_listen++] = optarg;
+			break;
+		case O_TON:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				log_error("--transparent takes on or off");
+				return 2;
+			}
+			cfg.transparent_off = strcmp(optarg, "off") == 0;
+			break;
+		case O_TPEEK:
+			if (parse_u64("--transparent-peek-ms", optarg, 60000, &v) < 0 || v == 0)
+				return 2;
+			cfg.transparent_peek_ms = v;
+			break;
 		case 'v': log_set_level(LOG_LVL_DEBUG); break;
 		case 'h': usage(stdout); return 0;
 		case O_FEATURES:
@@ -494,6 +524,8 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < cfg.n_dns_listen && fc.n_dns_ports < FENCE_MAX_PORTS; i++)
 			if ((fc.dns_ports[fc.n_dns_ports] = port_of(cfg.dns_listen[i])))
 				fc.n_dns_ports++;
+		if (cfg.n_transparent_listen && !cfg.transparent_off)
+			fc.transparent_port = port_of(cfg.transparent_listen[0]);
 		if (cfg.admin && (fc.supervisor_ports[fc.n_supervisor_ports] = port_of(cfg.admin)))
 			fc.n_supervisor_ports++;
 		char err[1024];
