@@ -15,6 +15,9 @@ PKGS=(
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
+  # transparent capture e2e (tests/e2e/transparent.sh): clients that ignore
+  # HTTP(S)_PROXY — Node's fetch/https.get, Go programs built at test time, git
+  nodejs golang-go git
   # interpreters for tests/envb/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime

@@ -397,6 +397,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 		need_p[np++] = "user";
 	if (cfg->wait_all && np < ARRAY_SIZE(need_p))
 		need_p[np++] = "wait-all";
+	if (!p->unsupported[0] && daemon_features(p->procsup_path, features, sizeof(features)) >= 0)
+		p->procsup_transparent = has_feature(features, "transparent-capture");
 	if (np && !p->unsupported[0]) {
 		r = daemon_features(p->procsup_path, features, sizeof(features));
 		if (r < 0)
@@ -723,6 +725,8 @@ static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan
 	opt(v, &n, "--topology", t->name);
 	opt(v, &n, "--audit", audit);
 	opt(v, &n, "--proxy", p->proxy_url);
+	if (p->transparent_listen[0] && p->procsup_transparent)
+		v[n++] = "--transparent-capture";
 	opt(v, &n, "--grace", "2");
 	if (cfg->wait_all)
 		v[n++] = "--wait-all";

@@ -182,6 +182,7 @@ struct launch_plan {
 	char transparent_listen[48], transparent_listen6[64];
 	char transparent_off[96];
 	bool netsup_transparent;   /* the net-supervisor offers --transparent-listen */
+	bool procsup_transparent;  /* the proc-supervisor offers --transparent-capture */
 };
 
 /* Which topologies the launcher can build (the rest: -EOPNOTSUPP with a

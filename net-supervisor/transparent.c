@@ -103,6 +103,9 @@ static void hand_over(struct tpeek *p)
 	struct conn *c = conn_adopt_fd(ns, fd, tp);
 	if (!c)
 		return;
+	/* The flow as the workload's socket sees it: to the original
+	 * destination, not to us (identity finds the socket by this tuple). */
+	memcpy(&c->tuple.proxy, &p->orig, sizeof(p->orig));
 	c->port = sockaddr_port(&p->orig);
 	if (netaddr_from_sockaddr((const struct sockaddr *)&p->orig, &c->resolved[0]) == 0) {
 		c->n_resolved = 1;

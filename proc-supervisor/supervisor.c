@@ -49,6 +49,8 @@ static void glue_bypass(void *user, const struct sockaddr_storage *dst, int soty
 	struct procsup *ps = user;
 	if (!ps->audit)
 		return;
+	if (ps->cfg.transparent_capture && sotype == SOCK_STREAM)
+		return; /* captured: the net-supervisor's egress_decision is its record */
 	uint64_t now = now_mono_ns() / 1000000u;
 	if (now - ps->bypass_window_ms >= 1000) {
 		ps->bypass_window_ms = now;
