@@ -95,7 +95,7 @@ static char *pod_ruleset(const struct fence_config *cfg)
 			 cfg->transparent_port);
 		snprintf(chain_tp, sizeof(chain_tp),
 			 "  chain capture {\n"
-			 "    type nat hook output priority dstnat; policy accept;\n"
+			 "    type nat hook output priority -100; policy accept;\n"
 			 "    meta skuid %u return\n"
 			 "    oifname \"lo\" return\n"
 			 "    meta l4proto tcp counter redirect to :%u\n"

@@ -170,8 +170,8 @@ transparent_clients)
 	expect_out '^git transparent-git$' "git clone over ssh"
 	[ "$(grep -c '^/usr/bin/ssh allow allowed transparent dns' "$WORK/flows")" -ge 2 ] || fail "git's ssh flow not audited"
 	expect_out '^udp ' "UDP datagram"
-	grep -q '"event":"egress_bypass_attempt".*"transport":"udp"' "$AUDIT" ||
-		grep -q '"transport":"udp".*"event":"egress_bypass_attempt"' "$AUDIT" || fail "UDP datagram not audited"
+	grep '"event":"egress_bypass_attempt"' "$AUDIT" | grep '"destination":"198.51.100.10","port":5353,"transport":"udp"' |
+		grep -q '"exe":"/usr/bin/python3' || fail "UDP datagram not audited as egress_bypass_attempt with python3's identity"
 	grep -q '"event":"egress_bypass_attempt".*"transport":"tcp"' "$AUDIT" &&
 		fail "a captured TCP flow was reported as egress_bypass_attempt"
 	echo "PASS [$CASE $TOPO]"

@@ -45,6 +45,6 @@ echo "git $(cat "$W/rw/clone/README" 2>/dev/null || echo none)"
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
-    s.sendto(b"x", ("198.51.100.10", 5353)); print("udp sent")
+    s.connect(("198.51.100.10", 5353)); s.send(b"x"); print("udp sent")
 except OSError as e:
     print("udp", type(e).__name__)'
