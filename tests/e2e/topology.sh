@@ -136,7 +136,9 @@ python3 $WORK/bypass_probe.py 9997 --tcp-only --auto | sed 's/^/PODNS /'
 curl -sS -o /dev/null -w 'PROXY-%{http_code}\n' --max-time 10 $URL
 kill \$a \$b 2>/dev/null
 EOF
-	inside timeout 40 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" -- sh "$WORK/w.sh" \
+	# --transparent off: what the fence alone refuses (transparent.sh
+	# covers the captured flows)
+	inside timeout 40 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --transparent off --policy "$WORK/p.yaml" -- sh "$WORK/w.sh" \
 		>"$WORK/out" 2>&1 &
 	RUN_PID=$!
 	if [ "$POD" = 1 ]; then
