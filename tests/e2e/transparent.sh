@@ -14,7 +14,8 @@
 #     name_source none, peeked_name kept) and Go net/http with Proxy: nil;
 #   - ssh without ProxyCommand to an sshd in the fake internet and git clone
 #     over ssh (protocol: tcp; the name from the dns table: name_source dns);
-#   - a UDP datagram elsewhere: refused, egress_bypass_attempt audited.
+#   - a UDP datagram elsewhere: refused, egress_bypass_attempt audited;
+#   - the capture's port named directly: refused, no decision.
 # The fake internet serves HTTP on :8080, HTTPS on :8443, sshd on :2222 and
 # DNS (web.test A 198.51.100.10) on 198.51.100.53.
 CASE=${1:?case}
@@ -169,6 +170,8 @@ transparent_clients)
 	expect_flow '^/usr/bin/ssh allow allowed transparent dns (other|incomplete) web\.test 2222 None$' "ssh"
 	expect_out '^git transparent-git$' "git clone over ssh"
 	[ "$(grep -c '^/usr/bin/ssh allow allowed transparent dns' "$WORK/flows")" -ge 2 ] || fail "git's ssh flow not audited"
+	expect_out '^capture-direct 000$' "a direct connection to the capture port (no HTTP answer)"
+	grep -q ' 3129 ' "$WORK/flows" && fail "a direct connection to the capture port was decided as a flow"
 	expect_out '^udp ' "UDP datagram"
 	grep '"event":"egress_bypass_attempt"' "$AUDIT" | grep '"destination":"198.51.100.10","port":5353,"transport":"udp"' |
 		grep -q '"exe":"/usr/bin/python3' || fail "UDP datagram not audited as egress_bypass_attempt with python3's identity"

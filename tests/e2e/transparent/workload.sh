@@ -40,6 +40,10 @@ echo "ssh $r"
 rm -rf "$W/rw/clone"
 GIT_SSH_COMMAND="ssh $SSHO" git clone -q "ssh://root@web.test:2222$W/repo.git" "$W/rw/clone" 2>&1 | tail -1
 echo "git $(cat "$W/rw/clone/README" 2>/dev/null || echo none)"
+# the capture's own port, named directly: refused (nothing was redirected)
+P=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf)
+r=$(curl -sS --noproxy '*' --max-time 10 -o /dev/null -w '%{http_code}' "http://$P:3129/" 2>&1 | tail -1)
+echo "capture-direct $r"
 # UDP to elsewhere: refused
 "$PY3" -c '
 import socket
