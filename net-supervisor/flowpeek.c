@@ -23,8 +23,8 @@ static void take_name(struct flowpeek *out, const char *s, size_t n)
 	out->name[0] = '\0';
 	if (n && s[n - 1] == '.')
 		n--;
-	if (n == 0 || n > FLOWPEEK_NAME_MAX)
-		return;
+	if (n == 0 || n > FLOWPEEK_NAME_MAX || s[n - 1] == '.')
+		return; /* empty, too long, or an empty last label ("a..") */
 	bool alpha = false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];

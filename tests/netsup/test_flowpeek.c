@@ -158,6 +158,10 @@ static void test_http_host(void **state)
 	const char *lit6 = "GET / HTTP/1.1\r\nHost: [2001:db8::1]:80\r\n\r\n";
 	assert_int_equal(parse(lit6, strlen(lit6), &fp), FLOWPEEK_HTTP);
 	assert_false(fp.have_name);
+	/* found by fuzz_flowpeek: two trailing dots are an empty label, not a name */
+	const char *dots = "GET / HTTP/1.1\r\nHost: www..\r\n\r\n";
+	assert_int_equal(parse(dots, strlen(dots), &fp), FLOWPEEK_HTTP);
+	assert_false(fp.have_name);
 	const char *none = "GET / HTTP/1.0\n\n";
 	assert_int_equal(parse(none, strlen(none), &fp), FLOWPEEK_HTTP);
 	assert_false(fp.have_name);
