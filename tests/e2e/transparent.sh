@@ -9,6 +9,8 @@
 #   - curl telnet:// to :2222, where curl's endpoint is http only: a raw
 #     stream, denied protocol_not_allowed;
 #   - python3 (no rule) with a raw socket: denied no_matching_policy (reset);
+#   - python3 TLS with SNI web.test: allowed at web.test's address, denied
+#     (no name, peeked_name kept) at an address its lookups never gave;
 #   - Node's fetch() (http_host) and https.get (TLS: sni);
 #   - a Go raw net.Dial (cidr rule; its Host web.test was never looked up:
 #     name_source none, peeked_name kept) and Go net/http with Proxy: nil;
@@ -92,6 +94,10 @@ network:
       binaries: [{path: /usr/bin/node}]
       endpoints:
         - {host: web.test, ports: [8080, 8443]}
+    - name: python-sni
+      binaries: [{path: /usr/bin/python3}]
+      endpoints:
+        - {host: web.test, ports: [8443]}
     - name: go-dial-cidr
       binaries: [{path: $WORK/go-dial}]
       endpoints:
@@ -158,6 +164,11 @@ transparent_clients)
 	# its Host evil.test was never looked up: not a name (peeked_name only)
 	expect_flow '^/usr/bin/python3[.0-9]* deny no_matching_policy transparent none http 198\.51\.100\.10 8080 evil\.test$' \
 		"python3's raw socket"
+	expect_out '^py-sni 198.51.100.10 open$' "python3 TLS by SNI"
+	expect_flow '^/usr/bin/python3[.0-9]* allow allowed transparent sni tls web\.test 8443 None$' "python3 TLS by SNI"
+	expect_out '^py-sni 198.51.100.11 (ConnectionResetError|SSLEOFError|SSLZeroReturnError|OSError)$' "a spoofed SNI"
+	expect_flow '^/usr/bin/python3[.0-9]* deny no_matching_policy transparent none tls 198\.51\.100\.11 8443 web\.test$' \
+		"a spoofed SNI (web.test to an address its lookups never gave)"
 	expect_out '^node-fetch 200$' "Node fetch()"
 	expect_flow '^/usr/bin/node allow allowed transparent http_host http web\.test 8080 None$' "Node fetch()"
 	expect_out '^node-https 200$' "Node https.get"

@@ -25,6 +25,19 @@ try:
 except OSError as e:
     print("py", type(e).__name__)
 PY
+# python3 may reach web.test:8443 (a host rule): by SNI, only at an address
+# the sandbox's lookups gave for web.test; the same SNI to another address
+# is no name at all
+"$PY3" - <<'PY'
+import socket, ssl
+c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE
+for ip in ("198.51.100.10", "198.51.100.11"):
+    try:
+        t = c.wrap_socket(socket.create_connection((ip, 8443), timeout=15), server_hostname="web.test")
+        print("py-sni", ip, "open"); t.close()
+    except OSError as e:
+        print("py-sni", ip, type(e).__name__)
+PY
 node -e '
 fetch("http://web.test:8080/").then(r => console.log("node-fetch", r.status), e => console.log("node-fetch error", e.cause && e.cause.code || e.message));
 ' 2>&1
