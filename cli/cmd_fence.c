@@ -211,6 +211,9 @@ int cmd_fence(int argc, char **argv)
 	}
 	if (fence_install(&fc, err, sizeof(err)) < 0) {
 		log_error("%s", err);
+		if (fc.transparent_port)
+			log_error("(--transparent-port needs nftables NAT in this kernel (nf_nat, nft_redirect); "
+				  "`tether run --transparent off` runs without capture)");
 		return 1;
 	}
 	return 0;
