@@ -95,6 +95,7 @@ static void hand_over(struct tpeek *p)
 		return;
 	}
 	enum flowpeek_kind k = p->fp.kind;
+	ns->metrics.transparent_flows[k == FLOWPEEK_TLS ? 0 : k == FLOWPEEK_HTTP ? 1 : k == FLOWPEEK_OTHER ? 2 : 3]++;
 	tp->kind = k == FLOWPEEK_TLS || k == FLOWPEEK_HTTP ? NETPOLICY_FLOW_HTTP : NETPOLICY_FLOW_RAW;
 	tp->peek = flowpeek_kind_word(k);
 	struct dnsrec *rec = ns->dns ? dns_records(ns->dns) : NULL;
@@ -218,6 +219,7 @@ static void take(struct transparent_listener *l, int fd)
 	if (r < 0) {
 		log_debug("transparent %s: a connection without an original destination (%s): reset", l->addr,
 			  strerror(-r));
+		ns->metrics.transparent_unredirected++;
 		reset_close(fd);
 		return;
 	}
