@@ -170,7 +170,7 @@ static char *veth_ruleset(const struct fence_config *cfg)
 		errno = E2BIG;
 		return NULL;
 	}
-	char rule_tp[128] = "", chain_tp[1024] = "";
+	char rule_tp[128] = "", chain_tp[sizeof(open) + 1024] = "";
 	if (cfg->transparent_port) {
 		char first4[INET6_ADDRSTRLEN] = "", first6[INET6_ADDRSTRLEN] = "";
 		for (size_t i = 0; i < cfg->n_addrs; i++) {
@@ -197,10 +197,9 @@ static char *veth_ruleset(const struct fence_config *cfg)
 			 "  chain capture {\n"
 			 "    type nat hook prerouting priority dstnat - 10; policy accept;\n"
 			 "    iifname != \"%s\" accept\n"
-			 "    fib daddr type local accept\n"
-			 "%s%s"
+			 "%s%s%s"
 			 "  }\n",
-			 cfg->iface, d4, d6);
+			 cfg->iface, open, d4, d6);
 	}
 	char *out = NULL;
 	/* Priority filter - 10: before any filter table of the host's own. */

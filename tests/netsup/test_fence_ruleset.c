@@ -147,7 +147,11 @@ static void test_transparent(void **state)
 	must(r, "meta l4proto tcp tcp dport 3129 ct status dnat accept", "hook input");
 	const char *pre = must(r, "type nat hook prerouting priority dstnat - 10; policy accept;", NULL);
 	const char *other = must(r, "iifname != \"tt9a\" accept", "hook prerouting");
-	const char *local = must(r, "fib daddr type local accept", "hook prerouting");
+	/* the proxy's own ports stay uncaptured; everything else is captured,
+	 * local addresses of the netns included */
+	const char *local = must(r, "ip daddr { 192.0.2.1, 192.0.2.5 } tcp dport { 3128 } accept", "hook prerouting");
+	must(r, "ip6 daddr { 2001:db8::1 } tcp dport { 3128 } accept", "hook prerouting");
+	assert_null(strstr(r, "fib daddr"));
 	const char *d4 = must(r, "iifname \"tt9a\" meta nfproto ipv4 meta l4proto tcp counter dnat ip to 192.0.2.1:3129", NULL);
 	const char *d6 = must(r, "iifname \"tt9a\" meta nfproto ipv6 meta l4proto tcp counter dnat ip6 to [2001:db8::1]:3129", NULL);
 	assert_true(pre < other && other < local && local < d4 && d4 < d6);
