@@ -107,7 +107,7 @@ struct netsup_config {
 	const char *transparent_listen[NETSUP_MAX_LISTEN];
 	size_t n_transparent_listen;
 	bool transparent_off;
-	uint64_t transparent_peek_ms;          /* 300: wait for the first bytes */
+	uint64_t transparent_peek_ms;          /* 1000: wait for the first bytes */
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);

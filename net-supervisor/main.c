@@ -81,7 +81,7 @@ static void usage(FILE *out)
 "                             like --listen); the original destination is kept\n"
 "  --transparent on|off       off: ignore --transparent-listen (default on)\n"
 "  --transparent-peek-ms N    wait this long for a captured flow's first bytes\n"
-"                             (TLS SNI, HTTP Host; default 300)\n"
+"                             (TLS SNI, HTTP Host; default 1000)\n"
 "  -v, --verbose              debug logging\n"
 "  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"

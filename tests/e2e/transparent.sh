@@ -186,6 +186,8 @@ transparent_clients)
 	expect_out '^udp ' "UDP datagram"
 	grep '"event":"egress_bypass_attempt"' "$AUDIT" | grep '"destination":"198.51.100.10","port":5353,"transport":"udp"' |
 		grep -q '"exe":"/usr/bin/python3' || fail "UDP datagram not audited as egress_bypass_attempt with python3's identity"
+	grep '"event":"egress_bypass_attempt"' "$AUDIT" | grep -q '"port":53,' &&
+		fail "a lookup at the workload's resolver was reported as egress_bypass_attempt"
 	grep -q '"event":"egress_bypass_attempt".*"transport":"tcp"' "$AUDIT" &&
 		fail "a captured TCP flow was reported as egress_bypass_attempt"
 	echo "PASS [$CASE $TOPO]"

@@ -3,6 +3,14 @@
 # sh workload.sh WORK PY3 SSHKEY
 W=$1 PY3=$2 KEY=$3
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
+# UDP to elsewhere: refused (first: bypass reports are rate-limited)
+"$PY3" -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.connect(("198.51.100.10", 5353)); s.send(b"x"); print("udp sent")
+except OSError as e:
+    print("udp", type(e).__name__)'
 r=$(curl -sS --noproxy '*' --max-time 15 -o /dev/null -w '%{http_code}' http://198.51.100.10:8080/ 2>&1)
 echo "curl-ip $r"
 r=$(curl -sS --noproxy '*' --max-time 15 -o /dev/null -w '%{http_code}' http://web.test:8080/ 2>&1)
@@ -57,11 +65,3 @@ echo "git $(cat "$W/rw/clone/README" 2>/dev/null || echo none)"
 P=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf)
 r=$(curl -sS --noproxy '*' --max-time 10 -o /dev/null -w '%{http_code}' "http://$P:3129/" 2>&1 | tail -1)
 echo "capture-direct $r"
-# UDP to elsewhere: refused
-"$PY3" -c '
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try:
-    s.connect(("198.51.100.10", 5353)); s.send(b"x"); print("udp sent")
-except OSError as e:
-    print("udp", type(e).__name__)'
