@@ -802,10 +802,12 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner,
 			p->veth_outer, PROXY_PORT);
 	else
-		fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route; veth fence: table inet "
-			   "tether_fence_%s admits only TCP %d to the proxy's addresses from %s)\n",
-			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner, p->veth_outer,
-			PROXY_PORT, p->veth_outer);
+		fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; %s; veth fence: table inet "
+			   "tether_fence_%s admits only TCP %d to the proxy's addresses from %s%s)\n",
+			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner,
+			p->transparent_listen[0] ? "default route via the proxy's end" : "no default route",
+			p->veth_outer, PROXY_PORT, p->veth_outer,
+			p->transparent_listen[0] ? " and captures every other TCP flow" : "");
 	fprintf(f, "proxy: %s%s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url,
 		p->pod ? " in the pod netns; upstream leaves from ours" : "");
 	if (p->dns_listen[0])
