@@ -1,5 +1,6 @@
-/* One client connection of the proxy, shared by its parts: the front end
- * that reads the request and answers it (proxy.c), the relay that moves
+/* One client connection of the proxy, shared by its parts: the front ends
+ * (proxy.c reads a request and answers it; transparent.c adopts a captured
+ * flow, conn_adopt_fd, with its destination already known), the relay that moves
  * the bytes once it is allowed (relay.c, relay_splice.c), and the lines it
  * leaves in the audit (audit_line.c). Internal to the net-supervisor.
  *

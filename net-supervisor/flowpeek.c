@@ -131,7 +131,8 @@ static enum flowpeek_kind parse_tls(const uint8_t *buf, size_t len, struct flowp
 
 static const char *const methods[] = { "GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ",
 				       "TRACE ", "PROPFIND ", "PROPPATCH ", "MKCOL ", "COPY ", "MOVE ",
-				       "LOCK ", "UNLOCK ", "REPORT ", "SEARCH ", "PURGE " };
+				       "LOCK ", "UNLOCK ", "REPORT ", "SEARCH ", "PURGE ",
+				       "PRI " /* the HTTP/2 prior-knowledge preface (h2c): no Host */ };
 
 /* Does buf start with (a prefix of) a method and a space? 1 yes, 0 a
  * prefix so far, -1 no. */

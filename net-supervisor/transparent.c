@@ -72,7 +72,14 @@ const char *transparent_name(const struct flowpeek *fp, struct dnsrec *rec, cons
 
 /* ---------- after the peek: a conn ---------- */
 
-static void reset_close(int fd);
+/* Close with a reset (SO_LINGER 0): the client sees its connection refused
+ * or reset at once, never a clean end it could take for an answer. */
+static void reset_close(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
 
 static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
 {
@@ -175,13 +182,6 @@ static void peek_readable(uv_poll_t *h, int status, int events)
 }
 
 /* ---------- accepting ---------- */
-
-static void reset_close(int fd)
-{
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	close(fd);
-}
 
 static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {

@@ -158,6 +158,10 @@ static void test_http_host(void **state)
 	const char *lit6 = "GET / HTTP/1.1\r\nHost: [2001:db8::1]:80\r\n\r\n";
 	assert_int_equal(parse(lit6, strlen(lit6), &fp), FLOWPEEK_HTTP);
 	assert_false(fp.have_name);
+	/* h2c prior knowledge: HTTP without a name */
+	const char *h2 = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	assert_int_equal(parse(h2, strlen(h2), &fp), FLOWPEEK_HTTP);
+	assert_false(fp.have_name);
 	/* found by fuzz_flowpeek: two trailing dots are an empty label, not a name */
 	const char *dots = "GET / HTTP/1.1\r\nHost: www..\r\n\r\n";
 	assert_int_equal(parse(dots, strlen(dots), &fp), FLOWPEEK_HTTP);
