@@ -27,6 +27,9 @@ struct transparent_listener {
 	struct netsup *ns;
 	int fd;
 	char addr[64];
+	/* the first peek at accept time (the loop's thread only): most
+	 * clients have written by then, and need no peek state at all */
+	uint8_t first[FLOWPEEK_MAX];
 };
 
 /* One flow while its first bytes are awaited (before it becomes a conn). */
@@ -87,11 +90,9 @@ static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
 					: ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
-static void hand_over(struct tpeek *p)
+/* The peek is done: fd becomes a conn (transparent.h); takes fd. */
+static void hand_over(struct netsup *ns, int fd, const struct sockaddr_storage *orig, const struct flowpeek *fp)
 {
-	struct netsup *ns = p->ns;
-	int fd = p->fd;
-	p->fd = -1;
 	if (ns->stopping) {
 		reset_close(fd);
 		return;
@@ -101,21 +102,21 @@ static void hand_over(struct tpeek *p)
 		close(fd);
 		return;
 	}
-	enum flowpeek_kind k = p->fp.kind;
+	enum flowpeek_kind k = fp->kind;
 	ns->metrics.transparent_flows[k == FLOWPEEK_TLS ? 0 : k == FLOWPEEK_HTTP ? 1 : k == FLOWPEEK_OTHER ? 2 : 3]++;
 	tp->kind = k == FLOWPEEK_TLS || k == FLOWPEEK_HTTP ? NETPOLICY_FLOW_HTTP : NETPOLICY_FLOW_RAW;
 	tp->peek = flowpeek_kind_word(k);
 	struct dnsrec *rec = ns->dns ? dns_records(ns->dns) : NULL;
-	tp->name_source = transparent_name(&p->fp, rec, (const struct sockaddr *)&p->orig, tp->host,
+	tp->name_source = transparent_name(fp, rec, (const struct sockaddr *)orig, tp->host,
 					   sizeof(tp->host), tp->peeked_name, sizeof(tp->peeked_name));
 	struct conn *c = conn_adopt_fd(ns, fd, tp);
 	if (!c)
 		return;
 	/* The flow as the workload's socket sees it: to the original
 	 * destination, not to us (identity finds the socket by this tuple). */
-	memcpy(&c->tuple.proxy, &p->orig, sizeof(p->orig));
-	c->port = sockaddr_port(&p->orig);
-	if (netaddr_from_sockaddr((const struct sockaddr *)&p->orig, &c->resolved[0]) == 0) {
+	memcpy(&c->tuple.proxy, orig, sizeof(*orig));
+	c->port = sockaddr_port(orig);
+	if (netaddr_from_sockaddr((const struct sockaddr *)orig, &c->resolved[0]) == 0) {
 		c->n_resolved = 1;
 		c->gai_done = true; /* the original address: never looked up again */
 	}
@@ -129,7 +130,7 @@ static void peek_closed(uv_handle_t *h)
 		return;
 	p->ns->n_peeking--;
 	if (p->fd >= 0)
-		hand_over(p);
+		hand_over(p->ns, p->fd, &p->orig, &p->fp);
 	free(p->buf);
 	free(p);
 }
@@ -222,6 +223,15 @@ static void take(struct transparent_listener *l, int fd)
 		ns->metrics.transparent_unredirected++;
 		reset_close(fd);
 		return;
+	}
+	/* Most clients have written their first bytes by now. */
+	ssize_t n = recv(fd, l->first, sizeof(l->first), MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0) {
+		struct flowpeek fp;
+		if (flowpeek_parse(l->first, (size_t)n, &fp) != FLOWPEEK_NEED_MORE) {
+			hand_over(ns, fd, &orig, &fp);
+			return;
+		}
 	}
 	if (ns->n_peeking >= MAX_PEEKING) {
 		ns->metrics.conns_dropped++;
