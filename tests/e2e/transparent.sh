@@ -11,6 +11,8 @@
 #   - python3 (no rule) with a raw socket: denied no_matching_policy (reset);
 #   - python3 TLS with SNI web.test: allowed at web.test's address, denied
 #     (no name, peeked_name kept) at an address its lookups never gave;
+#   - python3 reading a banner from a server that speaks first (the peek
+#     times out: a raw stream, allowed by its protocol: tcp endpoint);
 #   - Node's fetch() (http_host) and https.get (TLS: sni);
 #   - a Go raw net.Dial (cidr rule; its Host web.test was never looked up:
 #     name_source none, peeked_name kept) and Go net/http with Proxy: nil;
@@ -49,6 +51,14 @@ c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.
 s.socket = c.wrap_socket(s.socket, server_side=True)
 s.serve_forever()' "$WORK/tls.crt" "$WORK/tls.key" >"$WORK/https.log" 2>&1 &
 	SERVER_PID="$SERVER_PID $!"
+	# a server that speaks first on :2223 (a banner, as MySQL or SMTP do)
+	ip netns exec "$INET" "$PY3" -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.51.100.10", 2223)); s.listen(8)
+while True:
+    c, _ = s.accept(); c.sendall(b"220 banner-first\r\n"); c.close()' >"$WORK/banner.log" 2>&1 &
+	SERVER_PID="$SERVER_PID $!"
 	# sshd on :2222 and a bare repository for git clone
 	mkdir -p /run/sshd
 	ssh-keygen -q -t ed25519 -N '' -f "$WORK/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/rw/userkey" ||
@@ -76,6 +86,7 @@ s.serve_forever()' "$WORK/tls.crt" "$WORK/tls.key" >"$WORK/https.log" 2>&1 &
 	wait_for 10 test -e "$WORK/dns.log.ready" || fail "DNS responder did not start: $(cat "$WORK/dns.err")"
 	wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2222' 2>/dev/null || fail "sshd did not start"
 	wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/8443' 2>/dev/null || fail "https server did not start"
+	wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2223' 2>/dev/null || fail "banner server did not start"
 }
 
 transparent_policy() {
@@ -98,6 +109,7 @@ network:
       binaries: [{path: /usr/bin/python3}]
       endpoints:
         - {host: web.test, ports: [8443]}
+        - {cidr: 198.51.100.10/32, ports: [2223], protocol: tcp}
     - name: go-dial-cidr
       binaries: [{path: $WORK/go-dial}]
       endpoints:
@@ -169,6 +181,9 @@ transparent_clients)
 	expect_out '^py-sni 198.51.100.11 (ConnectionResetError|SSLEOFError|SSLZeroReturnError|OSError)$' "a spoofed SNI"
 	expect_flow '^/usr/bin/python3[.0-9]* deny no_matching_policy transparent none tls 198\.51\.100\.11 8443 web\.test$' \
 		"a spoofed SNI (web.test to an address its lookups never gave)"
+	expect_out '^py-banner 220 banner-first$' "a server-first stream (protocol: tcp)"
+	expect_flow '^/usr/bin/python3[.0-9]* allow allowed transparent dns incomplete web\.test 2223 None$' \
+		"a server-first stream: decided after the peek time, raw"
 	expect_out '^node-fetch 200$' "Node fetch()"
 	expect_flow '^/usr/bin/node allow allowed transparent http_host http web\.test 8080 None$' "Node fetch()"
 	expect_out '^node-https 200$' "Node https.get"

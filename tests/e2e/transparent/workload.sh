@@ -46,6 +46,15 @@ for ip in ("198.51.100.10", "198.51.100.11"):
     except OSError as e:
         print("py-sni", ip, type(e).__name__)
 PY
+# a server that speaks first: the client sends nothing, the peek times out
+"$PY3" - <<'PY'
+import socket
+try:
+    s = socket.create_connection(("198.51.100.10", 2223), timeout=15)
+    print("py-banner", s.recv(64).decode().strip())
+except OSError as e:
+    print("py-banner", type(e).__name__)
+PY
 node -e '
 fetch("http://web.test:8080/").then(r => console.log("node-fetch", r.status), e => console.log("node-fetch error", e.cause && e.cause.code || e.message));
 ' 2>&1
