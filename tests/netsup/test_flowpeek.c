@@ -6,7 +6,11 @@
  * without the port, an address literal gives no name; ssh's banner, a
  * binary protocol and garbage are OTHER at once; a head that never ends is
  * HTTP once FLOWPEEK_MAX bytes are in; no input makes it read past len
- * (each case is also run on an exact-size heap copy under ASan). */
+ * (each case is also run on an exact-size heap copy under ASan).
+ * transparent_name: a peeked name counts only when the sandbox's lookups
+ * gave this address for it (sni/http_host); without a peeked name the
+ * table's name for the address (dns); otherwise the address (none), with
+ * an unconfirmed name kept apart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "net-supervisor/dnsrec.h"
 #include "net-supervisor/flowpeek.h"
+#include "net-supervisor/transparent.h"
 
 /* A ClientHello with an optional server_name extension (and one other
  * extension before it), in one record. */
@@ -200,6 +209,63 @@ static void test_other(void **state)
 	assert_string_equal(flowpeek_kind_word(FLOWPEEK_NEED_MORE), "incomplete");
 }
 
+static struct sockaddr_storage v4(const char *ip, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof(ss));
+	struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+	a->sin_family = AF_INET;
+	a->sin_port = htons(port);
+	assert_int_equal(inet_pton(AF_INET, ip, &a->sin_addr), 1);
+	return ss;
+}
+
+static void test_transparent_name(void **state)
+{
+	(void)state;
+	struct dnsrec *rec = dnsrec_new(16);
+	assert_non_null(rec);
+	dnsrec_set_now(rec, 1000);
+	struct sockaddr_storage web = v4("198.51.100.10", 0), other = v4("198.51.100.11", 443);
+	assert_int_equal(dnsrec_add(rec, "web.test", (struct sockaddr *)&web, 60), 0);
+	web = v4("198.51.100.10", 443);
+	char host[256], peeked[256];
+	struct flowpeek fp = { .kind = FLOWPEEK_TLS, .have_name = true };
+	strcpy(fp.name, "web.test");
+	assert_string_equal(transparent_name(&fp, rec, (struct sockaddr *)&web, host, sizeof(host), peeked,
+					     sizeof(peeked)), "sni");
+	assert_string_equal(host, "web.test");
+	assert_string_equal(peeked, "");
+	fp.kind = FLOWPEEK_HTTP;
+	assert_string_equal(transparent_name(&fp, rec, (struct sockaddr *)&web, host, sizeof(host), peeked,
+					     sizeof(peeked)), "http_host");
+	/* the same name to an address its lookups never gave: no name */
+	assert_string_equal(transparent_name(&fp, rec, (struct sockaddr *)&other, host, sizeof(host), peeked,
+					     sizeof(peeked)), "none");
+	assert_string_equal(host, "198.51.100.11");
+	assert_string_equal(peeked, "web.test");
+	/* an unconfirmed name does not fall back to the table's name */
+	strcpy(fp.name, "evil.test");
+	assert_string_equal(transparent_name(&fp, rec, (struct sockaddr *)&web, host, sizeof(host), peeked,
+					     sizeof(peeked)), "none");
+	assert_string_equal(host, "198.51.100.10");
+	assert_string_equal(peeked, "evil.test");
+	/* no peeked name (ssh): the table's */
+	struct flowpeek raw = { .kind = FLOWPEEK_OTHER };
+	assert_string_equal(transparent_name(&raw, rec, (struct sockaddr *)&web, host, sizeof(host), peeked,
+					     sizeof(peeked)), "dns");
+	assert_string_equal(host, "web.test");
+	assert_string_equal(transparent_name(&raw, rec, (struct sockaddr *)&other, host, sizeof(host), peeked,
+					     sizeof(peeked)), "none");
+	/* expired, or no resolver at all */
+	dnsrec_set_now(rec, 1000 + 3600 * 1000);
+	assert_string_equal(transparent_name(&raw, rec, (struct sockaddr *)&web, host, sizeof(host), peeked,
+					     sizeof(peeked)), "none");
+	assert_string_equal(transparent_name(&fp, NULL, (struct sockaddr *)&web, host, sizeof(host), peeked,
+					     sizeof(peeked)), "none");
+	dnsrec_free(rec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -207,6 +273,7 @@ int main(void)
 		cmocka_unit_test(test_tls_without_name),
 		cmocka_unit_test(test_http_host),
 		cmocka_unit_test(test_other),
+		cmocka_unit_test(test_transparent_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
