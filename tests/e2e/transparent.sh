@@ -205,6 +205,7 @@ transparent_clients)
 		fail "a lookup at the workload's resolver was reported as egress_bypass_attempt"
 	grep -q '"event":"egress_bypass_attempt".*"transport":"tcp"' "$AUDIT" &&
 		fail "a captured TCP flow was reported as egress_bypass_attempt"
+	grep -q "AddressSanitizer\|LeakSanitizer\|runtime error:" "$WORK/out" && fail "sanitizer report in the output"
 	echo "PASS [$CASE $TOPO]"
 	;;
 *) fail "unknown case $CASE" ;;
