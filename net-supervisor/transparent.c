@@ -21,6 +21,11 @@
 /* Flows being peeked at once; past it a new one is reset (each holds a
  * FLOWPEEK_MAX buffer while it waits). */
 #define MAX_PEEKING 1024
+/* Wakeups of one flow's peek: a client trickling its head a byte at a
+ * time would otherwise cost a re-peek and a re-parse of up to
+ * FLOWPEEK_MAX bytes per byte; past this the poll stops and the timer's
+ * last peek decides. A normal client needs one to three. */
+#define MAX_PEEK_WAKEUPS 16
 
 struct transparent_listener {
 	uv_poll_t poll;
@@ -40,6 +45,7 @@ struct tpeek {
 	int fd;
 	int open_handles;
 	bool finished;
+	unsigned wakeups;
 	struct sockaddr_storage orig;
 	uint8_t *buf;
 	size_t len;
@@ -149,10 +155,24 @@ static void peek_finish(struct tpeek *p)
 	uv_close((uv_handle_t *)&p->timer, peek_closed);
 }
 
+/* Peek again and parse: what is in the socket now. */
+static ssize_t repeek(struct tpeek *p)
+{
+	ssize_t n = recv(p->fd, p->buf, FLOWPEEK_MAX, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0) {
+		p->len = (size_t)n;
+		flowpeek_parse(p->buf, p->len, &p->fp);
+	}
+	return n;
+}
+
 static void peek_timeout(uv_timer_t *t)
 {
-	/* a server-speaks-first protocol, or a slow client: decide on what came */
-	peek_finish(t->data);
+	/* a server-speaks-first protocol, or a slow client: decide on what
+	 * came (below SO_RCVLOWAT too) */
+	struct tpeek *p = t->data;
+	repeek(p);
+	peek_finish(p);
 }
 
 static void peek_readable(uv_poll_t *h, int status, int events)
@@ -160,6 +180,10 @@ static void peek_readable(uv_poll_t *h, int status, int events)
 	struct tpeek *p = h->data;
 	if (status < 0) {
 		peek_finish(p);
+		return;
+	}
+	if (++p->wakeups > MAX_PEEK_WAKEUPS) {
+		uv_poll_stop(&p->poll); /* the timer decides */
 		return;
 	}
 	ssize_t n = recv(p->fd, p->buf, FLOWPEEK_MAX, MSG_PEEK | MSG_DONTWAIT);
@@ -176,8 +200,14 @@ static void peek_readable(uv_poll_t *h, int status, int events)
 		return;
 	}
 	/* Wake only when more than what is there arrived (the bytes stay in
-	 * the socket, so a level-triggered poll would spin otherwise). */
+	 * the socket, so a level-triggered poll would spin otherwise); for a
+	 * TLS record, when the whole record is there. */
 	int low = (int)p->len + 1;
+	if (p->len >= 5 && p->buf[0] == 0x16) {
+		int rec = 5 + (p->buf[3] << 8 | p->buf[4]);
+		if (rec > low)
+			low = rec < FLOWPEEK_MAX ? rec : FLOWPEEK_MAX;
+	}
 	if (setsockopt(p->fd, SOL_SOCKET, SO_RCVLOWAT, &low, sizeof(low)) < 0)
 		peek_finish(p);
 }
