@@ -15,7 +15,12 @@
 # cost (the connect notification) on both sides. The "-c8" rows repeat
 # those three with 8 client threads (connection rate when the machine is
 # the limit, not one request's latency). Rounds are interleaved; every line
-# is printed.
+# is printed. The "net-supervisor-transparent" rows (issue 21) are the same
+# bulk and short clients without --proxy, as uid 65534 in a private netns
+# whose nftables redirect its TCP to a net-supervisor --transparent-listen
+# there (static identity; SO_ORIGINAL_DST, the peek; --transparent-peek-ms 5
+# because the bulk upstream speaks first and the client sends nothing), with
+# a "direct-netns" row of the same clients uncaptured beside them.
 #   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
 set -eu
 BUILD=${1:-build}
@@ -101,6 +106,32 @@ idlat() {
 			}
 			printf "mean %.0f us, p50 in %s us, <= 100 us %.0f%%, <= 200 us %.0f%%, <= 300 us %.0f%% (n=%d)", s / n * 1e6, med, a * 100 / n, b * 100 / n, c * 100 / n, n }'
 }
+# Transparent capture: a private netns (ports 19600-19699 inside it).
+TNS=tether-bench-$$ TPORT=19600
+cat > $TMP/policy-tcp.yaml <<P
+version: 1
+network:
+  policies:
+    - name: bench
+      binaries: [{path: /usr/bin/true}]
+      endpoints: [{cidr: 127.0.0.1/32, ports: [$UP], protocol: tcp}]
+P
+ip netns add $TNS
+cleanup_tns() { ip netns del $TNS 2>/dev/null || true; }
+trap 'cleanup; cleanup_tns' EXIT
+ip -n $TNS link set lo up
+ip netns exec $TNS nft -f - <<N
+table inet tether_bench {
+  chain capture {
+    type nat hook output priority -100; policy accept;
+    meta skuid 65534 tcp dport $UP redirect to :$TPORT
+  }
+}
+N
+ip netns exec $TNS $NST --listen 127.0.0.1:19601 --transparent-listen 127.0.0.1:$TPORT --transparent-peek-ms 5 \
+	--policy $TMP/policy-tcp.yaml --audit $TMP/log/audit5.jsonl --identity-static /usr/bin/true 2> $TMP/ns5.err & PIDS+=($!)
+NST_PID=$!
+in_tns() { ip netns exec $TNS setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 HAVE_TP=0
 if command -v tinyproxy >/dev/null; then
 	printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nLogLevel Critical\nAllow 127.0.0.1\nDisableViaHeader Yes\n' $TPP > $TMP/tinyproxy.conf
@@ -131,7 +162,7 @@ bulk_via() { # PID PORT LABEL
 	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
 }
 echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy except the local-identity row"
-RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=()
+RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=() TB=() TS=()
 # ratio LINE_A LINE_B: A's connections/s over B's
 ratio() { awk -v a=$(echo "$1" | kv conn_per_s) -v b=$(echo "$2" | kv conn_per_s) 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 for r in $(seq $ROUNDS); do
@@ -140,9 +171,19 @@ for r in $(seq $ROUNDS); do
 	bulk_via $NSQ_PID $NSQ net-supervisor-splice
 	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
 	RATIOS+=("$(awk -v n=$(echo "$N" | kv MiB_per_s) -v d=$(echo "$D" | kv MiB_per_s) 'BEGIN{printf "%.2f", n / d}')")
+	# transparent: the same client without --proxy, captured
+	DT=$(in_tns $B bulk --port $UP --bytes $BYTES --label direct-netns); echo "$DT"
+	c0=$(ticks $NST_PID)
+	NT=$(in_tns $B bulk --port $UP --bytes $BYTES --label net-supervisor-transparent)
+	c1=$(ticks $NST_PID)
+	echo "$NT proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
+	TB+=("$(awk -v n=$(echo "$NT" | kv MiB_per_s) -v e=$(echo "$N" | kv MiB_per_s) 'BEGIN{printf "%.2f", n / e}')")
 	BOUNDS+=("$(cpu_bound "$D" "$N")")
 	$B short --port $UP --requests $REQS --label direct
-	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
+	SE=$($B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor); echo "$SE"
+	in_tns $B short --port $UP --requests $REQS --label direct-netns
+	ST=$(in_tns $B short --port $UP --requests $REQS --label net-supervisor-transparent); echo "$ST"
+	TS+=("$(ratio "$ST" "$SE")")
 	L1=$(short_local net-supervisor-local-identity); echo "$L1"
 	D1=$(short_delegated net-supervisor-delegated-identity); echo "$D1"
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
@@ -162,6 +203,7 @@ for r in $(seq $ROUNDS); do
 	fi
 done
 echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
+echo "# transparent over explicit (same static identity) per round: bulk ${TB[*]}; connections/s ${TS[*]} (target: parity)"
 echo "# bulk CPU bound per round ($(nproc) CPUs / (bench ends + proxy CPU per GiB), over direct): ${BOUNDS[*]}"
 [ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, delegated ${R1D[*]}; 8 clients: local ${R8L[*]}, delegated ${R8D[*]} (target > 1)"
 echo "# identity resolution as the proxies measured it: local $(idlat 19405); delegated $(idlat 19407)"

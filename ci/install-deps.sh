@@ -16,6 +16,8 @@ PKGS=(
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
   # the real clients of tests/e2e/clients.sh (and the openssl CLI for its CA)
+  # and of the transparent capture e2e (tests/e2e/transparent.sh: Node's
+  # fetch/https.get, Go programs built at test time, git)
   git openssl python3-requests python3-pip nodejs golang-go
   # interpreters for tests/proc-supervisor/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli

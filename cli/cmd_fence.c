@@ -15,9 +15,10 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: tether fence install [--netns NAME] --proxy-uid UID [--allow-port PORT]...\n"
-		"                            [--dns-port PORT]... [--supervisor-port PORT]... [--print]\n"
+		"                            [--dns-port PORT]... [--supervisor-port PORT]...\n"
+		"                            [--transparent-port PORT] [--print]\n"
 		"       tether fence install [--netns NAME] --veth IFACE --allow-port PORT... [--addr ADDR]...\n"
-		"                            [--dns-port PORT]... [--print]\n"
+		"                            [--dns-port PORT]... [--transparent-port PORT] [--print]\n"
 		"       tether fence remove  [--netns NAME] [--veth IFACE]\n"
 		"\n"
 		"install (pod fence): add table inet " FENCE_TABLE " to the current network\n"
@@ -34,6 +35,12 @@ static void usage(FILE *out)
 		"local address without --addr), replies of established flows and IPv6\n"
 		"neighbour discovery are accepted; anything else is refused (TCP reset,\n"
 		"ICMP admin-prohibited) and counted, and nothing is forwarded from or to IFACE.\n"
+		"--transparent-port PORT (transparent capture): pod fence: every TCP flow\n"
+		"another uid starts to a non-loopback destination is redirected to PORT on\n"
+		"loopback; veth fence: every TCP flow from IFACE to a non-local address is\n"
+		"DNATed to PORT on the first --addr of its family. The net-supervisor's\n"
+		"--transparent-listen takes them with their original destination; a direct\n"
+		"connection to PORT is refused.\n"
 		"Installing again replaces the table atomically. --print shows the rules\n"
 		"and changes nothing.\n"
 		"remove: delete the table (no error when it is absent).\n");
@@ -92,6 +99,7 @@ int cmd_fence(int argc, char **argv)
 		{ "veth", required_argument, NULL, 'v' },
 		{ "addr", required_argument, NULL, 'a' },
 		{ "print", no_argument, NULL, 'P' },
+		{ "transparent-port", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -133,6 +141,14 @@ int cmd_fence(int argc, char **argv)
 			fc.addrs[fc.n_addrs++] = optarg;
 			break;
 		case 'P': print = true; break;
+		case 't':
+			if (parse_num("--transparent-port", optarg, 65535, &v) < 0 || v == 0) {
+				if (v == 0)
+					log_error("--transparent-port: 0 is not a port");
+				return 2;
+			}
+			fc.transparent_port = (uint16_t)v;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -148,7 +164,8 @@ int cmd_fence(int argc, char **argv)
 	}
 	char err[1024];
 	if (!install) {
-		if (have_uid || fc.n_ports || fc.n_dns_ports || fc.n_supervisor_ports || fc.n_addrs || print) {
+		if (have_uid || fc.n_ports || fc.n_dns_ports || fc.n_supervisor_ports || fc.n_addrs || print ||
+		    fc.transparent_port) {
 			log_error("fence remove takes only --netns and --veth");
 			return 2;
 		}
@@ -177,6 +194,10 @@ int cmd_fence(int argc, char **argv)
 			log_error("a veth fence needs at least one --allow-port (the proxy's)");
 			return 2;
 		}
+		if (fc.transparent_port && !fc.n_addrs) {
+			log_error("--transparent-port on a veth fence needs --addr (where captured flows go)");
+			return 2;
+		}
 	}
 	if (print) {
 		char *rules = fence_ruleset(&fc);
@@ -190,6 +211,9 @@ int cmd_fence(int argc, char **argv)
 	}
 	if (fence_install(&fc, err, sizeof(err)) < 0) {
 		log_error("%s", err);
+		if (fc.transparent_port)
+			log_error("(--transparent-port needs nftables NAT in this kernel (nf_nat, nft_redirect); "
+				  "`tether run --transparent off` runs without capture)");
 		return 1;
 	}
 	return 0;

@@ -35,7 +35,7 @@ static void usage(FILE *out)
 		"usage: tether policy check [--root DIR] FILE...\n"
 		"       tether policy explain --policy FILE [--policy FILE]... --binary PATH\n"
 		"                             [--sha256 HEX] [--ancestor PATH]... --dest HOST:PORT\n"
-		"                             [--ip ADDR]... [--root DIR]\n"
+		"                             [--ip ADDR]... [--raw] [--root DIR]\n"
 		"       tether policy suggest AUDIT.jsonl... [--pin] [--merge FILE] [-o OUT]\n"
 		"                             [--root DIR]\n"
 		"\n"
@@ -46,6 +46,8 @@ static void usage(FILE *out)
 		"PATH (with that image hash and those ancestors, nearest first) to\n"
 		"HOST:PORT. HOST is resolved unless it is an IP literal or --ip gives the\n"
 		"addresses. Exit 0 allow, 1 deny (audit mode: 0, with the would-be reason).\n"
+		"--raw: the flow is a captured (transparent) stream that is neither TLS\n"
+		"nor HTTP (ssh, a database), which only `protocol: tcp` endpoints admit.\n"
 		"A --binary that is a symlink is decided as its target, a script as its\n"
 		"interpreter: what the proxy sees as the running binary.\n"
 		"check and explain resolve symlinked binary paths of the policy in DIR\n"
@@ -209,8 +211,10 @@ static int explain(int argc, char **argv)
 		{ "sha256", required_argument, NULL, 's' }, { "ancestor", required_argument, NULL, 'a' },
 		{ "dest", required_argument, NULL, 'd' },   { "ip", required_argument, NULL, 'i' },
 		{ "root", required_argument, NULL, 'r' },   { "help", no_argument, NULL, 'h' },
+		{ "raw", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
+	enum netpolicy_flow kind = NETPOLICY_FLOW_HTTP;
 	const char *files[MAX_FILES], *anc[MAX_ANC], *ips[16];
 	size_t nf = 0, na = 0, ni = 0;
 	const char *binary = NULL, *sha = NULL, *dest = NULL, *root = "/";
@@ -232,6 +236,7 @@ static int explain(int argc, char **argv)
 			break;
 		case 'd': dest = optarg; break;
 		case 'r': root = optarg; break;
+		case 'R': kind = NETPOLICY_FLOW_RAW; break;
 		case 'i':
 			if (ni == 16)
 				return 2;
@@ -312,7 +317,7 @@ static int explain(int argc, char **argv)
 	if (n == 0 && !netpolicy_resolution_may_allow(np, id, host, (uint16_t)port)) {
 		/* As the proxy does: no rule could allow this name for this
 		 * identity, so it is never looked up. */
-		struct netpolicy_decision d = netpolicy_decide(np, id, host, (uint16_t)port, NULL);
+		struct netpolicy_decision d = netpolicy_decide_flow(np, id, host, (uint16_t)port, NULL, kind);
 		printf("  (not looked up: no rule of this binary could allow %s:%lu)\n", host, port);
 		printf("%s%s → %s:%lu: %s, reason %s, policy %s\n", binary, sha ? " (with that hash)" : "", host,
 		       port, d.allow ? "allow" : "deny", reason_word(d.reason), d.policy ? d.policy : "-");
@@ -338,7 +343,7 @@ static int explain(int argc, char **argv)
 	struct netpolicy_decision final = { 0 };
 	bool have = false;
 	for (size_t i = 0; i < n; i++) {
-		struct netpolicy_decision d = netpolicy_decide(np, id, host, (uint16_t)port, &addrs[i]);
+		struct netpolicy_decision d = netpolicy_decide_flow(np, id, host, (uint16_t)port, &addrs[i], kind);
 		char ip[64];
 		printf("  %s: %s (%s)%s%s\n", netaddr_format(&addrs[i], ip, sizeof(ip)),
 		       d.allow ? "allow" : "deny", reason_word(d.reason), d.policy ? " policy " : "",

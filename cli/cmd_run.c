@@ -56,6 +56,9 @@ static void usage(FILE *out)
 		"  --learn            learn mode (needs --audit): NOTHING IS ENFORCED; every flow\n"
 		"                     is allowed and audited as learned, with what the policy\n"
 		"                     would have done; then `tether policy suggest AUDIT`\n"
+		"  --transparent on|off  capture TCP flows that ignore HTTP(S)_PROXY (curl\n"
+		"                     --noproxy, Node fetch, Go net.Dial, ssh) and decide them\n"
+		"                     like proxied ones (default on; off: they are refused)\n"
 		"  --exec-socket PATH proc-supervisor exec gateway socket (tether exec)\n"
 		"  --user USER        run the workload as USER or UID[:GID] (default: shared-pid\n"
 		"                     and split-shared-netns nobody, since their nftables fence\n"
@@ -196,7 +199,7 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 int cmd_run(int argc, char **argv)
 {
 	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE, O_LEARN, O_WAIT_ALL, O_UPPROXY, O_UPAUTH,
-	       O_UPCONNECT, O_NOUP };
+	       O_UPCONNECT, O_NOUP, O_TRANSPARENT };
 	static const struct option opts[] = {
 		{ "topology", required_argument, NULL, 't' },
 		{ "policy", required_argument, NULL, 'p' },
@@ -207,6 +210,7 @@ int cmd_run(int argc, char **argv)
 		{ "user", required_argument, NULL, 'u' },
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "learn", no_argument, NULL, O_LEARN },
+		{ "transparent", required_argument, NULL, O_TRANSPARENT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "wait-all", no_argument, NULL, O_WAIT_ALL },
@@ -225,7 +229,7 @@ int cmd_run(int argc, char **argv)
 	const char *audit_failure = NULL;
 	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL, *user = NULL;
 	const char *wait_ready = NULL;
-	bool dry = false, verbose = false, learn = false, quiet = false, wait_all = false;
+	bool dry = false, verbose = false, learn = false, quiet = false, wait_all = false, transparent_off = false;
 	const char *up_proxy = NULL, *up_auth = NULL, *up_connect = NULL;
 	const char *no_up[8];
 	size_t n_no_up = 0;
@@ -254,6 +258,13 @@ int cmd_run(int argc, char **argv)
 		case 'u': user = optarg; break;
 		case 'n': dry = true; break;
 		case O_LEARN: learn = true; break;
+		case O_TRANSPARENT:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				fprintf(stderr, "tether run: --transparent: expected on or off, got '%s'\n", optarg);
+				return 2;
+			}
+			transparent_off = strcmp(optarg, "off") == 0;
+			break;
 		case 'v': verbose = true; break;
 		case 'q': quiet = true; break;
 		case O_WAIT_ALL: wait_all = true; break;
@@ -377,6 +388,7 @@ int cmd_run(int argc, char **argv)
 		.learn = learn,
 		.upstream_proxy = up_proxy, .upstream_proxy_auth_file = up_auth,
 		.upstream_proxy_connect = up_connect, .no_upstream_proxy = no_up, .n_no_upstream_proxy = n_no_up,
+		.transparent_off = transparent_off,
 	};
 	if (learn && !dry)
 		fprintf(stderr, "tether run: LEARN MODE: nothing is enforced; every flow is allowed and "

@@ -27,6 +27,7 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_BINARY_HASH_MISMATCH] = "binary_hash_mismatch",
 	[REASON_ANCESTOR_REQUIREMENT_UNMET] = "ancestor_requirement_unmet",
 	[REASON_BLOCKED_DESTINATION] = "blocked_destination",
+	[REASON_PROTOCOL_NOT_ALLOWED] = "protocol_not_allowed",
 	[REASON_NOT_READY] = "not_ready",
 	[REASON_POLICY_NOT_LOADED] = "policy_not_loaded",
 	[REASON_BAD_REQUEST] = "bad_request",

@@ -66,6 +66,9 @@ enum reason {
 	REASON_UPSTREAM_PROXY_UNREACHABLE,   /* no connection to it */
 	REASON_UPSTREAM_PROXY_REFUSED,       /* it answered the CONNECT with an error */
 	REASON_UPSTREAM_PROXY_AUTH_REQUIRED, /* it answered 407: credentials missing or wrong */
+	/* transparent capture (appended): a raw (not TLS/HTTP) stream that only
+	 * an http endpoint names; `protocol: tcp` would admit it */
+	REASON_PROTOCOL_NOT_ALLOWED,
 	REASON__COUNT
 };
 

@@ -88,6 +88,20 @@ static char *pod_ruleset(const struct fence_config *cfg)
 			 "    oifname \"lo\" tcp dport { %s } counter reject with tcp reset\n"
 			 "    oifname \"lo\" udp dport { %s } counter reject with icmpx type admin-prohibited\n",
 			 sup, sup);
+	char rule_tp[128] = "", chain_tp[512] = "";
+	if (cfg->transparent_port) {
+		/* before the loopback mark: the proxy's socket answers it */
+		snprintf(rule_tp, sizeof(rule_tp), "    meta l4proto tcp tcp dport %u ct status dnat accept\n",
+			 cfg->transparent_port);
+		snprintf(chain_tp, sizeof(chain_tp),
+			 "  chain capture {\n"
+			 "    type nat hook output priority -100; policy accept;\n"
+			 "    meta skuid %u return\n"
+			 "    oifname \"lo\" return\n"
+			 "    meta l4proto tcp counter redirect to :%u\n"
+			 "  }\n",
+			 uid, cfg->transparent_port);
+	}
 	char *out = NULL;
 	/* "add + delete + define" in one buffer is one transaction: the old
 	 * table (if any) is replaced without a window where nothing applies.
@@ -106,14 +120,16 @@ static char *pod_ruleset(const struct fence_config *cfg)
 		"    oifname \"lo\" ct direction reply ct mark 0x%08x meta skuid %u counter drop\n"
 		"    ct state established,related accept\n"
 		"    meta skuid %u accept\n"
-		"%s%s%s"
+		"%s%s%s%s"
 		"    oifname \"lo\" ct state new ct mark set 0x%08x accept\n"
 		"    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } accept\n"
 		"    meta l4proto tcp counter reject with tcp reset\n"
 		"    counter reject with icmpx type admin-prohibited\n"
 		"  }\n"
+		"%s"
 		"}\n",
-		FENCE_CT_WORKLOAD, uid, FENCE_CT_WORKLOAD, uid, uid, rule_ports, rule_dns, rule_sup, FENCE_CT_WORKLOAD);
+		FENCE_CT_WORKLOAD, uid, FENCE_CT_WORKLOAD, uid, uid, rule_ports, rule_dns, rule_sup, rule_tp,
+		FENCE_CT_WORKLOAD, chain_tp);
 	return n < 0 ? NULL : out;
 }
 
@@ -154,6 +170,37 @@ static char *veth_ruleset(const struct fence_config *cfg)
 		errno = E2BIG;
 		return NULL;
 	}
+	char rule_tp[128] = "", chain_tp[sizeof(open) + 1024] = "";
+	if (cfg->transparent_port) {
+		char first4[INET6_ADDRSTRLEN] = "", first6[INET6_ADDRSTRLEN] = "";
+		for (size_t i = 0; i < cfg->n_addrs; i++) {
+			unsigned char bin[16];
+			if (!first4[0] && inet_pton(AF_INET, cfg->addrs[i], bin) == 1)
+				inet_ntop(AF_INET, bin, first4, sizeof(first4));
+			else if (!first6[0] && inet_pton(AF_INET6, cfg->addrs[i], bin) == 1)
+				inet_ntop(AF_INET6, bin, first6, sizeof(first6));
+		}
+		if (!first4[0] && !first6[0]) {
+			errno = EINVAL; /* capture needs an address to send flows to */
+			return NULL;
+		}
+		char d4[128] = "", d6[160] = "";
+		if (first4[0])
+			snprintf(d4, sizeof(d4), "    iifname \"%s\" meta nfproto ipv4 meta l4proto tcp counter dnat ip to %s:%u\n",
+				 cfg->iface, first4, cfg->transparent_port);
+		if (first6[0])
+			snprintf(d6, sizeof(d6), "    iifname \"%s\" meta nfproto ipv6 meta l4proto tcp counter dnat ip6 to [%s]:%u\n",
+				 cfg->iface, first6, cfg->transparent_port);
+		snprintf(rule_tp, sizeof(rule_tp), "    meta l4proto tcp tcp dport %u ct status dnat accept\n",
+			 cfg->transparent_port);
+		snprintf(chain_tp, sizeof(chain_tp),
+			 "  chain capture {\n"
+			 "    type nat hook prerouting priority dstnat - 10; policy accept;\n"
+			 "    iifname != \"%s\" accept\n"
+			 "%s%s%s"
+			 "  }\n",
+			 cfg->iface, open, d4, d6);
+	}
 	char *out = NULL;
 	/* Priority filter - 10: before any filter table of the host's own. */
 	int n = asprintf(&out,
@@ -165,10 +212,11 @@ static char *veth_ruleset(const struct fence_config *cfg)
 		"    iifname != \"%s\" accept\n"
 		"    ct state established,related accept\n"
 		"    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept\n"
-		"%s"
+		"%s%s"
 		"    meta l4proto tcp counter reject with tcp reset\n"
 		"    counter reject with icmpx type admin-prohibited\n"
 		"  }\n"
+		"%s"
 		"  chain forward {\n"
 		"    type filter hook forward priority filter - 10; policy accept;\n"
 		"    iifname \"%s\" meta l4proto tcp counter reject with tcp reset\n"
@@ -176,7 +224,7 @@ static char *veth_ruleset(const struct fence_config *cfg)
 		"    oifname \"%s\" counter drop\n"
 		"  }\n"
 		"}\n",
-		table, table, table, cfg->iface, open, cfg->iface, cfg->iface, cfg->iface);
+		table, table, table, cfg->iface, open, rule_tp, chain_tp, cfg->iface, cfg->iface, cfg->iface);
 	return n < 0 ? NULL : out;
 }
 

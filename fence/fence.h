@@ -24,6 +24,8 @@
  * admin-prohibited, and nothing is forwarded from or to `iface`. Each
  * refusal is counted (`nft list table` shows the counters).
  *
+ * With transparent_port set, both also capture TCP (see the field).
+ *
  * Installing replaces the table atomically (one nft transaction); removing
  * deletes it (absent is not an error). */
 #pragma once
@@ -57,6 +59,14 @@ struct fence_config {
 	const char *addrs[FENCE_MAX_ADDRS];       /* veth: the proxy's addresses on it (IPv4/IPv6) */
 	size_t n_addrs;
 	const char *netns;                        /* NULL: the current netns; else /run/netns/NAME */
+	/* Transparent capture (0: none). Pod: every TCP flow a non-proxy uid
+	 * starts to a non-loopback destination is redirected (nat output) to
+	 * this port on loopback. Veth: every TCP flow from iface to an address
+	 * that is not local is DNATed (nat prerouting) to this port on the
+	 * proxy's first address of its family (no IPv6 address given: IPv6
+	 * is not captured, only refused). The redirected flow (ct status
+	 * dnat) is admitted; a direct connection to the port is not. */
+	uint16_t transparent_port;
 };
 
 /* The table a config installs into ("tether_fence" or

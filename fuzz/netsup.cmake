@@ -2,3 +2,5 @@
 tether_fuzz_target(fuzz_http SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_http.c LIBS tether_netsup)
 # the corporate upstream proxy's reply parser and no-upstream list
 tether_fuzz_target(fuzz_upstream SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_upstream.c LIBS tether_netsup)
+# net-supervisor: the transparent flow's peek (TLS SNI, HTTP Host).
+tether_fuzz_target(fuzz_flowpeek SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_flowpeek.c LIBS tether_netsup)

@@ -36,6 +36,8 @@
 #include "launcher/netns.h"
 
 #define PROXY_PORT 3128
+/* the transparent capture's listener (launcher.h transparent_listen) */
+#define TRANSPARENT_PORT 3129
 #define RUN_DIR_BASE "/run/tether"
 
 #define CONTROL_PORT 3129
@@ -385,6 +387,7 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 	p->netsup_console = has_feature(features, "console");
 	p->netsup_log_level = has_feature(features, "log-level");
 	p->netsup_policy_layer = has_feature(features, "policy-layer");
+	p->netsup_transparent = has_feature(features, "transparent-listen");
 	if (!has_feature(features, "dns-listen"))
 		snprintf(p->dns_off, sizeof(p->dns_off), "the net-supervisor has no --dns-listen");
 	const char *need_p[5] = { 0 };
@@ -397,6 +400,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 		need_p[np++] = "user";
 	if (cfg->wait_all && np < ARRAY_SIZE(need_p))
 		need_p[np++] = "wait-all";
+	if (!p->unsupported[0] && daemon_features(p->procsup_path, features, sizeof(features)) >= 0)
+		p->procsup_transparent = has_feature(features, "transparent-capture");
 	if (np && !p->unsupported[0]) {
 		r = daemon_features(p->procsup_path, features, sizeof(features));
 		if (r < 0)
@@ -586,6 +591,26 @@ static void plan_dns(struct launch_plan *p)
 	snprintf(p->resolv_file, sizeof(p->resolv_file), "%s/resolv.conf", p->run_dir);
 }
 
+/* Transparent capture: the proxy's hosts, TRANSPARENT_PORT. */
+static void plan_transparent(const struct launch_config *cfg, struct launch_plan *p)
+{
+	if (cfg->transparent_off)
+		snprintf(p->transparent_off, sizeof(p->transparent_off), "--transparent off");
+	else if (!p->netsup_transparent)
+		snprintf(p->transparent_off, sizeof(p->transparent_off),
+			 "the net-supervisor has no --transparent-listen");
+	if (p->transparent_off[0])
+		return;
+	size_t h = strrchr(p->proxy_listen, ':') - p->proxy_listen;
+	snprintf(p->transparent_listen, sizeof(p->transparent_listen), "%.*s:%d", (int)h, p->proxy_listen,
+		 TRANSPARENT_PORT);
+	if (p->proxy_listen6[0]) {
+		h = strrchr(p->proxy_listen6, ':') - p->proxy_listen6;
+		snprintf(p->transparent_listen6, sizeof(p->transparent_listen6), "%.*s:%d", (int)h,
+			 p->proxy_listen6, TRANSPARENT_PORT);
+	}
+}
+
 /* resolv.conf for the workload: our listeners, nothing of the host's
  * (its search domains would leak names upstream). */
 static int write_resolv(const struct launch_plan *p)
@@ -631,6 +656,8 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 	opt(v, &n, "--listen", p->proxy_listen6);
 	opt(v, &n, "--dns-listen", p->dns_listen);
 	opt(v, &n, "--dns-listen", p->dns_listen6);
+	opt(v, &n, "--transparent-listen", p->transparent_listen);
+	opt(v, &n, "--transparent-listen", p->transparent_listen6);
 	if (p->pod)
 		opt(v, &n, "--listen-netns", p->netns_path);
 	opt(v, &n, "--admin", p->admin);
@@ -710,6 +737,8 @@ static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan
 	opt(v, &n, "--topology", t->name);
 	opt(v, &n, "--audit", audit);
 	opt(v, &n, "--proxy", p->proxy_url);
+	if (p->transparent_listen[0] && p->procsup_transparent)
+		v[n++] = "--transparent-capture";
 	opt(v, &n, "--grace", "2");
 	if (cfg->wait_all)
 		v[n++] = "--wait-all";
@@ -768,6 +797,7 @@ int launch_plan_resolve(const struct launch_config *cfg, struct launch_plan *p,
 		return r;
 	plan_cgroup(p, atoi(p->anchor_pid), me);
 	plan_dns(p);
+	plan_transparent(cfg, p);
 	if ((r = plan_netsup_argv(cfg, p, netsup_pins, err)) < 0)
 		return r;
 	return plan_procsup_argv(cfg, p, err);
@@ -784,10 +814,12 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner,
 			p->veth_outer, PROXY_PORT);
 	else
-		fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; no default route; veth fence: table inet "
-			   "tether_fence_%s admits only TCP %d to the proxy's addresses from %s)\n",
-			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner, p->veth_outer,
-			PROXY_PORT, p->veth_outer);
+		fprintf(f, "workload netns: %s (veth %s %s <-> %s %s; %s; veth fence: table inet "
+			   "tether_fence_%s admits only TCP %d to the proxy's addresses from %s%s)\n",
+			p->netns_name, p->veth_outer, p->addr_outer, p->veth_inner, p->addr_inner,
+			p->transparent_listen[0] ? "default route via the proxy's end" : "no default route",
+			p->veth_outer, PROXY_PORT, p->veth_outer,
+			p->transparent_listen[0] ? " and captures every other TCP flow" : "");
 	fprintf(f, "proxy: %s%s (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY for the workload)\n", p->proxy_url,
 		p->pod ? " in the pod netns; upstream leaves from ours" : "");
 	if (p->dns_listen[0])
@@ -795,6 +827,12 @@ int launch_plan_write(const struct launch_config *cfg, const struct launch_plan 
 			p->dns_listen6[0] ? " and " : "", p->dns_listen6);
 	else
 		fprintf(f, "dns: off (%s)\n", p->dns_off);
+	if (p->transparent_listen[0])
+		fprintf(f, "transparent: TCP flows that bypass the proxy are captured (%s) to %s%s%s\n",
+			p->pod ? "nftables redirect by uid" : "nftables DNAT on the veth, default route via it",
+			p->transparent_listen, p->transparent_listen6[0] ? " and " : "", p->transparent_listen6);
+	else
+		fprintf(f, "transparent: off (%s)\n", p->transparent_off);
 	if (p->ipv6)
 		fprintf(f, "ipv6: %s %s <-> %s %s%s; proxy also on http://%s\n", p->veth_outer, p->addr6_outer,
 			p->veth_inner, p->addr6_inner, p->pod ? "; default route via the outer end" : "",
@@ -1248,18 +1286,20 @@ static int ip_of(const char *cidr, char *out, size_t size)
 	return 0;
 }
 
-/* Append "--dns-port 53" at the end (the first NULL) of a fence command
- * line that keeps a NULL after it. */
-static void fence_dns_port(const char **v, size_t n)
+/* Append "OPT VALUE" at the end (the first NULL) of a fence command line
+ * that keeps a NULL after it. */
+static void fence_opt(const char **v, size_t n, const char *opt, const char *value)
 {
 	size_t i = 0;
 	while (i < n && v[i])
 		i++;
 	if (i + 2 < n) {
-		v[i] = "--dns-port";
-		v[i + 1] = "53";
+		v[i] = opt;
+		v[i + 1] = value;
 	}
 }
+
+static void fence_dns_port(const char **v, size_t n) { fence_opt(v, n, "--dns-port", "53"); }
 
 /* The network side of the run: the workload (or pod) netns, the veth, its
  * addresses, and for a pod netns its default route and the nftables fence. */
@@ -1286,8 +1326,9 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 	if (plan->ipv6 && ((r = netns_addr_add(-1, plan->veth_outer, plan->addr6_outer, err)) < 0 ||
 			   (r = netns_addr_add(wns->fd, plan->veth_inner, plan->addr6_inner, err)) < 0))
 		return r;
-	char port[16];
+	char port[16], tport[16];
 	snprintf(port, sizeof(port), "%d", PROXY_PORT);
+	snprintf(tport, sizeof(tport), "%d", TRANSPARENT_PORT);
 	if (!plan->pod) {
 		/* Deliberately no default route: the on-link /30 (and /64) to the
 		 * proxy is all. The proxy's end of the veth sits in our netns,
@@ -1304,9 +1345,18 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 		    (plan->ipv6 && (r = ip_of(plan->addr6_outer, a6, sizeof(a6))) < 0))
 			return topology_error_errno(err, r, "bad veth address");
 		const char *vf[] = { plan->self_path, "fence", "install", "--veth", plan->veth_outer,
-				     "--allow-port", port, "--addr", a4, a6[0] ? "--addr" : NULL, a6, NULL, NULL, NULL };
+				     "--allow-port", port, "--addr", a4, a6[0] ? "--addr" : NULL, a6, NULL, NULL, NULL,
+				     NULL, NULL, NULL };
 		if (plan->dns_listen[0])
 			fence_dns_port(vf, ARRAY_SIZE(vf));
+		if (plan->transparent_listen[0]) {
+			/* capture: a default route to the proxy's end, where the
+			 * fence DNATs TCP to the capture and refuses the rest */
+			if ((r = netns_route_add(wns->fd, "default", a4, plan->veth_inner, err)) < 0 ||
+			    (a6[0] && (r = netns_route_add(wns->fd, "::/0", a6, plan->veth_inner, err)) < 0))
+				return r;
+			fence_opt(vf, ARRAY_SIZE(vf), "--transparent-port", tport);
+		}
 		return run_self(vf, "tether fence install --veth", err);
 	}
 	/* A pod netns routes out like a real pod's; the fence, not the
@@ -1323,9 +1373,11 @@ static int build_network(const struct launch_plan *plan, struct cleanup_guardian
 			return r;
 	}
 	const char *fence[] = { plan->self_path, "fence", "install", "--netns", plan->netns_name,
-				"--proxy-uid", "0", "--allow-port", port, NULL, NULL, NULL };
+				"--proxy-uid", "0", "--allow-port", port, NULL, NULL, NULL, NULL, NULL };
 	if (plan->dns_listen[0])
 		fence_dns_port(fence, ARRAY_SIZE(fence));
+	if (plan->transparent_listen[0])
+		fence_opt(fence, ARRAY_SIZE(fence), "--transparent-port", tport);
 	return run_self(fence, "tether fence install", err);
 }
 

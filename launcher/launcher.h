@@ -101,6 +101,7 @@ struct launch_config {
 	 * is gated on /healthz (listening) instead of /readyz. */
 	bool no_network_policy;
 	bool learn;                      /* net-supervisor --learn (tether run --learn) */
+	bool transparent_off;            /* tether run --transparent off: no capture */
 	/* With no_network_policy: why, naming the files looked at; the run
 	 * refuses at once (125) with it, after the plan's own checks. */
 	const char *missing_policy;
@@ -178,6 +179,17 @@ struct launch_plan {
 	char dns_listen[48], dns_listen6[64];
 	char resolv_file[192];
 	char dns_off[96];          /* why it is off, for the plan */
+	/* Transparent capture (net-supervisor --transparent-listen, the
+	 * fence's --transparent-port): on the proxy's addresses, port
+	 * TRANSPARENT_PORT; "" when off (--transparent off, or a
+	 * net-supervisor without it), transparent_off says why. Veth
+	 * topologies then give the workload a default route via the
+	 * proxy's end, so a direct connect() reaches the capture instead of
+	 * failing with ENETUNREACH. */
+	char transparent_listen[48], transparent_listen6[64];
+	char transparent_off[96];
+	bool netsup_transparent;   /* the net-supervisor offers --transparent-listen */
+	bool procsup_transparent;  /* the proc-supervisor offers --transparent-capture */
 };
 
 /* Which topologies the launcher can build (the rest: -EOPNOTSUPP with a

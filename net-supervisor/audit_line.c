@@ -208,6 +208,14 @@ void audit_line_decision(struct conn *c, bool allow, enum reason reason, int sta
 	json_object_set_new(o, "client", client_json(c));
 	if (c->req.method[0])
 		json_object_set_new(o, "method", json_string(c->req.method));
+	if (c->tp) {
+		/* transparent capture (transparent.h): where the name came from */
+		json_object_set_new(o, "capture", json_string("transparent"));
+		json_object_set_new(o, "name_source", json_string(c->tp->name_source));
+		json_object_set_new(o, "peek", json_string(c->tp->peek));
+		if (c->tp->peeked_name[0])
+			json_object_set_new(o, "peeked_name", json_string(c->tp->peeked_name));
+	}
 	if (status)
 		json_object_set_new(o, "status", json_integer(status));
 	netsup_audit_decision(ns, "egress_decision", o, w);

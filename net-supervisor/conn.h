@@ -1,5 +1,6 @@
-/* One client connection of the proxy, shared by its parts: the front end
- * that reads the request and answers it (proxy.c), the relay that moves
+/* One client connection of the proxy, shared by its parts: the front ends
+ * (proxy.c reads a request and answers it; transparent.c adopts a captured
+ * flow, conn_adopt_fd, with its destination already known), the relay that moves
  * the bytes once it is allowed (relay.c, relay_splice.c), and the lines it
  * leaves in the audit (audit_line.c). Internal to the net-supervisor.
  *
@@ -108,7 +109,29 @@ struct conn {
 	/* through the corporate upstream proxy (upstream.h): set at connect */
 	bool via_upstream;
 	struct upstream_hop *hop; /* its CONNECT handshake's state */
+	/* A transparent flow (transparent.h): no HTTP head, no answer but a
+	 * reset on a denial; the first bytes stay in the socket. */
+	struct conn_transparent *tp;
 };
+
+/* The transparent front end's part of a conn (transparent.c fills it). */
+struct conn_transparent {
+	enum netpolicy_flow kind;   /* RAW: only protocol: tcp endpoints admit it */
+	const char *name_source;    /* "sni", "http_host", "dns", "none" */
+	const char *peek;           /* flowpeek_kind_word() */
+	char peeked_name[256];      /* a peeked name the dns table did not confirm, or "" */
+	char host[256];             /* c->host points here: the name, or the address literal */
+};
+
+/* The conn for a client socket fd accepted by another front end (the
+ * transparent one): counted and limited as proxy.c's own accepts. NULL:
+ * the fd is closed (out of memory, or over --max-conns: refused with a
+ * reset). Takes fd in every case. */
+struct conn *conn_adopt_fd(struct netsup *ns, int fd, struct conn_transparent *tp);
+/* The destination is known (c->host, c->port, and c->resolved when it
+ * needs no lookup): resolve identity, decide, record, connect, relay, as
+ * for a request head. */
+void conn_dest_ready(struct conn *c);
 
 /* Close every handle; the conn is freed once the last one is closed and
  * no lookup or audit waiter still refers to it. Idempotent. */

@@ -23,6 +23,7 @@ void netsup_config_defaults(struct netsup_config *cfg)
 	cfg->dns_timeout_ms = 3000;
 	cfg->dns_max_outstanding = 256;
 	cfg->dns_record_max = 4096;
+	cfg->transparent_peek_ms = 1000;
 	cfg->relay_buffer = 256 * 1024;
 	cfg->high_water = 1024 * 1024;
 	cfg->relay_memory = 64 * 1024 * 1024;

@@ -105,12 +105,20 @@ struct netsup_config {
 	const char *upstream_proxy_connect;    /* "address" (default) or "name" */
 	const char *no_upstream_proxy[NETSUP_MAX_LISTEN]; /* lists of direct destinations */
 	size_t n_no_upstream_proxy;
+	/* Transparent capture (transparent.h): listeners that take flows
+	 * redirected by nftables (in listen_netns like the proxy's);
+	 * transparent_off ignores them. */
+	const char *transparent_listen[NETSUP_MAX_LISTEN];
+	size_t n_transparent_listen;
+	bool transparent_off;
+	uint64_t transparent_peek_ms;          /* 1000: wait for the first bytes */
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
 
 struct conn;
 struct proxy_listener;
+struct transparent_listener;
 struct admin;
 struct dns_server;
 struct upstream_proxy;
@@ -128,6 +136,9 @@ struct netsup {
 	struct admin *admin;
 	struct dns_server *dns;      /* the workload's resolver, or NULL (dns.h) */
 	struct upstream_proxy *upstream; /* --upstream-proxy, or NULL (upstream.h) */
+	struct transparent_listener *tlisteners[NETSUP_MAX_LISTEN];
+	size_t n_tlisteners;
+	size_t n_peeking;            /* transparent flows still being peeked at */
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;

@@ -105,6 +105,13 @@ static void usage(FILE *out)
 "  --no-upstream-proxy LIST   destinations reached directly: host names, .suffix\n"
 "                             (every name below), addresses, CIDRs; comma-separated,\n"
 "                             repeatable\n"
+"  --transparent-listen ADDR:PORT\n"
+"                             take TCP flows nftables redirected here (the fence's\n"
+"                             transparent capture; repeatable; in --listen-netns\n"
+"                             like --listen); the original destination is kept\n"
+"  --transparent on|off       off: ignore --transparent-listen (default on)\n"
+"  --transparent-peek-ms N    wait this long for a captured flow's first bytes\n"
+"                             (TLS SNI, HTTP Host; default 1000)\n"
 "  -v, --verbose              debug logging\n"
 "  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"
@@ -148,7 +155,7 @@ enum {
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
-	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC,
+	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC, O_TLISTEN, O_TON, O_TPEEK,
 	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP,
 };
 
@@ -164,6 +171,7 @@ static const char *const netsup_features[] = {
 	"identity-delegated", "control", "provisioning-pubkey",
 	"policy-layer", "console", "log-level",
 	"dns-listen", "dns-upstream",
+	"transparent-listen",
 	"upstream-proxy", "upstream-proxy-auth-file", "upstream-proxy-connect", "no-upstream-proxy",
 #ifdef TETHER_NETSUP_TESTING
 	"identity-static", /* the test build only */
@@ -265,6 +273,9 @@ int main(int argc, char **argv)
 		{ "upstream-proxy-auth-file", required_argument, NULL, O_UPAUTH },
 		{ "upstream-proxy-connect", required_argument, NULL, O_UPCONNECT },
 		{ "no-upstream-proxy", required_argument, NULL, O_NOUP },
+		{ "transparent-listen", required_argument, NULL, O_TLISTEN },
+		{ "transparent", required_argument, NULL, O_TON },
+		{ "transparent-peek-ms", required_argument, NULL, O_TPEEK },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -517,6 +528,25 @@ int main(int argc, char **argv)
 			}
 			cfg.no_upstream_proxy[cfg.n_no_upstream_proxy++] = optarg;
 			break;
+		case O_TLISTEN:
+			if (cfg.n_transparent_listen >= NETSUP_MAX_LISTEN) {
+				log_error("at most %d --transparent-listen", NETSUP_MAX_LISTEN);
+				return 2;
+			}
+			cfg.transparent_listen[cfg.n_transparent_listen++] = optarg;
+			break;
+		case O_TON:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				log_error("--transparent takes on or off");
+				return 2;
+			}
+			cfg.transparent_off = strcmp(optarg, "off") == 0;
+			break;
+		case O_TPEEK:
+			if (parse_u64("--transparent-peek-ms", optarg, 60000, &v) < 0 || v == 0)
+				return 2;
+			cfg.transparent_peek_ms = v;
+			break;
 		case 'v': log_set_level(LOG_LVL_DEBUG); break;
 		case 'h': usage(stdout); return 0;
 		case O_FEATURES:
@@ -592,6 +622,8 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < cfg.n_dns_listen && fc.n_dns_ports < FENCE_MAX_PORTS; i++)
 			if ((fc.dns_ports[fc.n_dns_ports] = port_of(cfg.dns_listen[i])))
 				fc.n_dns_ports++;
+		if (cfg.n_transparent_listen && !cfg.transparent_off)
+			fc.transparent_port = port_of(cfg.transparent_listen[0]);
 		if (cfg.admin && (fc.supervisor_ports[fc.n_supervisor_ports] = port_of(cfg.admin)))
 			fc.n_supervisor_ports++;
 		char err[1024];

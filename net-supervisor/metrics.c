@@ -148,6 +148,19 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 			bprintf(&b, "tether_upstream_proxy_errors_total{reason=\"%s\"} %llu\n", reason_word(rs[i]),
 				(unsigned long long)m->upstream_proxy_errors[rs[i]]);
 	}
+	bprintf(&b, "# HELP tether_transparent_flows_total Captured (transparent) flows, by what their first\n"
+		    "# bytes were.\n"
+		    "# TYPE tether_transparent_flows_total counter\n"
+		    "tether_transparent_flows_total{peek=\"tls\"} %llu\n"
+		    "tether_transparent_flows_total{peek=\"http\"} %llu\n"
+		    "tether_transparent_flows_total{peek=\"other\"} %llu\n"
+		    "tether_transparent_flows_total{peek=\"incomplete\"} %llu\n"
+		    "# HELP tether_transparent_unredirected_total Connections to the capture port without an\n"
+		    "# original destination (not redirected by the fence), reset.\n"
+		    "# TYPE tether_transparent_unredirected_total counter\ntether_transparent_unredirected_total %llu\n",
+		(unsigned long long)m->transparent_flows[0], (unsigned long long)m->transparent_flows[1],
+		(unsigned long long)m->transparent_flows[2], (unsigned long long)m->transparent_flows[3],
+		(unsigned long long)m->transparent_unredirected);
 	bprintf(&b, "# HELP tether_audit_writable 1 while audit events can be written, 0 from a failed write\n"
 		    "# (ENOSPC, EIO, ...) until a write works again.\n"
 		    "# TYPE tether_audit_writable gauge\ntether_audit_writable %d\n"

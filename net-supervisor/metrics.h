@@ -36,6 +36,11 @@ struct metrics {
 	bool upstream_proxy;
 	uint64_t upstream_proxy_tunnels;
 	uint64_t upstream_proxy_errors[REASON__COUNT];
+	/* transparent capture (transparent.h): flows taken, by what the peek
+	 * saw (tls, http, other, incomplete), and connections to the capture
+	 * port that had no original destination (reset) */
+	uint64_t transparent_flows[4];
+	uint64_t transparent_unredirected;
 	/* flows whose decision could not be written to the audit file */
 	uint64_t audit_unrecorded_denied;   /* answered 503 audit_unavailable */
 	uint64_t audit_unrecorded_answered; /* --audit-failure allow: answered anyway */

@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "net-supervisor/admin.h"
 #include "net-supervisor/dns.h"
+#include "net-supervisor/transparent.h"
 #include "net-supervisor/identity_delegated.h"
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
@@ -212,6 +213,14 @@ static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
 			log_info("dns resolver listening on %s (UDP, TCP)%s%s", cfg->dns_listen[i],
 				 cfg->listen_netns ? " in netns " : "", cfg->listen_netns ? cfg->listen_netns : "");
 	}
+	for (size_t i = 0; r >= 0 && !cfg->transparent_off && i < cfg->n_transparent_listen; i++) {
+		r = transparent_listen(ns, cfg->transparent_listen[i], &ns->tlisteners[ns->n_tlisteners]);
+		if (r >= 0) {
+			ns->n_tlisteners++;
+			log_info("transparent capture listening on %s%s%s", cfg->transparent_listen[i],
+				 cfg->listen_netns ? " in netns " : "", cfg->listen_netns ? cfg->listen_netns : "");
+		}
+	}
 	if (home >= 0 && setns(home, CLONE_NEWNET) < 0) {
 		/* every later socket (upstream, admin) would land in the wrong
 		 * netns: refuse to run rather than misroute */
@@ -285,6 +294,9 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	for (size_t i = 0; i < ns->n_listeners; i++)
 		proxy_listener_close(ns->listeners[i]);
 	ns->n_listeners = 0;
+	for (size_t i = 0; i < ns->n_tlisteners; i++)
+		transparent_listener_close(ns->tlisteners[i]);
+	ns->n_tlisteners = 0;
 	admin_close(ns->admin);
 	ns->admin = NULL;
 	dns_close(ns->dns);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -58,6 +59,7 @@ static void conn_free(struct conn *c)
 	free(c->client.spare);
 	free(c->up.big);
 	free(c->up.spare);
+	free(c->tp);
 	free(c);
 }
 
@@ -193,6 +195,17 @@ static void respond(struct conn *c, int status, enum reason reason)
 	if (c->up.inited) {
 		uv_close((uv_handle_t *)&c->up.tcp, side_closed);
 		c->up.inited = false;
+	}
+	if (c->tp) {
+		/* A transparent client asked nothing of a proxy: no HTTP answer
+		 * (it would be read as the server's), a reset at once. */
+		if (c->client.inited) {
+			c->client.inited = false;
+			if (uv_tcp_close_reset(&c->client.tcp, side_closed) < 0)
+				uv_close((uv_handle_t *)&c->client.tcp, side_closed);
+		}
+		conn_close(c);
+		return;
 	}
 	json_t *body = json_object();
 	json_object_set_new(body, "error", json_string(status_text(status)));
@@ -373,7 +386,9 @@ static void connected(uv_connect_t *req, int status)
 static void upstream_ready(struct conn *c)
 {
 	uv_timer_stop(&c->timer);
-	if (c->req.is_connect) {
+	if (c->tp) {
+		/* transparent: the client's first bytes are still in its socket */
+	} else if (c->req.is_connect) {
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		char *b = strdup(ok);
 		if (!b || relay_send(&c->client, b, sizeof(ok) - 1, BUF_MALLOC) < 0) {
@@ -552,8 +567,9 @@ static void decide(struct conn *c)
 		struct netpolicy_decision first = { 0 };
 		bool have_first = false;
 		for (size_t i = 0; i < c->n_resolved; i++) {
-			struct netpolicy_decision d = netpolicy_decide(np, c->id, c->host, c->port,
-								       &c->resolved[i]);
+			struct netpolicy_decision d = netpolicy_decide_flow(np, c->id, c->host, c->port,
+									    &c->resolved[i],
+									    c->tp ? c->tp->kind : NETPOLICY_FLOW_HTTP);
 			if (!have_first) {
 				first = d;
 				have_first = true;
@@ -628,19 +644,26 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 
 static void head_complete(struct conn *c)
 {
-	struct netsup *ns = c->ns;
 	uv_timer_stop(&c->timer);
 	uv_read_stop((uv_stream_t *)&c->client.tcp);
 	c->client.reading = false;
 	c->host = c->req.host;
 	c->port = c->req.port;
+	conn_dest_ready(c);
+}
+
+void conn_dest_ready(struct conn *c)
+{
+	struct netsup *ns = c->ns;
 	if (!ns->ready) {
 		reject(c, 503, netsup_not_ready_reason(ns));
 		return;
 	}
 	c->state = C_WAIT;
 	struct netaddr lit;
-	if (netaddr_parse(c->host, &lit) == 0) {
+	if (c->gai_done) {
+		/* the front end knows the address (transparent: the original one) */
+	} else if (netaddr_parse(c->host, &lit) == 0) {
 		c->resolved[0] = lit;
 		c->n_resolved = 1;
 		c->gai_done = true;
@@ -737,6 +760,81 @@ static void head_timeout(uv_timer_t *t)
 
 /* ---------- accepting ---------- */
 
+/* A new conn with its client side initialised (not yet connected), linked
+ * into ns->conns; NULL when out of memory. */
+static struct conn *conn_new(struct netsup *ns)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->ns = ns;
+	side_init_refs(c);
+	httpreq_init(&c->req, &(struct httpreq_limits){ ns->cfg.max_header_bytes, ns->cfg.max_headers });
+	uv_tcp_init(ns->loop, &c->client.tcp);
+	c->client.tcp.data = &c->client;
+	c->client.inited = true;
+	uv_timer_init(ns->loop, &c->timer);
+	c->timer.data = c;
+	c->open_handles = 2;
+	c->next = ns->conns;
+	if (ns->conns)
+		ns->conns->prev = c;
+	ns->conns = c;
+	return c;
+}
+
+/* The client is connected: its tuple, the connection limit. False: the
+ * conn is being rejected or closed. */
+static bool conn_admit(struct conn *c)
+{
+	struct netsup *ns = c->ns;
+	ns->metrics.conns_total++;
+	int len = sizeof(c->tuple.client);
+	uv_tcp_getpeername(&c->client.tcp, (struct sockaddr *)&c->tuple.client, &len);
+	len = sizeof(c->tuple.proxy);
+	uv_tcp_getsockname(&c->client.tcp, (struct sockaddr *)&c->tuple.proxy, &len);
+	uv_tcp_nodelay(&c->client.tcp, 1);
+	if (ns->metrics.conns_active >= ns->cfg.max_conns) {
+		if (ns->n_rejecting >= NETSUP_MAX_REJECTING) {
+			/* Each 503 holds a descriptor while it is answered: past
+			 * this many at once, a flood would spend the ones the
+			 * daemon keeps for itself. Closed unanswered, counted. */
+			ns->metrics.conns_dropped++;
+			conn_close(c);
+			return false;
+		}
+		c->counted_in |= CONN_IN_REJECTING;
+		ns->n_rejecting++;
+		reject(c, 503, REASON_TOO_MANY_CONNECTIONS);
+		return false;
+	}
+	c->counted_in |= CONN_IN_ACTIVE;
+	ns->metrics.conns_active++;
+	return true;
+}
+
+struct conn *conn_adopt_fd(struct netsup *ns, int fd, struct conn_transparent *tp)
+{
+	struct conn *c = conn_new(ns);
+	if (!c) {
+		close(fd);
+		free(tp);
+		return NULL;
+	}
+	c->tp = tp;
+	if (tp)
+		c->host = tp->host;
+	if (uv_tcp_open(&c->client.tcp, fd) < 0) {
+		close(fd);
+		conn_close(c);
+		return NULL;
+	}
+	if (!conn_admit(c))
+		return NULL;
+	c->state = C_WAIT;
+	return c;
+}
+
 static void on_accept(uv_stream_t *server, int status)
 {
 	struct proxy_listener *l = server->data;
@@ -753,48 +851,15 @@ static void on_accept(uv_stream_t *server, int status)
 				 (unsigned long long)held_back);
 		return;
 	}
-	struct conn *c = calloc(1, sizeof(*c));
+	struct conn *c = conn_new(ns);
 	if (!c)
 		return; /* the pending connection stays in the backlog */
-	c->ns = ns;
-	side_init_refs(c);
-	httpreq_init(&c->req, &(struct httpreq_limits){ ns->cfg.max_header_bytes, ns->cfg.max_headers });
-	uv_tcp_init(ns->loop, &c->client.tcp);
-	c->client.tcp.data = &c->client;
-	c->client.inited = true;
-	uv_timer_init(ns->loop, &c->timer);
-	c->timer.data = c;
-	c->open_handles = 2;
-	c->next = ns->conns;
-	if (ns->conns)
-		ns->conns->prev = c;
-	ns->conns = c;
 	if (uv_accept(server, (uv_stream_t *)&c->client.tcp) < 0) {
 		conn_close(c);
 		return;
 	}
-	ns->metrics.conns_total++;
-	int len = sizeof(c->tuple.client);
-	uv_tcp_getpeername(&c->client.tcp, (struct sockaddr *)&c->tuple.client, &len);
-	len = sizeof(c->tuple.proxy);
-	uv_tcp_getsockname(&c->client.tcp, (struct sockaddr *)&c->tuple.proxy, &len);
-	uv_tcp_nodelay(&c->client.tcp, 1);
-	if (ns->metrics.conns_active >= ns->cfg.max_conns) {
-		if (ns->n_rejecting >= NETSUP_MAX_REJECTING) {
-			/* Each 503 holds a descriptor while it is answered: past
-			 * this many at once, a flood would spend the ones the
-			 * daemon keeps for itself. Closed unanswered, counted. */
-			ns->metrics.conns_dropped++;
-			conn_close(c);
-			return;
-		}
-		c->counted_in |= CONN_IN_REJECTING;
-		ns->n_rejecting++;
-		reject(c, 503, REASON_TOO_MANY_CONNECTIONS);
+	if (!conn_admit(c))
 		return;
-	}
-	c->counted_in |= CONN_IN_ACTIVE;
-	ns->metrics.conns_active++;
 	c->state = C_HEAD;
 	uv_timer_start(&c->timer, head_timeout, ns->cfg.header_timeout_ms, 0);
 	c->client.reading = true;

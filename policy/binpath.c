@@ -255,13 +255,14 @@ static const struct binpath_hint hints[] = {
 	  "control (GOPROXY=direct, GOPRIVATE) come from git's helpers, and a `go run` program "
 	  "runs from a temporary build directory: build it with `go build -o PATH` and name PATH" },
 	{ n_ssh, NULL, "/usr/bin/ssh",
-	  "runs ssh for the connection: the flows are ssh's (through `tether connect`, its "
-	  "ProxyCommand)" },
+	  "runs ssh for the connection: the flows are ssh's (captured, with a `protocol: tcp` "
+	  "endpoint; or through `tether connect`, its ProxyCommand)" },
 	{ n_sshself, NULL, NULL,
-	  "ssh does not follow HTTP proxies: under tether its flows come from `tether connect` "
-	  "(ProxyCommand), so name the tether binary with ssh as an ancestor" },
+	  "ssh does not follow HTTP proxies: with transparent capture (tether run's default) its "
+	  "flows are its own and need an endpoint with `protocol: tcp`; through the proxy they come "
+	  "from `tether connect` (ProxyCommand), so name the tether binary with ssh as an ancestor" },
 	{ n_shell, NULL, NULL,
-	  "a shell does not connect itself (bash's /dev/tcp bypasses the proxy and is fenced): "
+	  "a shell does not connect itself (bash's /dev/tcp bypasses the proxy: captured, or fenced): "
 	  "name the programs it runs" },
 };
 

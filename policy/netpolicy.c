@@ -97,10 +97,16 @@ static bool host_match(const struct netpol_endpoint *ep, const char *host)
  * name. */
 static bool endpoint_match(const struct netpol_endpoint *ep, const char *host, uint16_t port,
 			   const struct netaddr *ip, bool ip_blocked, const struct netcidr *range,
-			   bool *blocked_hit)
+			   bool *blocked_hit, enum netpolicy_flow kind, bool *proto_hit)
 {
 	if (!port_match(ep, port))
 		return false;
+	if (kind == NETPOLICY_FLOW_RAW && ep->protocol != NETPOL_PROTO_TCP) {
+		bool dummy = false;
+		if (endpoint_match(ep, host, port, ip, ip_blocked, range, &dummy, NETPOLICY_FLOW_HTTP, &dummy))
+			*proto_hit = true;
+		return false;
+	}
 	if (ep->is_cidr) {
 		if (!ip || !netcidr_contains(&ep->cidr, ip))
 			return false;
@@ -145,6 +151,14 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 					   const struct flow_identity *id, const char *host,
 					   uint16_t port, const struct netaddr *ip)
 {
+	return netpolicy_decide_flow(p, id, host, port, ip, NETPOLICY_FLOW_HTTP);
+}
+
+struct netpolicy_decision netpolicy_decide_flow(const struct network_policy *p,
+						const struct flow_identity *id, const char *host,
+						uint16_t port, const struct netaddr *ip,
+						enum netpolicy_flow kind)
+{
 	struct netpolicy_decision d = { .allow = false, .reason = REASON_NO_MATCHING_POLICY };
 	if (!p) {
 		d.reason = REASON_POLICY_NOT_LOADED;
@@ -157,13 +171,13 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 	struct netcidr range = { 0 };
 	bool ip_blocked = ip && netpolicy_ip_blocked(ip, &range);
 	/* Precedence of deny reasons, most telling first. */
-	const char *hash_rule = NULL, *anc_rule = NULL, *blocked_rule = NULL;
+	const char *hash_rule = NULL, *anc_rule = NULL, *blocked_rule = NULL, *proto_rule = NULL;
 	for (size_t r = 0; r < p->n_rules; r++) {
 		const struct netpol_rule *rule = &p->rules[r];
-		bool dest_ok = false, blocked_hit = false;
+		bool dest_ok = false, blocked_hit = false, proto_hit = false;
 		for (size_t e = 0; e < rule->n_endpoints && !dest_ok; e++)
 			dest_ok = endpoint_match(&rule->endpoints[e], host, port, ip, ip_blocked,
-						 &range, &blocked_hit);
+						 &range, &blocked_hit, kind, &proto_hit);
 		bool hash_bad = false, bin_ok = false;
 		for (size_t b = 0; b < rule->n_binaries && !bin_ok; b++)
 			bin_ok = binary_match(&rule->binaries[b], id->binary_path,
@@ -184,6 +198,8 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 		if (!dest_ok) {
 			if (blocked_hit && bin_ok && !blocked_rule)
 				blocked_rule = rule->name;
+			if (proto_hit && bin_ok && ancestors_match(rule, id) && !proto_rule)
+				proto_rule = rule->name;
 			continue;
 		}
 		if (!bin_ok) {
@@ -208,6 +224,9 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 	} else if (anc_rule) {
 		d.reason = REASON_ANCESTOR_REQUIREMENT_UNMET;
 		d.policy = anc_rule;
+	} else if (proto_rule) {
+		d.reason = REASON_PROTOCOL_NOT_ALLOWED;
+		d.policy = proto_rule;
 	} else if (ip_blocked) {
 		d.reason = REASON_BLOCKED_DESTINATION;
 		d.policy = blocked_rule;

@@ -33,10 +33,21 @@ struct netpolicy_decision {
  * to, or NULL when the name was not looked up (no cidr endpoint matches
  * then, but a rule whose cidr endpoint has the port still gives its
  * binary_hash_mismatch / ancestor_requirement_unmet reason). p NULL (no policy) denies with policy_not_loaded; id NULL denies with
- * identity_unavailable. */
+ * identity_unavailable. Same as netpolicy_decide_flow(..., NETPOLICY_FLOW_HTTP). */
 struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 					   const struct flow_identity *id, const char *host,
 					   uint16_t port, const struct netaddr *ip);
+
+/* The flow's kind for netpolicy_decide_flow: HTTP for everything the
+ * explicit proxy carries and a transparent flow that opened with a TLS
+ * ClientHello or an HTTP request; RAW for any other transparent stream,
+ * which only a `protocol: tcp` endpoint admits (a rule whose http endpoint
+ * matched gives protocol_not_allowed). */
+enum netpolicy_flow { NETPOLICY_FLOW_HTTP = 0, NETPOLICY_FLOW_RAW = 1 };
+struct netpolicy_decision netpolicy_decide_flow(const struct network_policy *p,
+						const struct flow_identity *id, const char *host,
+						uint16_t port, const struct netaddr *ip,
+						enum netpolicy_flow kind);
 
 /* Could resolving `host` change the decision to an allow? True when the
  * policy is in audit mode (the flow goes ahead either way) or some rule

@@ -239,12 +239,24 @@ static int parse_binaries(struct pctx *ctx, const struct pnode *seq, const char 
 static int parse_endpoint(struct pctx *ctx, const struct pnode *e, const char *w,
 			  struct netpol_endpoint *ep)
 {
-	static const char *const keys[] = { "host", "cidr", "ports", NULL };
+	static const char *const keys[] = { "host", "cidr", "ports", "protocol", NULL };
 	int r;
 	if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
 		return r;
 	const struct pnode *h = pmap_get(e, "host"), *c = pmap_get(e, "cidr"),
-			   *ports = pmap_get(e, "ports");
+			   *ports = pmap_get(e, "ports"), *proto = pmap_get(e, "protocol");
+	if (proto) {
+		const char *s;
+		if ((r = pnode_expect_string(ctx, proto, "protocol", &s)) < 0)
+			return r;
+		if (strcmp(s, "http") == 0)
+			ep->protocol = NETPOL_PROTO_HTTP;
+		else if (strcmp(s, "tcp") == 0)
+			ep->protocol = NETPOL_PROTO_TCP;
+		else
+			return pnode_error(ctx, proto, "protocol '%s': expected http (the default: TLS or "
+					   "HTTP) or tcp (any TCP stream, e.g. ssh)", s);
+	}
 	if (!!h == !!c)
 		return pnode_error(ctx, e, "%s needs exactly one of 'host' or 'cidr'", w);
 	if (h) {

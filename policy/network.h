@@ -38,8 +38,16 @@ enum netpol_host_kind {
 	NETPOL_HOST_IP,        /* an IP literal */
 };
 
+/* What an endpoint admits. HTTP (the default, `protocol: http`): what the
+ * explicit proxy carries (CONNECT tunnels and forwarded requests) and a
+ * transparent flow whose first bytes are a TLS ClientHello or an HTTP
+ * request. TCP (`protocol: tcp`): any TCP stream, relayed without HTTP
+ * parsing (ssh, git://, databases) — a superset of HTTP. */
+enum netpol_protocol { NETPOL_PROTO_HTTP = 0, NETPOL_PROTO_TCP = 1 };
+
 struct netpol_endpoint {
 	bool is_cidr;              /* else host */
+	enum netpol_protocol protocol;
 	enum netpol_host_kind host_kind;
 	char *host;                /* host form; for GLOB the suffix incl. the dot */
 	struct netaddr host_ip;    /* NETPOL_HOST_IP */

@@ -27,6 +27,7 @@ struct sflow {
 	struct netaddr ip;
 	unsigned line;
 	bool covered;      /* the merge policy allows it already */
+	bool raw;          /* a captured stream neither TLS nor HTTP: needs protocol: tcp */
 };
 
 struct suggest {
@@ -168,6 +169,9 @@ int suggest_add_line(struct suggest *s, const char *line, size_t len, unsigned l
 			BAD("line %u: binary.sha256 is not 64 lower-case hex digits", lineno);
 		memcpy(f.sha, sha, 65);
 	}
+	/* a transparent flow whose first bytes were neither TLS nor HTTP */
+	const char *cap = jstr(o, "capture"), *peek = jstr(o, "peek");
+	f.raw = cap && !strcmp(cap, "transparent") && peek && strcmp(peek, "tls") != 0 && strcmp(peek, "http") != 0;
 	const char *ips = jstr(dest, "ip");
 	if (ips) {
 		if (netaddr_parse(ips, &f.ip) < 0)
@@ -446,6 +450,11 @@ static int add_rule(yaml_document_t *d, int seq, struct sflow *f, size_t a, size
 		int ports = yaml_document_add_sequence(d, NULL, YAML_FLOW_SEQUENCE_STYLE);
 		if (!e || !ports || !pair(d, e, "host", scalar(d, hosts[h])) || !pair(d, e, "ports", ports))
 			return -ENOMEM;
+		bool raw = false;
+		for (size_t i = a; i < b; i++)
+			raw |= f[i].raw && !strcmp(f[i].host, hosts[h]);
+		if (raw && !pair(d, e, "protocol", scalar(d, "tcp")))
+			return -ENOMEM;
 		unsigned last = 0;
 		for (;;) {
 			/* the next larger port of this host: sorted, unique */
@@ -510,8 +519,9 @@ static int allows(const struct network_policy *np, const struct sflow *f)
 	struct flow_identity *id = identity_of(f);
 	if (!id)
 		return -ENOMEM;
-	struct netpolicy_decision dd = netpolicy_decide(np, id, f->host, (uint16_t)f->port,
-						       f->has_ip ? &f->ip : NULL);
+	struct netpolicy_decision dd = netpolicy_decide_flow(np, id, f->host, (uint16_t)f->port,
+							    f->has_ip ? &f->ip : NULL,
+							    f->raw ? NETPOLICY_FLOW_RAW : NETPOLICY_FLOW_HTTP);
 	flow_identity_free(id);
 	return dd.reason == REASON_ALLOWED;
 }

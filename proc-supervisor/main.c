@@ -39,6 +39,9 @@ static void usage(FILE *f)
 		"  --policy FILE          env boundary policy (command layer; repeatable)\n"
 		"  --agent NAME           agent preset for the env boundary\n"
 		"  --proxy URL            proxy URL children get in HTTP(S)_PROXY/ALL_PROXY\n"
+"  --transparent-capture  the fence captures TCP flows that bypass the proxy\n"
+"                         (transparent capture): a TCP connect elsewhere is not\n"
+"                         audited as egress_bypass_attempt (UDP and others are)\n"
 		"  --user USER|UID[:GID]  run every workload process as this user (groups: only\n"
 		"                         GID, default the user's primary group); default: ours\n"
 		"  --exec-socket PATH     exec gateway (tether exec): sessions as our own children\n"
@@ -74,6 +77,7 @@ static void usage(FILE *f)
 static const char *const procsup_features[] = {
 	"user", "cgroup", "status-socket", "exec-socket",
 	"control", "control-allow", "control-peer-uid", "provisioning-key", "wait-all",
+	"transparent-capture",
 };
 
 static void list_seccomp(void)
@@ -160,7 +164,7 @@ int main(int argc, char **argv)
 	struct procsup_config cfg = { .grace_s = 10, .cgroup_mode = CGROUP_MODE_AUTO };
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
-	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
+	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_TCAPTURE, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
 	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_CONTROL_PEER_UID, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER,
 	       OPT_FEATURES, OPT_WAIT_ALL };
 	struct procsup_services_cfg svc = { 0 };
@@ -180,6 +184,7 @@ int main(int argc, char **argv)
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "agent", required_argument, NULL, OPT_AGENT },
 		{ "proxy", required_argument, NULL, OPT_PROXY },
+		{ "transparent-capture", no_argument, NULL, OPT_TCAPTURE },
 		{ "exec-socket", required_argument, NULL, OPT_EXEC_SOCKET },
 		{ "exec-allow-uid", required_argument, NULL, OPT_EXEC_UID },
 		{ "exec-allow-gid", required_argument, NULL, OPT_EXEC_GID },
@@ -252,6 +257,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PROXY:
 			cfg.proxy_url = optarg;
+			break;
+		case OPT_TCAPTURE:
+			cfg.transparent_capture = true;
 			break;
 		case OPT_EXEC_SOCKET:
 			svc.exec_socket = optarg;

@@ -49,6 +49,8 @@ static void glue_bypass(void *user, const struct sockaddr_storage *dst, int soty
 	struct procsup *ps = user;
 	if (!ps->audit)
 		return;
+	if (ps->cfg.transparent_capture && sotype == SOCK_STREAM)
+		return; /* captured: the net-supervisor's egress_decision is its record */
 	uint64_t now = now_mono_ns() / 1000000u;
 	if (now - ps->bypass_window_ms >= 1000) {
 		ps->bypass_window_ms = now;
@@ -97,7 +99,8 @@ static void glue_bypass(void *user, const struct sockaddr_storage *dst, int soty
 
 /* The proxy's address from --proxy (http://HOST:PORT, HOST an IP literal)
  * for the bypass reports, and its port on any address of the other family
- * (the proxy's second listener, which the proc side is not told). */
+ * (the proxy's second listener, which the proc side is not told); an IPv4
+ * proxy host's port 53 too (the workload's resolver beside the proxy). */
 static void allow_proxy(struct procsup *ps)
 {
 	const char *u = ps->cfg.proxy_url;
@@ -128,6 +131,11 @@ static void allow_proxy(struct procsup *ps)
 	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) };
 	if (inet_pton(AF_INET, host, &a4.sin_addr) == 1) {
 		notifier_allow_destination(ps->notifier, (struct sockaddr *)&a4, sizeof(a4));
+		/* the workload's resolver sits on the proxy's host, port 53
+		 * (tether run): its lookups are not bypass attempts */
+		struct sockaddr_in d4 = a4;
+		d4.sin_port = htons(53);
+		notifier_allow_destination(ps->notifier, (struct sockaddr *)&d4, sizeof(d4));
 		a6.sin6_addr = in6addr_any;
 		notifier_allow_destination(ps->notifier, (struct sockaddr *)&a6, sizeof(a6));
 	} else if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) {

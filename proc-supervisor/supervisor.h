@@ -51,6 +51,11 @@ struct procsup_config {
 	size_t n_policy_files;
 	const char *agent;
 	const char *proxy_url;      /* the net-supervisor's proxy, for HTTP(S)_PROXY */
+	/* The fence captures TCP (transparent capture, --transparent-capture):
+	 * a TCP connect elsewhere is a captured flow the net-supervisor
+	 * decides and audits, not an egress_bypass_attempt (UDP and the rest
+	 * still are). */
+	bool transparent_capture;
 	/* --user: every workload process (entrypoint and exec sessions) runs
 	 * as this uid/gid instead of ours; HOME, USER and LOGNAME come from its
 	 * passwd entry when it has one. */

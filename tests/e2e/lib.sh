@@ -244,7 +244,8 @@ while True:
 # (forwarding in our private outer netns, a route back) so that only the
 # fence is in the way, and a control proves it: uid 0 (the proxy's uid,
 # exempt) does get through, uid 65534 does not. Elsewhere the workload
-# netns must have no default route at all.
+# netns must have no default route at all. Both with --transparent off: the
+# fence alone (transparent.sh covers the captured flows).
 direct_bypass_check() {
 	local fam=$1 pol=$2 url=$3 ipf="" g="" sink=198.51.100.10 fwd=net.ipv4.ip_forward back="192.0.2.0/24 via 198.51.100.1"
 	if [ "$fam" = 6 ]; then
@@ -257,7 +258,7 @@ direct_bypass_check() {
 		inside sysctl -qw "$fwd=1" || fail "cannot enable IPv$fam forwarding in the outer netns"
 		# shellcheck disable=SC2086 # "PREFIX via GW"
 		ip -n "$INET" $ipf route add $back || fail "return route"
-		inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$pol" \
+		inside timeout 30 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --transparent off --policy "$pol" \
 			-- sh -c "$direct; i=0; while [ ! -e $WORK/done ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done" \
 			>"$WORK/out" 2>&1 &
 		RUN_PID=$!
@@ -274,7 +275,7 @@ direct_bypass_check() {
 		wait "$RUN_PID"; RUN_PID=""
 		wait_for 3 grep -q control "$log" || fail "the control datagram never arrived"
 	else
-		run --policy "$pol" -- sh -c "$direct"
+		run --transparent off --policy "$pol" -- sh -c "$direct"
 		grep -q "^default" "$WORK/out" && fail "workload netns has an IPv$fam default route"
 		if [ "$fam" = 6 ]; then
 			grep -q "^2001:db8:[0-9a-f:]*/64 dev tt" "$WORK/out" || fail "no on-link IPv6 /64 in the workload netns: $(cat "$WORK/out")"

@@ -98,7 +98,13 @@ direct_blocked)
 	direct_bypass_check 4 "$WORK/p.yaml" "$URL"
 	check_audit_common
 	;;
-bypass_fenced)
+bypass_fenced|bypass_fenced_transparent)
+	# bypass_fenced_transparent: the same with transparent capture on (the
+	# default): the capture must open nothing of the caller's netns or the
+	# pod's supervisors: a TCP probe that leaves the workload's netns (any
+	# in the veth topologies, off-loopback in a pod) is captured, so its
+	# connect succeeds, and it is decided (denied: python3 has no rule)
+	# and reaches no listener; UDP is refused and reported as before.
 	# Issue 19 items 1 and 2. TCP and UDP listeners on 0.0.0.0 and :: in
 	# the caller's netns (where every topology's net-supervisor runs and,
 	# in the veth topologies, where the proxy's end of the veth is) answer
@@ -142,7 +148,11 @@ python3 $WORK/bypass_probe.py 9997 --tcp-only --auto | sed 's/^/PODNS /'
 curl -sS -o /dev/null -w 'PROXY-%{http_code}\n' --max-time 10 $URL
 kill \$a \$b 2>/dev/null
 EOF
-	inside timeout 40 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --policy "$WORK/p.yaml" -- sh "$WORK/w.sh" \
+	# bypass_fenced: --transparent off, what the fence alone refuses
+	# (transparent.sh covers the captured flows)
+	TMODE=off
+	[ "$CASE" = bypass_fenced_transparent ] && TMODE=on
+	inside timeout 40 "$TETHER" run --topology "$TOPO" --audit "$AUDIT" --transparent $TMODE --policy "$WORK/p.yaml" -- sh "$WORK/w.sh" \
 		>"$WORK/out" 2>&1 &
 	RUN_PID=$!
 	if [ "$POD" = 1 ]; then
@@ -164,19 +174,33 @@ EOF
 	if grep -qx V6=1 "$WORK/out" && grep -q "^ipv6: tt" "$WORK/out" 2>/dev/null; then
 		grep -q "^OUTER tcp 2001:db8:" "$WORK/out" || fail "no IPv6 veth address probed"
 	fi
-	bad=$(awk '/^(OUTER|PODNS) / && (($4 != "refused" && $4 != "noroute") || $5 >= 1000)' "$WORK/out")
+	if [ "$TMODE" = on ]; then
+		# a captured TCP probe connects (to the capture), and is then
+		# decided: the listeners below must see nothing of it
+		bad=$(awk '/^(OUTER|PODNS) / && (($4 != "refused" && $4 != "noroute" && !($2 == "tcp" && $4 == "open")) || $5 >= 1000)' "$WORK/out")
+	else
+		bad=$(awk '/^(OUTER|PODNS) / && (($4 != "refused" && $4 != "noroute") || $5 >= 1000)' "$WORK/out")
+	fi
 	[ -z "$bad" ] || fail "reached, or not refused at once: $bad"
 	[ -s "$WORK/outer.log" ] && fail "a listener in the caller's netns was reached: $(cat "$WORK/outer.log")"
 	[ -s "$WORK/pod.log" ] && fail "a supervisor's listener in the pod netns was reached: $(cat "$WORK/pod.log")"
-	python3 - "$AUDIT" <<'PY' || fail "no egress_bypass_attempt with the process for port 9999"
+	python3 - "$AUDIT" "$TMODE" <<'PY' || fail "no egress_bypass_attempt with the process for port 9999/10000"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
-hits = [e for e in ev if e.get("event") == "egress_bypass_attempt" and e.get("port") == 9999
+# (the probe's UDP goes to port 10000)
+hits = [e for e in ev if e.get("event") == "egress_bypass_attempt" and e.get("port") in (9999, 10000)
         and "python3" in (e.get("exe") or "") and e.get("pid") and e.get("process_key")
         and e.get("transport") in ("tcp", "udp")]
-print(f"{len(hits)} egress_bypass_attempt events for port 9999")
+print(f"{len(hits)} egress_bypass_attempt events for ports 9999/10000")
+# with capture a TCP connect is a flow, never a bypass report
+if sys.argv[2] == "on" and any(e.get("transport") == "tcp" for e in hits):
+    print("a captured TCP connect was reported as egress_bypass_attempt"); sys.exit(1)
 sys.exit(0 if hits else 1)
 PY
+	if [ "$TMODE" = on ]; then
+		# whatever was captured was decided, and nothing of python3's allowed
+		decisions "$(readlink -f "$(command -v python3)")" | grep -q '^allow' && fail "a captured probe was allowed"
+	fi
 	check_audit_common
 	;;
 daemonize|daemonize_nocgroup)

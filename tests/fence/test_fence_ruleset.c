@@ -116,12 +116,70 @@ static void test_invalid(void **state)
 	assert_string_equal(t, "tether_fence");
 }
 
+/* transparent_port (issue 21): pod: a nat output chain redirects every
+ * TCP flow of another uid that does not stay on loopback, and the filter
+ * admits the redirected flow before the loopback mark (the proxy's socket
+ * answers it); veth: a nat prerouting chain DNATs TCP from the interface
+ * to a non-local address onto the proxy's first address per family, and
+ * the input chain admits only DNATed flows to the port. No capture
+ * without an address to send flows to. */
+static void test_transparent(void **state)
+{
+	(void)state;
+	struct fence_config pod = { .proxy_uid = 4242, .ports = { 3128 }, .n_ports = 1, .transparent_port = 3129 };
+	char *r = fence_ruleset(&pod);
+	assert_non_null(r);
+	const char *adm = must(r, "meta l4proto tcp tcp dport 3129 ct status dnat accept", NULL);
+	const char *mark = must(r, "ct mark set 0x74657468 accept", NULL);
+	assert_true(adm < mark);
+	const char *chain = must(r, "type nat hook output priority -100; policy accept;", NULL);
+	const char *self = must(r, "meta skuid 4242 return", "hook output priority -100");
+	const char *lo = must(r, "oifname \"lo\" return", "hook output priority -100");
+	const char *redir = must(r, "meta l4proto tcp counter redirect to :3129", "hook output priority -100");
+	assert_true(chain < self && self < lo && lo < redir);
+	free(r);
+
+	struct fence_config veth = { .kind = FENCE_VETH, .iface = "tt9a", .ports = { 3128 }, .n_ports = 1,
+				     .addrs = { "2001:db8::1", "192.0.2.1", "192.0.2.5" }, .n_addrs = 3,
+				     .transparent_port = 3129 };
+	r = fence_ruleset(&veth);
+	assert_non_null(r);
+	must(r, "meta l4proto tcp tcp dport 3129 ct status dnat accept", "hook input");
+	const char *pre = must(r, "type nat hook prerouting priority dstnat - 10; policy accept;", NULL);
+	const char *other = must(r, "iifname != \"tt9a\" accept", "hook prerouting");
+	/* the proxy's own ports stay uncaptured; everything else is captured,
+	 * local addresses of the netns included */
+	const char *local = must(r, "ip daddr { 192.0.2.1, 192.0.2.5 } tcp dport { 3128 } accept", "hook prerouting");
+	must(r, "ip6 daddr { 2001:db8::1 } tcp dport { 3128 } accept", "hook prerouting");
+	assert_null(strstr(r, "fib daddr"));
+	const char *d4 = must(r, "iifname \"tt9a\" meta nfproto ipv4 meta l4proto tcp counter dnat ip to 192.0.2.1:3129", NULL);
+	const char *d6 = must(r, "iifname \"tt9a\" meta nfproto ipv6 meta l4proto tcp counter dnat ip6 to [2001:db8::1]:3129", NULL);
+	assert_true(pre < other && other < local && local < d4 && d4 < d6);
+	assert_null(strstr(r, "192.0.2.5:3129"));
+	free(r);
+
+	/* IPv4 only: IPv6 is not captured (the forward chain refuses it) */
+	struct fence_config v4 = { .kind = FENCE_VETH, .iface = "tt9a", .ports = { 3128 }, .n_ports = 1,
+				   .addrs = { "192.0.2.1" }, .n_addrs = 1, .transparent_port = 3129 };
+	r = fence_ruleset(&v4);
+	assert_non_null(r);
+	assert_null(strstr(r, "dnat ip6"));
+	free(r);
+
+	struct fence_config noaddr = { .kind = FENCE_VETH, .iface = "tt9a", .ports = { 3128 }, .n_ports = 1,
+				       .transparent_port = 3129 };
+	errno = 0;
+	assert_null(fence_ruleset(&noaddr));
+	assert_int_equal(errno, EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pod),
 		cmocka_unit_test(test_veth),
 		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_transparent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,4 +54,22 @@ out=$(ex --binary /usr/bin/curl --sha256 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 ex --binary /usr/bin/curl --dest nope >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --dest should exit 2"
 ex --binary relative --dest 198.51.100.9:8080 >/dev/null 2>&1; [ $? -eq 2 ] || fail "relative --binary should exit 2"
 $T policy --help | grep -q explain || fail "help"
+# --raw (issue 21): a captured stream that is neither TLS nor HTTP needs a
+# protocol: tcp endpoint; an http one says protocol_not_allowed
+cat > $TMP/raw.yaml <<'Y'
+version: 1
+network:
+  policies:
+    - name: web
+      binaries: [{path: /usr/bin/curl}]
+      endpoints: [{cidr: 198.51.100.0/24, ports: [22]}]
+    - name: ssh
+      binaries: [{path: /usr/bin/ssh}]
+      endpoints: [{cidr: 198.51.100.0/24, ports: [22], protocol: tcp}]
+Y
+out=$($T policy explain --policy $TMP/raw.yaml --binary /usr/bin/curl --dest 198.51.100.7:22 --raw); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "protocol_not_allowed, policy web" || fail "raw via http endpoint: $rc $out"
+$T policy explain --policy $TMP/raw.yaml --binary /usr/bin/curl --dest 198.51.100.7:22 >/dev/null || fail "http flow via http endpoint"
+$T policy explain --policy $TMP/raw.yaml --binary /usr/bin/ssh --dest 198.51.100.7:22 --raw >/dev/null 2>&1 || fail "raw via tcp endpoint"
+$T policy check $TMP/raw.yaml >/dev/null 2>&1 || fail "protocol: tcp does not load"
 echo PASS

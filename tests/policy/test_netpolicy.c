@@ -405,9 +405,63 @@ static void test_rule_for_destination(void **state)
 	policy_free(p);
 }
 
+/* protocol: tcp (issue 21): a raw transparent stream needs a tcp endpoint;
+ * an http endpoint that would match says protocol_not_allowed; every
+ * other flow is admitted by both kinds. */
+static void test_protocol_tcp(void **state)
+{
+	(void)state;
+	struct policy_diag d;
+	struct policy *p = load("version: 1\nnetwork:\n  policies:\n"
+				"    - name: ssh\n      binaries: [{path: /usr/bin/ssh}]\n"
+				"      endpoints: [{host: git.example, ports: [22], protocol: tcp},\n"
+				"                  {cidr: 198.51.100.0/24, ports: [5432], protocol: tcp}]\n"
+				"    - name: web\n      binaries: [{path: /usr/bin/curl}]\n"
+				"      endpoints: [{host: git.example, ports: [22, 443], protocol: http}]\n", &d);
+	if (!p)
+		fail_msg("load: %s", d.msg);
+	const struct network_policy *np = policy_section_data(p, "network");
+	struct flow_identity *id = flow_identity_new();
+	id->binary_path = strdup("/usr/bin/ssh");
+	struct netaddr ip;
+	netaddr_parse("198.51.100.10", &ip);
+	struct netpolicy_decision dec = netpolicy_decide_flow(np, id, "git.example", 22, &ip, NETPOLICY_FLOW_RAW);
+	assert_true(dec.allow);
+	assert_string_equal(dec.policy, "ssh");
+	dec = netpolicy_decide_flow(np, id, "198.51.100.10", 5432, &ip, NETPOLICY_FLOW_RAW);
+	assert_true(dec.allow);
+	/* tcp admits TLS/HTTP too */
+	dec = netpolicy_decide_flow(np, id, "git.example", 22, &ip, NETPOLICY_FLOW_HTTP);
+	assert_true(dec.allow);
+	free(id->binary_path);
+	id->binary_path = strdup("/usr/bin/curl");
+	dec = netpolicy_decide_flow(np, id, "git.example", 22, &ip, NETPOLICY_FLOW_RAW);
+	assert_false(dec.allow);
+	assert_string_equal(reason_word(dec.reason), "protocol_not_allowed");
+	assert_string_equal(dec.policy, "web");
+	dec = netpolicy_decide_flow(np, id, "git.example", 443, &ip, NETPOLICY_FLOW_HTTP);
+	assert_true(dec.allow);
+	/* the explicit proxy's decision is the http kind */
+	dec = netpolicy_decide(np, id, "git.example", 22, &ip);
+	assert_true(dec.allow);
+	/* another binary: no rule at all */
+	free(id->binary_path);
+	id->binary_path = strdup("/usr/bin/nc");
+	dec = netpolicy_decide_flow(np, id, "git.example", 22, &ip, NETPOLICY_FLOW_RAW);
+	assert_false(dec.allow);
+	assert_string_equal(reason_word(dec.reason), "no_matching_policy");
+	flow_identity_free(id);
+	policy_free(p);
+	p = load("version: 1\nnetwork:\n  policies:\n    - name: a\n      binaries: [{path: /bin/x}]\n"
+		 "      endpoints: [{cidr: 10.0.0.0/8, ports: [1], protocol: udp}]\n", &d);
+	assert_null(p);
+	assert_non_null(strstr(d.msg, "protocol 'udp'"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_protocol_tcp),
 		cmocka_unit_test(test_decision_table),
 		cmocka_unit_test(test_audit_mode),
 		cmocka_unit_test(test_parse_errors),

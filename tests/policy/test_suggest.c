@@ -384,6 +384,50 @@ static void test_left_out_and_malformed(void **state)
 	suggest_free(s);
 }
 
+/* Captured flows (issue 21): a raw stream (peek other/incomplete) gets
+ * its endpoint protocol: tcp, a TLS one does not; the result admits both
+ * as the proxy decides them. */
+static void test_transparent_raw(void **state)
+{
+	(void)state;
+	struct suggest *s;
+	assert_int_equal(suggest_new(&s), 0);
+	char *l = line("/usr/bin/ssh", NULL, "", "git.example", 22, "198.51.100.7");
+	char *raw = NULL;
+	/* splice the transparent fields in before "policy" */
+	char *at = strstr(l, ",\"policy\":null");
+	assert_non_null(at);
+	assert_true(asprintf(&raw, "%.*s,\"capture\":\"transparent\",\"name_source\":\"dns\",\"peek\":\"other\"%s",
+			     (int)(at - l), l, at) > 0);
+	free(l);
+	assert_int_equal(add(s, raw, 1), 1);
+	l = line("/usr/bin/curl", NULL, "", "web.example", 443, "198.51.100.8");
+	at = strstr(l, ",\"policy\":null");
+	assert_true(asprintf(&raw, "%.*s,\"capture\":\"transparent\",\"name_source\":\"sni\",\"peek\":\"tls\"%s",
+			     (int)(at - l), l, at) > 0);
+	free(l);
+	assert_int_equal(add(s, raw, 2), 1);
+	struct suggest_opts o = { .rootfd = -1 };
+	char *y = write_ok(s, &o);
+	struct policy *p = load(y);
+	const struct network_policy *np = policy_section_data(p, "network");
+	const struct netpol_rule *r = rule_for(np, "/usr/bin/ssh");
+	assert_non_null(r);
+	assert_int_equal(r->endpoints[0].protocol, NETPOL_PROTO_TCP);
+	r = rule_for(np, "/usr/bin/curl");
+	assert_non_null(r);
+	assert_int_equal(r->endpoints[0].protocol, NETPOL_PROTO_HTTP);
+	struct flow_identity *id = flow_identity_new();
+	id->binary_path = strdup("/usr/bin/ssh");
+	struct netaddr a;
+	netaddr_parse("198.51.100.7", &a);
+	assert_true(netpolicy_decide_flow(np, id, "git.example", 22, &a, NETPOLICY_FLOW_RAW).allow);
+	flow_identity_free(id);
+	policy_free(p);
+	free(y);
+	suggest_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -393,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_merge_symlink),
 		cmocka_unit_test(test_left_out_and_malformed),
+		cmocka_unit_test(test_transparent_raw),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
