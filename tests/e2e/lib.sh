@@ -27,6 +27,9 @@ URL6='http://[2001:db8:100::10]:8080/'
 fail() { echo "FAIL [$CASE $TOPO]: $*" >&2; dump; exit 1; }
 skip() { echo "SKIP [$CASE $TOPO]: $*"; exit 77; }
 dump() {
+	# a test's own files are under $WORK: if it is gone, another process
+	# removed it and nothing below can be trusted (say so, not a mystery)
+	[ -d "$WORK" ] || echo "--- $WORK was removed while the test ran (not by this test)" >&2
 	[ -s "$AUDIT" ] && { echo "--- audit (events other than env_boundary)"; grep -v '"event":"env_boundary"' "$AUDIT" | tail -20; } >&2
 	[ -s "$WORK/out" ] && { echo "--- output"; tail -20 "$WORK/out"; } >&2
 	true
