@@ -178,6 +178,13 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 			    "tether_identity_local_loop_over_budget_total %llu\n",
 			(unsigned long long)m->local_on_loop, (unsigned long long)m->local_on_pool,
 			(unsigned long long)m->local_over_budget);
+	if (m->have_local)
+		bprintf(&b, "# HELP tether_identity_feed_total Local identity and the anchor's identity feed: flows\n"
+			    "# answered from it (hit), and flows it did not answer while connected (fallback).\n"
+			    "# TYPE tether_identity_feed_total counter\n"
+			    "tether_identity_feed_total{result=\"hit\"} %llu\n"
+			    "tether_identity_feed_total{result=\"fallback\"} %llu\n",
+			(unsigned long long)m->local_feed_hits, (unsigned long long)m->local_feed_fallbacks);
 	if (m->have_clock) {
 		if (m->clock_measured)
 			bprintf(&b, "# HELP tether_clock_skew_seconds The proc side's clock minus ours, last measured on the\n"

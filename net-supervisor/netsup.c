@@ -100,6 +100,7 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 		struct identity_local_config lc = {
 			.anchor_pid = cfg->anchor_pid,
 			.anchor_socket = cfg->anchor_socket,
+			.identity_feed = cfg->identity_feed,
 			.expected_sha256 = exp,
 			.workload_netns = cfg->workload_netns,
 			.sandbox_cgroup = cfg->sandbox_cgroup,
@@ -250,6 +251,8 @@ static char *admin_metrics(void *data, size_t *len)
 		snap.local_on_loop = st.inline_answers;
 		snap.local_on_pool = st.resolved + st.denied - st.inline_answers;
 		snap.local_over_budget = st.inline_over_budget;
+		snap.local_feed_hits = st.feed_hits;
+		snap.local_feed_fallbacks = st.feed_fallbacks;
 	}
 	struct verifier_clock_state cs;
 	if (identity_delegated_clock(ns->identity, &cs)) {
