@@ -60,11 +60,18 @@ network:
 P
 $NS --listen 127.0.0.1:$NSL --policy $TMP/policy-local.yaml --audit $TMP/log/audit3.jsonl \
 	--identity local --anchor-socket unix:$TMP/anchor.sock --admin 127.0.0.1:19405 2> $TMP/ns3.err & PIDS+=($!)
+NSL_PID=$!
+NSF=19720   # local identity with the anchor's identity feed at $TMP/feed.sock (connect-time identity)
+$NS --listen 127.0.0.1:$NSF --policy $TMP/policy-local.yaml --audit $TMP/log/audit5.jsonl \
+	--identity local --anchor-socket unix:$TMP/anchor5.sock --identity-feed unix:$TMP/feed.sock \
+	--admin 127.0.0.1:19721 2> $TMP/ns5.err & PIDS+=($!)
+NSF_PID=$!
 NSD=19406   # delegated identity: the proc-supervisor's identity service at $TMP/dctl.sock
 $BUILD/bin/tether keygen --out $TMP/keys >/dev/null
 $NS --listen 127.0.0.1:$NSD --policy $TMP/policy-local.yaml --audit $TMP/log/audit4.jsonl \
 	--identity delegated --control unix:$TMP/dctl.sock --provisioning-pubkey $TMP/keys/provisioning.pub \
 	--admin 127.0.0.1:19407 2> $TMP/ns4.err & PIDS+=($!)
+NSD_PID=$!
 # short_supervised LABEL PROXY_PORT ADMIN_PORT [proc-supervisor options]: the
 # short-request client as a proc-supervisor workload, started once that
 # proxy is ready (it anchors on the supervisor's status socket, or
@@ -81,6 +88,26 @@ short_local() {
 	rm -f $TMP/anchor.sock
 	short_supervised $1 $NSL 19405 --status-socket $TMP/anchor.sock
 }
+short_feed() {
+	rm -f $TMP/anchor5.sock $TMP/feed.sock
+	short_supervised $1 $NSF 19721 --status-socket $TMP/anchor5.sock --identity-feed $TMP/feed.sock
+}
+# cpu_per_flow PID CMD...: run CMD; print its line plus the proxy PID's CPU
+# per request (utime+stime of all its threads, clock ticks: read it over
+# 2000 requests, not 500) and the CPU of CMD's process tree per request
+# (the supervisor, its feed worker and the client: reaped children's time).
+cpu_per_flow() {
+	local pid=$1 s0 s1 out t0 t1
+	shift
+	s0=$(ticks $pid)
+	t0=$(awk '{print $16+$17}' /proc/$BASHPID/stat)
+	out=$("$@")
+	s1=$(ticks $pid)
+	t1=$(awk '{print $16+$17}' /proc/$BASHPID/stat)
+	local n=$(echo "$out" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')
+	local hz=$(getconf CLK_TCK)
+	echo "$out proxy_cpu_us_per_flow=$(awk -v d=$((s1 - s0)) -v hz=$hz -v n=$n 'BEGIN{printf "%.0f", d / hz * 1e6 / n}') client_tree_cpu_us_per_flow=$(awk -v d=$((t1 - t0)) -v hz=$hz -v n=$n 'BEGIN{printf "%.0f", d / hz * 1e6 / n}')"
+}
 short_delegated() {
 	rm -f $TMP/dctl.sock
 	short_supervised $1 $NSD 19407 --control unix:$TMP/dctl.sock --provisioning-key $TMP/keys/provisioning.key
@@ -96,15 +123,17 @@ idlat() {
 		END {
 			if (n == 0) exit
 			for (i = 1; i <= nb; i++) {
+				if (L[i] == 0.00003) z = C[i]; if (L[i] == 0.00006) y = C[i]
 				if (L[i] == 0.0001) a = C[i]; if (L[i] == 0.0002) b = C[i]; if (L[i] == 0.0003) c = C[i]
 				if (med == "" && C[i] * 2 >= n) med = (i > 1 ? L[i - 1] * 1e6 : 0) "-" L[i] * 1e6
 			}
-			printf "mean %.0f us, p50 in %s us, <= 100 us %.0f%%, <= 200 us %.0f%%, <= 300 us %.0f%% (n=%d)", s / n * 1e6, med, a * 100 / n, b * 100 / n, c * 100 / n, n }'
+			printf "mean %.0f us, p50 in %s us, <= 30 us %.0f%%, <= 60 us %.0f%%, <= 100 us %.0f%%, <= 200 us %.0f%%, <= 300 us %.0f%% (n=%d)", s / n * 1e6, med, z * 100 / n, y * 100 / n, a * 100 / n, b * 100 / n, c * 100 / n, n }'
 }
 HAVE_TP=0
 if command -v tinyproxy >/dev/null; then
 	printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nLogLevel Critical\nAllow 127.0.0.1\nDisableViaHeader Yes\n' $TPP > $TMP/tinyproxy.conf
 	tinyproxy -d -c $TMP/tinyproxy.conf > $TMP/tp.log 2>&1 & PIDS+=($!)
+	TP_PID=$!
 	HAVE_TP=1
 fi
 sleep 0.5
@@ -131,7 +160,7 @@ bulk_via() { # PID PORT LABEL
 	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
 }
 echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy except the local-identity row"
-RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=()
+RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=() R1F=() R8F=()
 # ratio LINE_A LINE_B: A's connections/s over B's
 ratio() { awk -v a=$(echo "$1" | kv conn_per_s) -v b=$(echo "$2" | kv conn_per_s) 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 for r in $(seq $ROUNDS); do
@@ -142,27 +171,30 @@ for r in $(seq $ROUNDS); do
 	RATIOS+=("$(awk -v n=$(echo "$N" | kv MiB_per_s) -v d=$(echo "$D" | kv MiB_per_s) 'BEGIN{printf "%.2f", n / d}')")
 	BOUNDS+=("$(cpu_bound "$D" "$N")")
 	$B short --port $UP --requests $REQS --label direct
-	$B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
-	L1=$(short_local net-supervisor-local-identity); echo "$L1"
-	D1=$(short_delegated net-supervisor-delegated-identity); echo "$D1"
+	cpu_per_flow $NS_PID $B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor
+	L1=$(cpu_per_flow $NSL_PID short_local net-supervisor-local-identity); echo "$L1"
+	F1=$(cpu_per_flow $NSF_PID short_feed net-supervisor-local-identity-feed); echo "$F1"
+	D1=$(cpu_per_flow $NSD_PID short_delegated net-supervisor-delegated-identity); echo "$D1"
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
 	# the same client as the identity rows (a proc-supervisor workload, its
 	# connects notified) through tinyproxy: the proxies compared alone
 	if [ $HAVE_TP = 1 ]; then
-		T1=$(short_supervised tinyproxy-supervised-client $TPP -); echo "$T1"
-		R1L+=("$(ratio "$L1" "$T1")") R1D+=("$(ratio "$D1" "$T1")")
+		T1=$(cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client $TPP -); echo "$T1"
+		R1L+=("$(ratio "$L1" "$T1")") R1D+=("$(ratio "$D1" "$T1")") R1F+=("$(ratio "$F1" "$T1")")
 	fi
 	# The same three with 8 client threads: connection rate when the
 	# machine, not one request's latency, is the limit.
-	L8=$(CONC=8 short_local net-supervisor-local-identity-c8); echo "$L8"
-	D8=$(CONC=8 short_delegated net-supervisor-delegated-identity-c8); echo "$D8"
+	L8=$(CONC=8 cpu_per_flow $NSL_PID short_local net-supervisor-local-identity-c8); echo "$L8"
+	F8=$(CONC=8 cpu_per_flow $NSF_PID short_feed net-supervisor-local-identity-feed-c8); echo "$F8"
+	D8=$(CONC=8 cpu_per_flow $NSD_PID short_delegated net-supervisor-delegated-identity-c8); echo "$D8"
 	if [ $HAVE_TP = 1 ]; then
-		T8=$(CONC=8 short_supervised tinyproxy-supervised-client-c8 $TPP -); echo "$T8"
-		R8L+=("$(ratio "$L8" "$T8")") R8D+=("$(ratio "$D8" "$T8")")
+		T8=$(CONC=8 cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client-c8 $TPP -); echo "$T8"
+		R8L+=("$(ratio "$L8" "$T8")") R8D+=("$(ratio "$D8" "$T8")") R8F+=("$(ratio "$F8" "$T8")")
 	fi
 done
 echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
 echo "# bulk CPU bound per round ($(nproc) CPUs / (bench ends + proxy CPU per GiB), over direct): ${BOUNDS[*]}"
-[ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, delegated ${R1D[*]}; 8 clients: local ${R8L[*]}, delegated ${R8D[*]} (target > 1)"
-echo "# identity resolution as the proxies measured it: local $(idlat 19405); delegated $(idlat 19407)"
+[ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, local+feed ${R1F[*]}, delegated ${R1D[*]}; 8 clients: local ${R8L[*]}, local+feed ${R8F[*]}, delegated ${R8D[*]} (target >= 1.5)"
+echo "# identity resolution as the proxies measured it: local $(idlat 19405); local+feed $(idlat 19721); delegated $(idlat 19407)"
+echo "# identity feed (local+feed proxy): $(curl -s --noproxy '*' http://127.0.0.1:19721/metrics | awk '/^tether_identity_feed_total/ {sub(/tether_identity_feed_total/, ""); printf "%s ", $0}')"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/log/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/log/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit3.jsonl 2>/dev/null || true) denied; delegated: $(grep -c '"allow"' $TMP/log/audit4.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit4.jsonl 2>/dev/null || true) denied"

@@ -53,6 +53,10 @@ struct idfeed_client {
 	size_t ring_next;
 	uint32_t *index; /* ring slot + 1; 0: empty */
 	struct waiter *waiters;
+	/* A wait for a cookie the feed never mentioned ran out: the feed is
+	 * behind (its worker starved on a busy machine) or the socket is not
+	 * one it saw. Such cookies fall back at once until then. */
+	uint64_t nowait_until_ms;
 	unsigned handles;
 	bool closing;
 	void (*done)(void *);
@@ -179,6 +183,7 @@ static void waiter_timeout(uv_timer_t *t)
 {
 	struct waiter *w = t->data;
 	w->c->st.wait_timeouts++;
+	w->c->nowait_until_ms = uv_now(w->c->loop) + 100;
 	waiter_finish(w, NULL);
 }
 
@@ -438,6 +443,10 @@ int idfeed_client_lookup(struct idfeed_client *c, uint64_t cookie, struct flow_i
 		return 1;
 	}
 	if (e && e->state == E_NO) {
+		c->st.fallbacks++;
+		return 0;
+	}
+	if (!e && uv_now(c->loop) < c->nowait_until_ms) {
 		c->st.fallbacks++;
 		return 0;
 	}

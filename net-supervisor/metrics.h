@@ -11,7 +11,7 @@
 #include "net-supervisor/identity_strategy.h"
 #include "net-supervisor/tunnel.h"
 
-#define METRICS_LATENCY_BUCKETS 19
+#define METRICS_LATENCY_BUCKETS 23
 
 struct auditq;
 

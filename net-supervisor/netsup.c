@@ -249,7 +249,7 @@ static char *admin_metrics(void *data, size_t *len)
 	if (identity_local_stats(ns->identity, &st)) {
 		snap.have_local = true;
 		snap.local_on_loop = st.inline_answers;
-		snap.local_on_pool = st.resolved + st.denied - st.inline_answers;
+		snap.local_on_pool = st.resolved + st.denied - st.inline_answers - st.feed_hits;
 		snap.local_over_budget = st.inline_over_budget;
 		snap.local_feed_hits = st.feed_hits;
 		snap.local_feed_fallbacks = st.feed_fallbacks;

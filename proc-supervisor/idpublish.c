@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,16 @@ static void *worker(void *arg)
 	struct verified_flow vf;
 	memset(&vf, 0, sizeof(vf));
 	struct verify_ctx *w = NULL;
+	/* SCHED_IDLE: the worker runs only on a CPU nothing else wants, so it
+	 * never preempts the notifier's loop or a workload thread (measured:
+	 * with SCHED_OTHER or SCHED_BATCH the wakeup alone added 10-20 us to
+	 * back-to-back connects on two CPUs). On a saturated machine the feed
+	 * lags and the reader falls back, as without a feed.
+	 * TETHER_IDFEED_SCHED=batch|other for measurements. */
+	const char *sp = getenv("TETHER_IDFEED_SCHED");
+	int pol = sp && !strcmp(sp, "batch") ? SCHED_BATCH : sp && !strcmp(sp, "other") ? SCHED_OTHER : SCHED_IDLE;
+	struct sched_param prm = { 0 };
+	(void)pthread_setschedparam(pthread_self(), pol, &prm);
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		while (!p->stopping && p->q_len == 0)
