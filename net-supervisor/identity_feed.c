@@ -32,6 +32,7 @@ struct waiter {
 	idfeed_wait_cb cb;
 	void *arg;
 	bool done;
+	uint64_t started_ms;
 	uv_timer_t timer;
 	struct waiter *next, **pprev;
 };
@@ -57,6 +58,7 @@ struct idfeed_client {
 	 * behind (its worker starved on a busy machine) or the socket is not
 	 * one it saw. Such cookies fall back at once until then. */
 	uint64_t nowait_until_ms;
+	uint64_t last_msg_ms; /* loop time of the last line read */
 	unsigned handles;
 	bool closing;
 	void (*done)(void *);
@@ -183,7 +185,10 @@ static void waiter_timeout(uv_timer_t *t)
 {
 	struct waiter *w = t->data;
 	w->c->st.wait_timeouts++;
-	w->c->nowait_until_ms = uv_now(w->c->loop) + 100;
+	/* Nothing at all arrived while we waited: the feed is stalled (its
+	 * worker starved); stop waiting for it for a while. */
+	if (w->c->last_msg_ms < w->started_ms)
+		w->c->nowait_until_ms = uv_now(w->c->loop) + 100;
 	waiter_finish(w, NULL);
 }
 
@@ -233,6 +238,7 @@ static void disconnect(struct idfeed_client *c, bool retry);
 static void handle_line(struct idfeed_client *c, const char *line, size_t len)
 {
 	struct idfeed_msg m;
+	c->last_msg_ms = uv_now(c->loop);
 	if (idfeed_decode(line, len, &m) < 0) {
 		c->st.malformed++;
 		log_warn("identity feed: malformed line; closing the feed");
@@ -390,8 +396,7 @@ int idfeed_client_new(uv_loop_t *loop, const struct kernel_caps *caps, const cha
 	c->caps = caps;
 	c->wait_ms = wait_ms ? wait_ms : 3;
 	c->due_ms = due_ms ? due_ms : 200;
-	const char *ff = getenv("TETHER_FORCE_FALLBACK");
-	c->disabled = ff && (strstr(ff, "idfeed") || strstr(ff, "all"));
+	c->disabled = caps->no_idfeed;
 	c->ring = calloc(IDFEED_TABLE, sizeof(*c->ring));
 	c->index = calloc(HSIZE, sizeof(*c->index));
 	c->rx = malloc(RX_MAX);
@@ -464,6 +469,7 @@ int idfeed_client_wait(struct idfeed_client *c, uint64_t cookie, idfeed_wait_cb 
 	w->cookie = cookie;
 	w->cb = cb;
 	w->arg = arg;
+	w->started_ms = uv_now(c->loop);
 	uv_timer_init(c->loop, &w->timer);
 	w->timer.data = w;
 	c->handles++;

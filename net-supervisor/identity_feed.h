@@ -22,9 +22,9 @@
  *                         a cookie the feed never mentioned (a socket the
  *                         notifier did not see: inherited, handed in), due_ms
  *                         once the anchor announced the record ("due").
- *                         After a wait_ms wait ran out, cookies the feed has
- *                         not mentioned fall back at once for 100 ms (the
- *                         feed is behind, e.g. its worker starved).
+ *                         When a wait ran out with nothing at all read from
+ *                         the feed meanwhile (it is stalled), cookies it has
+ *                         not mentioned fall back at once for 100 ms.
  * Everything runs on the loop; no locks. TETHER_FORCE_FALLBACK=idfeed (or
  * all) disables the client: every lookup falls back. */
 #pragma once

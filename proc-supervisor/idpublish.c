@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 
 #define MAX_SUBS 8
 #define BATCH 256
+#define POLL_US 100
+#define IDLE_MS 50
 
 struct idpublish {
 	uv_loop_t *loop;
@@ -41,6 +44,7 @@ struct idpublish {
 	uint64_t queue[IDPUBLISH_QUEUE];
 	size_t q_head, q_len;
 	bool stopping;
+	bool sleeping; /* the worker waits on cond: the next note signals it */
 	int subs[MAX_SUBS]; /* -1: free */
 	atomic_int n_subs;
 	struct idpublish_stats st;
@@ -104,20 +108,40 @@ static void *worker(void *arg)
 	struct verified_flow vf;
 	memset(&vf, 0, sizeof(vf));
 	struct verify_ctx *w = NULL;
-	/* SCHED_IDLE: the worker runs only on a CPU nothing else wants, so it
-	 * never preempts the notifier's loop or a workload thread (measured:
-	 * with SCHED_OTHER or SCHED_BATCH the wakeup alone added 10-20 us to
-	 * back-to-back connects on two CPUs). On a saturated machine the feed
-	 * lags and the reader falls back, as without a feed.
-	 * TETHER_IDFEED_SCHED=batch|other for measurements. */
+	/* SCHED_BATCH: a polling worker that never preempts the notifier's
+	 * loop or a workload thread when its timer fires. Measured with
+	 * bench/spawn_connect (back-to-back connects, two CPUs): SCHED_OTHER
+	 * about the same, SCHED_IDLE worse (and starved on a busy machine).
+	 * TETHER_IDFEED_SCHED=idle|other|nice19 for measurements. */
 	const char *sp = getenv("TETHER_IDFEED_SCHED");
-	int pol = sp && !strcmp(sp, "batch") ? SCHED_BATCH : sp && !strcmp(sp, "other") ? SCHED_OTHER : SCHED_IDLE;
+	int pol = sp && !strcmp(sp, "idle") ? SCHED_IDLE : sp && !strcmp(sp, "other") ? SCHED_OTHER : SCHED_BATCH;
 	struct sched_param prm = { 0 };
+	if (sp && !strcmp(sp, "nice19")) {
+		pol = SCHED_OTHER;
+		(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+	}
 	(void)pthread_setschedparam(pthread_self(), pol, &prm);
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->stopping && p->q_len == 0)
-			pthread_cond_wait(&p->cond, &p->lock);
+		/* While connects keep coming the worker polls the queue (every
+		 * POLL_US): the note then costs the loop a mutex, never a
+		 * cross-CPU wakeup (measured at 10-20 us on a paravirtualised
+		 * guest, paid before the next notification). After IDLE_MS
+		 * without work it sleeps, and the first note after that wakes it. */
+		uint64_t idle_from = now_mono_ns();
+		while (!p->stopping && p->q_len == 0) {
+			if (now_mono_ns() - idle_from > IDLE_MS * 1000000ull) {
+				p->sleeping = true;
+				while (!p->stopping && p->q_len == 0)
+					pthread_cond_wait(&p->cond, &p->lock);
+				p->sleeping = false;
+				break;
+			}
+			pthread_mutex_unlock(&p->lock);
+			struct timespec ts = { 0, POLL_US * 1000 };
+			nanosleep(&ts, NULL);
+			pthread_mutex_lock(&p->lock);
+		}
 		if (p->stopping)
 			break;
 		size_t n = 0;
@@ -199,8 +223,10 @@ void idpublish_note(struct idpublish *p, uint64_t cookie)
 		p->queue[(p->q_head + p->q_len) % IDPUBLISH_QUEUE] = cookie;
 		p->q_len++;
 		p->st.noted++;
-		if (p->q_len == 1)
+		if (p->sleeping) {
+			p->sleeping = false;
 			pthread_cond_signal(&p->cond);
+		}
 	}
 	pthread_mutex_unlock(&p->lock);
 }
