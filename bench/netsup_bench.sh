@@ -129,6 +129,27 @@ idlat() {
 			}
 			printf "mean %.0f us, p50 in %s us, <= 30 us %.0f%%, <= 60 us %.0f%%, <= 100 us %.0f%%, <= 200 us %.0f%%, <= 300 us %.0f%% (n=%d)", s / n * 1e6, med, z * 100 / n, y * 100 / n, a * 100 / n, b * 100 / n, c * 100 / n, n }'
 }
+# HAProxy (Debian package) as the relay reference: TCP mode, option
+# splice-auto, one process, forwarding to the bulk upstream.
+HAVE_HA=0 HAP=19730
+if command -v haproxy >/dev/null; then
+	cat > $TMP/haproxy.cfg <<H
+global
+	nbthread 1
+defaults
+	mode tcp
+	timeout connect 5s
+	timeout client 600s
+	timeout server 600s
+	option splice-auto
+listen bulk
+	bind 127.0.0.1:$HAP
+	server up 127.0.0.1:$UP
+H
+	haproxy -db -f $TMP/haproxy.cfg > $TMP/haproxy.log 2>&1 & PIDS+=($!)
+	HA_PID=$!
+	HAVE_HA=1
+fi
 HAVE_TP=0
 if command -v tinyproxy >/dev/null; then
 	printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nLogLevel Critical\nAllow 127.0.0.1\nDisableViaHeader Yes\n' $TPP > $TMP/tinyproxy.conf
@@ -152,15 +173,16 @@ cpu_bound() { # DIRECT_LINE PROXY_LINE
 # One bulk run through a proxy process: its line plus that process's CPU
 # time per GiB relayed (utime+stime from /proc), so a ratio can be read
 # next to the cost that bounds it.
-bulk_via() { # PID PORT LABEL
-	local c0 c1 out
+bulk_via() { # PID PORT LABEL [relay]
+	local c0 c1 out how=--proxy addr=127.0.0.1:$2
+	[ "${4:-}" = relay ] && how=--relay addr=$2
 	c0=$(ticks $1)
-	out=$($B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$2 --label $3)
+	out=$($B bulk --port $UP --bytes $BYTES $how $addr --label $3)
 	c1=$(ticks $1)
 	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
 }
 echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy except the local-identity row"
-RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=() R1F=() R8F=()
+HA_ROWS=() RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=() R1F=() R8F=()
 # ratio LINE_A LINE_B: A's connections/s over B's
 ratio() { awk -v a=$(echo "$1" | kv conn_per_s) -v b=$(echo "$2" | kv conn_per_s) 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 for r in $(seq $ROUNDS); do
@@ -168,6 +190,10 @@ for r in $(seq $ROUNDS); do
 	N=$(bulk_via $NS_PID $NSP net-supervisor); echo "$N"
 	bulk_via $NSQ_PID $NSQ net-supervisor-splice
 	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
+	if [ $HAVE_HA = 1 ]; then
+		H=$(bulk_via $HA_PID $HAP haproxy-tcp-splice-auto relay); echo "$H"
+		HA_ROWS+=("$(awk -v d=$(echo "$D" | kv bench_cpu_s_per_GiB) -v nb=$(echo "$N" | kv bench_cpu_s_per_GiB) -v np=$(echo "$N" | kv proxy_cpu_s_per_GiB) -v hb=$(echo "$H" | kv bench_cpu_s_per_GiB) -v hp=$(echo "$H" | kv proxy_cpu_s_per_GiB) 'BEGIN{printf "tether %.2f haproxy %.2f floor %.2f", nb + np, hb + hp, 2 * d}')")
+	fi
 	RATIOS+=("$(awk -v n=$(echo "$N" | kv MiB_per_s) -v d=$(echo "$D" | kv MiB_per_s) 'BEGIN{printf "%.2f", n / d}')")
 	BOUNDS+=("$(cpu_bound "$D" "$N")")
 	$B short --port $UP --requests $REQS --label direct
@@ -192,7 +218,8 @@ for r in $(seq $ROUNDS); do
 		R8L+=("$(ratio "$L8" "$T8")") R8D+=("$(ratio "$D8" "$T8")") R8F+=("$(ratio "$F8" "$T8")")
 	fi
 done
-echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
+echo "# bulk net-supervisor/direct per round (side by side, information: a relay is two hops): ${RATIOS[*]}"
+[ $HAVE_HA = 1 ] && echo "# bulk machine CPU per GiB per round (bench ends + relay; target: tether <= haproxy; floor = 2 x direct): $(IFS=';'; echo "${HA_ROWS[*]}")"
 echo "# bulk CPU bound per round ($(nproc) CPUs / (bench ends + proxy CPU per GiB), over direct): ${BOUNDS[*]}"
 [ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, local+feed ${R1F[*]}, delegated ${R1D[*]}; 8 clients: local ${R8L[*]}, local+feed ${R8F[*]}, delegated ${R8D[*]} (target >= 1.5)"
 echo "# identity resolution as the proxies measured it: local $(idlat 19405); local+feed $(idlat 19721); delegated $(idlat 19407)"

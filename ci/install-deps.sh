@@ -14,7 +14,7 @@ PKGS=(
   libcmocka-dev
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
-  openssh-server openssh-client tinyproxy
+  openssh-server openssh-client tinyproxy haproxy
   # interpreters for tests/proc-supervisor/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime
@@ -44,7 +44,7 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq -o DPkg::Lock::Timeout=600
-# Daemons in these packages (sshd, tinyproxy) must not be started by the
+# Daemons in these packages (sshd, tinyproxy, haproxy) must not be started by the
 # package scripts: tests start their own instances on loopback.
 policy=/usr/sbin/policy-rc.d
 created_policy=0
