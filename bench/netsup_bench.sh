@@ -97,13 +97,13 @@ short_feed() {
 # 2000 requests, not 500) and the CPU of CMD's process tree per request
 # (the supervisor, its feed worker and the client: reaped children's time).
 cpu_per_flow() {
-	local pid=$1 s0 s1 out t0 t1
+	local pid=$1 s0 s1 out t0 t1 me=$BASHPID
 	shift
 	s0=$(ticks $pid)
-	t0=$(awk '{print $16+$17}' /proc/$BASHPID/stat)
+	t0=$(awk '{print $16+$17}' /proc/$me/stat)
 	out=$("$@")
 	s1=$(ticks $pid)
-	t1=$(awk '{print $16+$17}' /proc/$BASHPID/stat)
+	t1=$(awk '{print $16+$17}' /proc/$me/stat)
 	local n=$(echo "$out" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')
 	local hz=$(getconf CLK_TCK)
 	echo "$out proxy_cpu_us_per_flow=$(awk -v d=$((s1 - s0)) -v hz=$hz -v n=$n 'BEGIN{printf "%.0f", d / hz * 1e6 / n}') client_tree_cpu_us_per_flow=$(awk -v d=$((t1 - t0)) -v hz=$hz -v n=$n 'BEGIN{printf "%.0f", d / hz * 1e6 / n}')"

@@ -45,6 +45,7 @@ struct idpublish {
 	size_t q_head, q_len;
 	bool stopping;
 	bool sleeping; /* the worker waits on cond: the next note signals it */
+	bool poll_mode; /* TETHER_IDFEED_WAKE=poll */
 	int subs[MAX_SUBS]; /* -1: free */
 	atomic_int n_subs;
 	struct idpublish_stats st;
@@ -108,10 +109,10 @@ static void *worker(void *arg)
 	struct verified_flow vf;
 	memset(&vf, 0, sizeof(vf));
 	struct verify_ctx *w = NULL;
-	/* SCHED_BATCH: a polling worker that never preempts the notifier's
-	 * loop or a workload thread when its timer fires. Measured with
-	 * bench/spawn_connect (back-to-back connects, two CPUs): SCHED_OTHER
-	 * about the same, SCHED_IDLE worse (and starved on a busy machine).
+	/* SCHED_BATCH: a woken worker does not preempt the notifier's loop
+	 * or a workload thread. Measured with bench/spawn_connect
+	 * (back-to-back connects, two CPUs): SCHED_OTHER about the same,
+	 * SCHED_IDLE no better and starved on a busy machine.
 	 * TETHER_IDFEED_SCHED=idle|other|nice19 for measurements. */
 	const char *sp = getenv("TETHER_IDFEED_SCHED");
 	int pol = sp && !strcmp(sp, "idle") ? SCHED_IDLE : sp && !strcmp(sp, "other") ? SCHED_OTHER : SCHED_BATCH;
@@ -123,14 +124,17 @@ static void *worker(void *arg)
 	(void)pthread_setschedparam(pthread_self(), pol, &prm);
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		/* While connects keep coming the worker polls the queue (every
-		 * POLL_US): the note then costs the loop a mutex, never a
-		 * cross-CPU wakeup (measured at 10-20 us on a paravirtualised
-		 * guest, paid before the next notification). After IDLE_MS
-		 * without work it sleeps, and the first note after that wakes it. */
+		/* By default the worker sleeps on the condition variable and
+		 * each note that finds it asleep wakes it: the record is made at
+		 * once, but the wakeup is paid on the notifier's loop after
+		 * CONTINUE. TETHER_IDFEED_WAKE=poll: while connects keep coming
+		 * the worker polls the queue every POLL_US instead (the note then
+		 * costs a mutex, never a cross-CPU wakeup), and sleeps after
+		 * IDLE_MS without work; measured, records then arrive later than
+		 * the proxy needs them at one client (docs/performance.md). */
 		uint64_t idle_from = now_mono_ns();
 		while (!p->stopping && p->q_len == 0) {
-			if (now_mono_ns() - idle_from > IDLE_MS * 1000000ull) {
+			if (!p->poll_mode || now_mono_ns() - idle_from > IDLE_MS * 1000000ull) {
 				p->sleeping = true;
 				while (!p->stopping && p->q_len == 0)
 					pthread_cond_wait(&p->cond, &p->lock);
@@ -282,6 +286,8 @@ int idpublish_start(uv_loop_t *loop, const struct idpublish_opts *opts, struct i
 	p->loop = loop;
 	p->o = *opts;
 	p->listen_fd = -1;
+	const char *wake = getenv("TETHER_IDFEED_WAKE");
+	p->poll_mode = wake && !strcmp(wake, "poll");
 	for (int s = 0; s < MAX_SUBS; s++)
 		p->subs[s] = -1;
 	pthread_mutex_init(&p->lock, NULL);
