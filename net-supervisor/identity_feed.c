@@ -396,6 +396,8 @@ int idfeed_client_new(uv_loop_t *loop, const struct kernel_caps *caps, const cha
 	c->caps = caps;
 	c->wait_ms = wait_ms ? wait_ms : 3;
 	c->due_ms = due_ms ? due_ms : 200;
+	if (c->due_ms < c->wait_ms)
+		c->due_ms = c->wait_ms;
 	c->disabled = caps->no_idfeed;
 	c->ring = calloc(IDFEED_TABLE, sizeof(*c->ring));
 	c->index = calloc(HSIZE, sizeof(*c->index));

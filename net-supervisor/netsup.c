@@ -101,6 +101,7 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 			.anchor_pid = cfg->anchor_pid,
 			.anchor_socket = cfg->anchor_socket,
 			.identity_feed = cfg->identity_feed,
+			.feed_wait_ms = cfg->identity_feed_wait_ms,
 			.expected_sha256 = exp,
 			.workload_netns = cfg->workload_netns,
 			.sandbox_cgroup = cfg->sandbox_cgroup,

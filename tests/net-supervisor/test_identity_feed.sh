@@ -57,16 +57,18 @@ network:
 P
 
 NS_PID=
-# start_ns NAME FEED_SOCKET [env...]: a local-identity proxy anchored on
-# $TMP/NAME.anchor, reading the feed at FEED_SOCKET
+# start_ns NAME FEED_SOCKET WAIT_MS [env...]: a local-identity proxy
+# anchored on $TMP/NAME.anchor, reading the feed at FEED_SOCKET; a flow
+# waits up to WAIT_MS for its record (long where the test needs the feed
+# to answer whatever the machine's load, short where it must fall back)
 start_ns() {
-	local name=$1 feed=$2
-	shift 2
+	local name=$1 feed=$2 wait=$3
+	shift 3
 	PP=$(freeport); AP=$(freeport)
 	while [ "$AP" = "$PP" ]; do AP=$(freeport); done
 	env "$@" "$B/net-supervisor" --listen 127.0.0.1:$PP --admin 127.0.0.1:$AP --policy "$TMP/policy.yaml" \
 		--audit "$TMP/$name.audit" --identity local --anchor-socket "unix:$TMP/$name.anchor" \
-		--identity-feed "unix:$feed" 2>"$TMP/$name.ns.err" &
+		--identity-feed "unix:$feed" --identity-feed-wait "$wait" 2>"$TMP/$name.ns.err" &
 	NS_PID=$!
 	PIDS+=($NS_PID)
 }
@@ -87,7 +89,7 @@ allowed_curl() { grep '"allow"' "$TMP/$1.audit" | grep -c "\"$CURL\""; }
 denied_copy() { grep '"deny"' "$TMP/$1.audit" | grep -c "curl-copy"; }
 
 # 1. the fast path
-start_ns fast "$TMP/fast.feed"
+start_ns fast "$TMP/fast.feed" 30000
 run_workload fast --identity-feed "$TMP/fast.feed"
 check "fast: curl got the page three times" [ "$(grep -c '^ok$' "$TMP/fast.out")" = 3 ]
 check "fast: the copy was denied (403)" grep -q '^copy:403$' "$TMP/fast.out"
@@ -100,7 +102,7 @@ check "fast: the proxy read the anchor's feed" grep -q "reading connect-time ide
 stop_ns
 
 # 2. the fallback forced
-start_ns forced "$TMP/forced.feed" TETHER_FORCE_FALLBACK=idfeed
+start_ns forced "$TMP/forced.feed" 30000 TETHER_FORCE_FALLBACK=idfeed
 run_workload forced --identity-feed "$TMP/forced.feed"
 check "forced: curl got the page three times" [ "$(grep -c '^ok$' "$TMP/forced.out")" = 3 ]
 check "forced: the copy was denied" grep -q '^copy:403$' "$TMP/forced.out"
@@ -112,7 +114,7 @@ stop_ns
 
 # 3. a socket the notifier never saw: connected here, outside the tree,
 # and handed to the workload over a Unix socket (SCM_RIGHTS)
-start_ns inh "$TMP/inh.feed"
+start_ns inh "$TMP/inh.feed" 3
 python3 - "$PP" "$HP" "$AP" "$B/proc-supervisor" "$TMP" "$PY" >"$TMP/inh.out" 2>"$TMP/inh.err" <<'PYEOF'
 import socket, subprocess, sys, time, urllib.request
 pp, hp, ap, ps, tmp, py = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
@@ -162,7 +164,7 @@ while True:
 PYEOF
 PIDS+=($!)
 for _ in $(seq 1 50); do [ -S "$TMP/forged.feed" ] && break; sleep 0.1; done
-start_ns forged "$TMP/forged.feed"
+start_ns forged "$TMP/forged.feed" 30000
 run_workload forged
 check "forged: curl got the page three times (holder search)" [ "$(grep -c '^ok$' "$TMP/forged.out")" = 3 ]
 check "forged: the copy was still denied" grep -q '^copy:403$' "$TMP/forged.out"
