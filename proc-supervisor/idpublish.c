@@ -45,7 +45,8 @@ struct idpublish {
 	size_t q_head, q_len;
 	bool stopping;
 	bool sleeping; /* the worker waits on cond: the next note signals it */
-	bool poll_mode; /* TETHER_IDFEED_WAKE=poll */
+	bool poll_mode; /* TETHER_IDFEED_WAKE=poll[:POLL_US:IDLE_US] */
+	unsigned poll_us, idle_us;
 	int subs[MAX_SUBS]; /* -1: free */
 	atomic_int n_subs;
 	struct idpublish_stats st;
@@ -127,14 +128,14 @@ static void *worker(void *arg)
 		/* By default the worker sleeps on the condition variable and
 		 * each note that finds it asleep wakes it: the record is made at
 		 * once, but the wakeup is paid on the notifier's loop after
-		 * CONTINUE. TETHER_IDFEED_WAKE=poll: while connects keep coming
+		 * CONTINUE. TETHER_IDFEED_WAKE=poll[:POLL_US:IDLE_US]: while connects keep coming
 		 * the worker polls the queue every POLL_US instead (the note then
 		 * costs a mutex, never a cross-CPU wakeup), and sleeps after
 		 * IDLE_MS without work; measured, records then arrive later than
 		 * the proxy needs them at one client (docs/performance.md). */
 		uint64_t idle_from = now_mono_ns();
 		while (!p->stopping && p->q_len == 0) {
-			if (!p->poll_mode || now_mono_ns() - idle_from > IDLE_MS * 1000000ull) {
+			if (!p->poll_mode || now_mono_ns() - idle_from > p->idle_us * 1000ull) {
 				p->sleeping = true;
 				while (!p->stopping && p->q_len == 0)
 					pthread_cond_wait(&p->cond, &p->lock);
@@ -142,7 +143,7 @@ static void *worker(void *arg)
 				break;
 			}
 			pthread_mutex_unlock(&p->lock);
-			struct timespec ts = { 0, POLL_US * 1000 };
+			struct timespec ts = { 0, (long)p->poll_us * 1000 };
 			nanosleep(&ts, NULL);
 			pthread_mutex_lock(&p->lock);
 		}
@@ -287,7 +288,14 @@ int idpublish_start(uv_loop_t *loop, const struct idpublish_opts *opts, struct i
 	p->o = *opts;
 	p->listen_fd = -1;
 	const char *wake = getenv("TETHER_IDFEED_WAKE");
-	p->poll_mode = wake && !strcmp(wake, "poll");
+	p->poll_mode = wake && !strncmp(wake, "poll", 4);
+	p->poll_us = POLL_US;
+	p->idle_us = IDLE_MS * 1000;
+	if (p->poll_mode && wake[4] == ':') {
+		unsigned a, b;
+		if (sscanf(wake + 5, "%u:%u", &a, &b) == 2 && a >= 1 && a <= 100000 && b <= 10000000)
+			p->poll_us = a, p->idle_us = b;
+	}
 	for (int s = 0; s < MAX_SUBS; s++)
 		p->subs[s] = -1;
 	pthread_mutex_init(&p->lock, NULL);

@@ -7,8 +7,8 @@
  *
  * Nothing here runs while the caller is blocked. idpublish_note() is
  * called from the notifier's record step, after CONTINUE, and only appends
- * the cookie to a bounded queue (a mutex and a condition variable; when
- * nobody subscribes, not even that). One worker thread takes the queue in
+ * the cookie to a bounded queue under a mutex, waking the worker when it
+ * sleeps (when nobody subscribes, not even that). One worker thread takes the queue in
  * batches: it announces each cookie ("due"), then verifies each connector
  * with flow_verifier_verify_cookie (the registry's record, the live
  * process re-opened and its image hashed, the ancestry walk or a pinned
