@@ -714,7 +714,8 @@ connect:
 	server_stop = 1;
 	pthread_join(st, NULL);
 	idpublish_stop(nc.pub);
-	uv_run(&publoop, UV_RUN_NOWAIT);
+	uv_run(&publoop, UV_RUN_DEFAULT);
+	uv_loop_close(&publoop);
 	pthread_join(fr, NULL);
 	close(feedfd);
 	members_free(nc.members);
