@@ -382,10 +382,9 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 	p->netsup_console = has_feature(features, "console");
 	p->netsup_log_level = has_feature(features, "log-level");
 	p->netsup_policy_layer = has_feature(features, "policy-layer");
-	/* Connect-time identity where the net-supervisor reads procfs beside
-	 * the proc-supervisor in one kernel (not vm-local: not wired yet). */
-	bool feed_n = !delegated && (t->id == TOPOLOGY_COMBINED || t->id == TOPOLOGY_SHARED_PID) &&
-		      has_feature(features, "identity-feed");
+	/* Connect-time identity wherever the net-supervisor reads procfs
+	 * beside the proc-supervisor (combined, shared-pid, vm-local). */
+	bool feed_n = !delegated && has_feature(features, "identity-feed");
 	if (!has_feature(features, "dns-listen"))
 		snprintf(p->dns_off, sizeof(p->dns_off), "the net-supervisor has no --dns-listen");
 	const char *need_p[5] = { 0 };

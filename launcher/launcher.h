@@ -159,7 +159,7 @@ struct launch_plan {
 	/* the proc-supervisor's status socket in every topology (`tether ps`
 	 * finds it): RUN_DIR/status.sock, shared-pid's anchor socket there */
 	char status_socket[160];
-	/* combined, shared-pid: connect-time identity, the proc-supervisor's
+	/* local topologies: connect-time identity, the proc-supervisor's
 	 * --identity-feed read by the net-supervisor (RUN_DIR/idfeed.sock);
 	 * "" when a daemon lacks it */
 	char identity_feed[160];

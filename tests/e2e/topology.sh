@@ -81,7 +81,7 @@ allowed)
 	;;
 identity_feed)
 	# connect-time identity: the launcher wires the proc-supervisor's
-	# identity feed to the net-supervisor (combined, shared-pid); curl's
+	# identity feed to the net-supervisor (combined, shared-pid, vm-local); curl's
 	# flows are answered from it
 	run -v --policy "$WORK/p.yaml" -- sh -c "for i in 1 2 3; do curl -sS -o /dev/null -w '%{http_code}\n' --max-time 10 $URL; done"
 	[ "$RC" = 0 ] || fail "tether run rc=$RC"
