@@ -65,11 +65,18 @@ network:
 P
 $NS --listen 127.0.0.1:$NSL --policy $TMP/policy-local.yaml --audit $TMP/log/audit3.jsonl \
 	--identity local --anchor-socket unix:$TMP/anchor.sock --admin 127.0.0.1:19405 2> $TMP/ns3.err & PIDS+=($!)
+NSL_PID=$!
+NSF=19720   # local identity with the anchor's identity feed at $TMP/feed.sock (connect-time identity)
+$NS --listen 127.0.0.1:$NSF --policy $TMP/policy-local.yaml --audit $TMP/log/audit5.jsonl \
+	--identity local --anchor-socket unix:$TMP/anchor5.sock --identity-feed unix:$TMP/feed.sock \
+	--admin 127.0.0.1:19721 2> $TMP/ns5.err & PIDS+=($!)
+NSF_PID=$!
 NSD=19406   # delegated identity: the proc-supervisor's identity service at $TMP/dctl.sock
 $BUILD/bin/tether keygen --out $TMP/keys >/dev/null
 $NS --listen 127.0.0.1:$NSD --policy $TMP/policy-local.yaml --audit $TMP/log/audit4.jsonl \
 	--identity delegated --control unix:$TMP/dctl.sock --provisioning-pubkey $TMP/keys/provisioning.pub \
 	--admin 127.0.0.1:19407 2> $TMP/ns4.err & PIDS+=($!)
+NSD_PID=$!
 # short_supervised LABEL PROXY_PORT ADMIN_PORT [proc-supervisor options]: the
 # short-request client as a proc-supervisor workload, started once that
 # proxy is ready (it anchors on the supervisor's status socket, or
@@ -86,6 +93,26 @@ short_local() {
 	rm -f $TMP/anchor.sock
 	short_supervised $1 $NSL 19405 --status-socket $TMP/anchor.sock
 }
+short_feed() {
+	rm -f $TMP/anchor5.sock $TMP/feed.sock
+	short_supervised $1 $NSF 19721 --status-socket $TMP/anchor5.sock --identity-feed $TMP/feed.sock
+}
+# cpu_per_flow PID CMD...: run CMD; print its line plus the proxy PID's CPU
+# per request (utime+stime of all its threads, clock ticks: read it over
+# 2000 requests, not 500) and the CPU of CMD's process tree per request
+# (the supervisor, its feed worker and the client: reaped children's time).
+cpu_per_flow() {
+	local pid=$1 s0 s1 out t0 t1 me=$BASHPID
+	shift
+	s0=$(ticks $pid)
+	t0=$(awk '{print $16+$17}' /proc/$me/stat)
+	out=$("$@")
+	s1=$(ticks $pid)
+	t1=$(awk '{print $16+$17}' /proc/$me/stat)
+	local n=$(echo "$out" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')
+	local hz=$(getconf CLK_TCK)
+	echo "$out proxy_cpu_us_per_flow=$(awk -v d=$((s1 - s0)) -v hz=$hz -v n=$n 'BEGIN{printf "%.0f", d / hz * 1e6 / n}') client_tree_cpu_us_per_flow=$(awk -v d=$((t1 - t0)) -v hz=$hz -v n=$n 'BEGIN{printf "%.0f", d / hz * 1e6 / n}')"
+}
 short_delegated() {
 	rm -f $TMP/dctl.sock
 	short_supervised $1 $NSD 19407 --control unix:$TMP/dctl.sock --provisioning-key $TMP/keys/provisioning.key
@@ -101,10 +128,11 @@ idlat() {
 		END {
 			if (n == 0) exit
 			for (i = 1; i <= nb; i++) {
+				if (L[i] == 0.00003) z = C[i]; if (L[i] == 0.00006) y = C[i]
 				if (L[i] == 0.0001) a = C[i]; if (L[i] == 0.0002) b = C[i]; if (L[i] == 0.0003) c = C[i]
 				if (med == "" && C[i] * 2 >= n) med = (i > 1 ? L[i - 1] * 1e6 : 0) "-" L[i] * 1e6
 			}
-			printf "mean %.0f us, p50 in %s us, <= 100 us %.0f%%, <= 200 us %.0f%%, <= 300 us %.0f%% (n=%d)", s / n * 1e6, med, a * 100 / n, b * 100 / n, c * 100 / n, n }'
+			printf "mean %.0f us, p50 in %s us, <= 30 us %.0f%%, <= 60 us %.0f%%, <= 100 us %.0f%%, <= 200 us %.0f%%, <= 300 us %.0f%% (n=%d)", s / n * 1e6, med, z * 100 / n, y * 100 / n, a * 100 / n, b * 100 / n, c * 100 / n, n }'
 }
 # Transparent capture: a private netns (ports 19600-19699 inside it).
 TNS=tether-bench-$$ TPORT=19600
@@ -132,10 +160,32 @@ ip netns exec $TNS $NST --listen 127.0.0.1:19601 --transparent-listen 127.0.0.1:
 	--policy $TMP/policy-tcp.yaml --audit $TMP/log/audit5.jsonl --identity-static /usr/bin/true 2> $TMP/ns5.err & PIDS+=($!)
 NST_PID=$!
 in_tns() { ip netns exec $TNS setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+# HAProxy (Debian package) as the relay reference: TCP mode, option
+# splice-auto, one process, forwarding to the bulk upstream.
+HAVE_HA=0 HAP=19730
+if command -v haproxy >/dev/null; then
+	cat > $TMP/haproxy.cfg <<H
+global
+	nbthread 1
+defaults
+	mode tcp
+	timeout connect 5s
+	timeout client 600s
+	timeout server 600s
+	option splice-auto
+listen bulk
+	bind 127.0.0.1:$HAP
+	server up 127.0.0.1:$UP
+H
+	haproxy -db -f $TMP/haproxy.cfg > $TMP/haproxy.log 2>&1 & PIDS+=($!)
+	HA_PID=$!
+	HAVE_HA=1
+fi
 HAVE_TP=0
 if command -v tinyproxy >/dev/null; then
 	printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nLogLevel Critical\nAllow 127.0.0.1\nDisableViaHeader Yes\n' $TPP > $TMP/tinyproxy.conf
 	tinyproxy -d -c $TMP/tinyproxy.conf > $TMP/tp.log 2>&1 & PIDS+=($!)
+	TP_PID=$!
 	HAVE_TP=1
 fi
 sleep 0.5
@@ -154,15 +204,16 @@ cpu_bound() { # DIRECT_LINE PROXY_LINE
 # One bulk run through a proxy process: its line plus that process's CPU
 # time per GiB relayed (utime+stime from /proc), so a ratio can be read
 # next to the cost that bounds it.
-bulk_via() { # PID PORT LABEL
-	local c0 c1 out
+bulk_via() { # PID PORT LABEL [relay]
+	local c0 c1 out how=--proxy addr=127.0.0.1:$2
+	[ "${4:-}" = relay ] && how=--relay addr=$2
 	c0=$(ticks $1)
-	out=$($B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$2 --label $3)
+	out=$($B bulk --port $UP --bytes $BYTES $how $addr --label $3)
 	c1=$(ticks $1)
 	echo "$out proxy_cpu_s_per_GiB=$(awk -v t=$((c1 - c0)) -v hz=$(getconf CLK_TCK) -v b=$BYTES 'BEGIN{printf "%.3f", t / hz / (b / 1073741824)}')"
 }
 echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)); identity: static test strategy except the local-identity row"
-RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=() TB=() TS=()
+HA_ROWS=() RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=() R1F=() R8F=() TB=() TS=()
 # ratio LINE_A LINE_B: A's connections/s over B's
 ratio() { awk -v a=$(echo "$1" | kv conn_per_s) -v b=$(echo "$2" | kv conn_per_s) 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 for r in $(seq $ROUNDS); do
@@ -170,6 +221,10 @@ for r in $(seq $ROUNDS); do
 	N=$(bulk_via $NS_PID $NSP net-supervisor); echo "$N"
 	bulk_via $NSQ_PID $NSQ net-supervisor-splice
 	[ $HAVE_TP = 1 ] && $B bulk --port $UP --bytes $BYTES --proxy 127.0.0.1:$TPP --label tinyproxy
+	if [ $HAVE_HA = 1 ]; then
+		H=$(bulk_via $HA_PID $HAP haproxy-tcp-splice-auto relay); echo "$H"
+		HA_ROWS+=("$(awk -v d=$(echo "$D" | kv bench_cpu_s_per_GiB) -v nb=$(echo "$N" | kv bench_cpu_s_per_GiB) -v np=$(echo "$N" | kv proxy_cpu_s_per_GiB) -v hb=$(echo "$H" | kv bench_cpu_s_per_GiB) -v hp=$(echo "$H" | kv proxy_cpu_s_per_GiB) 'BEGIN{printf "tether %.2f haproxy %.2f floor %.2f", nb + np, hb + hp, 2 * d}')")
+	fi
 	RATIOS+=("$(awk -v n=$(echo "$N" | kv MiB_per_s) -v d=$(echo "$D" | kv MiB_per_s) 'BEGIN{printf "%.2f", n / d}')")
 	# transparent: the same client without --proxy, captured
 	DT=$(in_tns $B bulk --port $UP --bytes $BYTES --label direct-netns); echo "$DT"
@@ -180,31 +235,35 @@ for r in $(seq $ROUNDS); do
 	TB+=("$(awk -v n=$(echo "$NT" | kv MiB_per_s) -v e=$(echo "$N" | kv MiB_per_s) 'BEGIN{printf "%.2f", n / e}')")
 	BOUNDS+=("$(cpu_bound "$D" "$N")")
 	$B short --port $UP --requests $REQS --label direct
-	SE=$($B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor); echo "$SE"
+	SE=$(cpu_per_flow $NS_PID $B short --port $UP --requests $REQS --proxy 127.0.0.1:$NSP --label net-supervisor); echo "$SE"
 	in_tns $B short --port $UP --requests $REQS --label direct-netns
 	ST=$(in_tns $B short --port $UP --requests $REQS --label net-supervisor-transparent); echo "$ST"
 	TS+=("$(ratio "$ST" "$SE")")
-	L1=$(short_local net-supervisor-local-identity); echo "$L1"
-	D1=$(short_delegated net-supervisor-delegated-identity); echo "$D1"
+	L1=$(cpu_per_flow $NSL_PID short_local net-supervisor-local-identity); echo "$L1"
+	F1=$(cpu_per_flow $NSF_PID short_feed net-supervisor-local-identity-feed); echo "$F1"
+	D1=$(cpu_per_flow $NSD_PID short_delegated net-supervisor-delegated-identity); echo "$D1"
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
 	# the same client as the identity rows (a proc-supervisor workload, its
 	# connects notified) through tinyproxy: the proxies compared alone
 	if [ $HAVE_TP = 1 ]; then
-		T1=$(short_supervised tinyproxy-supervised-client $TPP -); echo "$T1"
-		R1L+=("$(ratio "$L1" "$T1")") R1D+=("$(ratio "$D1" "$T1")")
+		T1=$(cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client $TPP -); echo "$T1"
+		R1L+=("$(ratio "$L1" "$T1")") R1D+=("$(ratio "$D1" "$T1")") R1F+=("$(ratio "$F1" "$T1")")
 	fi
 	# The same three with 8 client threads: connection rate when the
 	# machine, not one request's latency, is the limit.
-	L8=$(CONC=8 short_local net-supervisor-local-identity-c8); echo "$L8"
-	D8=$(CONC=8 short_delegated net-supervisor-delegated-identity-c8); echo "$D8"
+	L8=$(CONC=8 cpu_per_flow $NSL_PID short_local net-supervisor-local-identity-c8); echo "$L8"
+	F8=$(CONC=8 cpu_per_flow $NSF_PID short_feed net-supervisor-local-identity-feed-c8); echo "$F8"
+	D8=$(CONC=8 cpu_per_flow $NSD_PID short_delegated net-supervisor-delegated-identity-c8); echo "$D8"
 	if [ $HAVE_TP = 1 ]; then
-		T8=$(CONC=8 short_supervised tinyproxy-supervised-client-c8 $TPP -); echo "$T8"
-		R8L+=("$(ratio "$L8" "$T8")") R8D+=("$(ratio "$D8" "$T8")")
+		T8=$(CONC=8 cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client-c8 $TPP -); echo "$T8"
+		R8L+=("$(ratio "$L8" "$T8")") R8D+=("$(ratio "$D8" "$T8")") R8F+=("$(ratio "$F8" "$T8")")
 	fi
 done
-echo "# bulk net-supervisor/direct per round (side by side): ${RATIOS[*]} (target >= 0.90)"
+echo "# bulk net-supervisor/direct per round (side by side, information: a relay is two hops): ${RATIOS[*]}"
+[ $HAVE_HA = 1 ] && echo "# bulk machine CPU per GiB per round (bench ends + relay; target: tether <= haproxy; floor = 2 x direct): $(IFS=';'; echo "${HA_ROWS[*]}")"
 echo "# transparent over explicit (same static identity) per round: bulk ${TB[*]}; connections/s ${TS[*]} (target: parity)"
 echo "# bulk CPU bound per round ($(nproc) CPUs / (bench ends + proxy CPU per GiB), over direct): ${BOUNDS[*]}"
-[ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, delegated ${R1D[*]}; 8 clients: local ${R8L[*]}, delegated ${R8D[*]} (target > 1)"
-echo "# identity resolution as the proxies measured it: local $(idlat 19405); delegated $(idlat 19407)"
+[ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, local+feed ${R1F[*]}, delegated ${R1D[*]}; 8 clients: local ${R8L[*]}, local+feed ${R8F[*]}, delegated ${R8D[*]} (target >= 1.5)"
+echo "# identity resolution as the proxies measured it: local $(idlat 19405); local+feed $(idlat 19721); delegated $(idlat 19407)"
+echo "# identity feed (local+feed proxy): $(curl -s --noproxy '*' http://127.0.0.1:19721/metrics | awk '/^tether_identity_feed_total/ {sub(/tether_identity_feed_total/, ""); printf "%s ", $0}')"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/log/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/log/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit3.jsonl 2>/dev/null || true) denied; delegated: $(grep -c '"allow"' $TMP/log/audit4.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit4.jsonl 2>/dev/null || true) denied"

@@ -114,10 +114,14 @@ static int tcp_connect(const char *ip, int port)
 
 static const char *proxy_ip;
 static int proxy_port;
+static int relay_port; /* --relay PORT: a plain TCP relay on 127.0.0.1 (HAProxy's TCP mode) to the upstream */
 
-/* Connect to the upstream, directly or through a CONNECT tunnel. */
+/* Connect to the upstream, directly, through a TCP relay or through a
+ * CONNECT tunnel. */
 static int open_tunnel(void)
 {
+	if (relay_port)
+		return tcp_connect("127.0.0.1", relay_port);
 	if (!proxy_ip)
 		return tcp_connect("127.0.0.1", up.port);
 	int fd = tcp_connect(proxy_ip, proxy_port);
@@ -197,7 +201,7 @@ static void *short_worker(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 2 || (strcmp(argv[1], "bulk") && strcmp(argv[1], "short"))) {
-		fprintf(stderr, "usage: proxy_bench bulk|short [--proxy IP:PORT] [--bytes N] [--requests N] [--concurrency C] [--port P] [--label L]\n");
+		fprintf(stderr, "usage: proxy_bench bulk|short [--proxy IP:PORT] [--relay PORT (bulk: a TCP relay to the upstream)] [--bytes N] [--requests N] [--concurrency C] [--port P] [--label L]\n");
 		return 2;
 	}
 	up.mode_bulk = strcmp(argv[1], "bulk") == 0;
@@ -220,6 +224,8 @@ int main(int argc, char **argv)
 			requests = atoi(argv[i + 1]);
 		} else if (!strcmp(argv[i], "--concurrency")) {
 			conc = atoi(argv[i + 1]);
+		} else if (!strcmp(argv[i], "--relay")) {
+			relay_port = atoi(argv[i + 1]);
 		} else if (!strcmp(argv[i], "--port")) {
 			up.port = atoi(argv[i + 1]);
 		} else if (!strcmp(argv[i], "--label")) {

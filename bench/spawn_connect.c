@@ -37,6 +37,7 @@
 #include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -50,6 +51,8 @@
 #include "proc-supervisor/cgroup.h"
 #include "proc-supervisor/landlock.h"
 #include "proc-supervisor/notify.h"
+#include "proc-supervisor/idpublish.h"
+#include "identity/members.h"
 #include "proc-supervisor/seccomp.h"
 #include "proc-supervisor/spawn.h"
 
@@ -205,10 +208,39 @@ static void read_all(int fd, void *buf, size_t len)
 struct nctx {
 	struct kernel_caps caps;
 	struct cookie_registry *reg;
+	/* The identity feed row: the daemon's record step (registry, learn
+	 * the connector, queue its cookie for the feed's worker). */
+	struct members *members;
+	struct idpublish *pub;
+	bool feed;
 };
 static int b_record(void *u, uint64_t cookie, const struct procref *ref)
 {
-	return cookie_registry_put(((struct nctx *)u)->reg, cookie, ref);
+	struct nctx *nc = u;
+	int r = cookie_registry_put(nc->reg, cookie, ref);
+	if (r == 0 && nc->feed) {
+		struct member_entry e;
+		if (members_lookup_key(nc->members, ref->key, &e) == -ENOENT) {
+			enum reason why;
+			(void)members_learn_filtered(nc->members, ref->pid, ref->key, &why, NULL);
+		}
+		if (!getenv("BENCH_NO_NOTE"))
+			idpublish_note(nc->pub, cookie);
+	}
+	return r;
+}
+
+/* The feed's subscriber: reads and counts lines (a net-supervisor stand-in). */
+static uint64_t feed_lines;
+static void *feed_reader(void *arg)
+{
+	int fd = *(int *)arg;
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			feed_lines += buf[i] == '\n';
+	return NULL;
 }
 static void b_release(void *u, struct procref *ref)
 {
@@ -246,8 +278,8 @@ static double thread_cpu_us(void)
 	return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
 }
 
-enum cmode { C_PLAIN, C_FLOOR, C_UVFLOOR, C_COLD, C_CACHED };
-static const char *const mode_word[] = { "plain", "floor", "uvfloor", "cold", "cached" };
+enum cmode { C_PLAIN, C_FLOOR, C_UVFLOOR, C_COLD, C_CACHED, C_FEED };
+static const char *const mode_word[] = { "plain", "floor", "uvfloor", "cold", "cached", "feed" };
 
 /* The floor on the libuv loop: RECV + SEND(CONTINUE) from a uv_poll callback. */
 struct uvfloor {
@@ -410,6 +442,7 @@ static void bench_connect(int m, const struct workload_filter *f, struct nctx *n
 		return;
 	}
 	struct notifier *n;
+	nc->feed = mode == C_FEED;
 	struct notifier_ops ops = { .identify = notifier_identify_default, .record = b_record, .release = b_release,
 				    .user = nc };
 	if (notifier_new(&loop, &nc->caps, &ops, &n) < 0 || notifier_set_cache(n, mode == C_COLD ? 0 : NOTIFIER_CACHE_DEFAULT) < 0 ||
@@ -505,7 +538,7 @@ int main(int argc, char **argv)
 			registry_cap = (size_t)strtoul(argv[++i], NULL, 10);
 		else {
 			fprintf(stderr, "usage: spawn_connect [--quick] [--connect-only] [--rounds N (1-64)] [--registry CAPACITY] "
-				"[--only floor|uvfloor|cold|cached|spaced]\n");
+				"[--only floor|uvfloor|cold|cached|feed|spaced]\n");
 			return 2;
 		}
 	}
@@ -561,6 +594,38 @@ connect:
 	server_port = ntohs(a.sin_port);
 	pthread_t st;
 	pthread_create(&st, NULL, server_thread, &srv);
+	/* The identity feed: we are the anchor of a table that learns the
+	 * benchmark's children as the daemon learns its workload's. */
+	struct procref self;
+	uv_loop_t publoop;
+	uv_loop_init(&publoop);
+	char feedpath[64];
+	snprintf(feedpath, sizeof(feedpath), "/tmp/spawn-connect-feed-%d.sock", (int)getpid());
+	struct members_config mc = { .mode = MEMBERSHIP_LINEAGE };
+	int feedfd = -1;
+	pthread_t fr;
+	if (procref_open(&nc.caps, getpid(), &self) < 0 || members_create(&nc.caps, &self, &mc, &nc.members) < 0)
+		return 1;
+	struct idpublish_opts po = { .path = feedpath, .caps = &nc.caps, .members = nc.members, .cookies = nc.reg,
+				     .anchor = &self };
+	if (idpublish_start(&publoop, &po, &nc.pub) < 0)
+		return 1;
+	{
+		struct sockaddr_un su = { .sun_family = AF_UNIX };
+		strscpy(su.sun_path, feedpath, sizeof(su.sun_path));
+		feedfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (feedfd < 0 || connect(feedfd, (struct sockaddr *)&su, sizeof(su)) < 0)
+			return 1;
+		struct idpublish_stats pst;
+		for (int i = 0; i < 1000; i++) {
+			uv_run(&publoop, UV_RUN_NOWAIT);
+			idpublish_get_stats(nc.pub, &pst);
+			if (pst.subscribers)
+				break;
+			usleep(1000);
+		}
+		pthread_create(&fr, NULL, feed_reader, &feedfd);
+	}
 	struct crow rows[] = {
 		{ .name = "plain connect (no filter)", .mode = C_PLAIN },
 		{ .name = "kernel floor: RECV + SEND(CONTINUE) in a blocking loop, no attribution", .mode = C_FLOOR },
@@ -578,6 +643,11 @@ connect:
 		{ .name = "spaced 200 us apart: libuv floor", .mode = C_UVFLOOR, .gap_us = 200 },
 		{ .name = "spaced 200 us apart: notifier, caller cache off (a first connect)", .mode = C_COLD, .gap_us = 200 },
 		{ .name = "spaced 200 us apart: notifier as the daemon runs it", .mode = C_CACHED, .gap_us = 200 },
+		/* The same with --identity-feed: the record step also queues the
+		 * cookie; the feed's worker verifies and publishes concurrently. */
+		{ .name = "notifier as the daemon runs it, with the identity feed (queue after CONTINUE; worker "
+		  "verifies and publishes to one subscriber)", .mode = C_FEED },
+		{ .name = "spaced 200 us apart: notifier with the identity feed", .mode = C_FEED, .gap_us = 200 },
 	};
 	const int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
 	double *lat = malloc(sizeof(double) * (size_t)(m + 1));
@@ -614,11 +684,11 @@ connect:
 		printf("  %s:\n    median %.1f us [%.1f-%.1f] p99 %.1f us", r->name, med, lo, hi, p99);
 		if (r->mode != C_PLAIN)
 			printf("; added median %.1f us [%.1f-%.1f]%s", med - pm, lo - pm, hi - pm,
-			       r->mode == C_CACHED ? " (target <= 25)" : "");
+			       r->mode == C_CACHED || r->mode == C_FEED ? " (target <= 25)" : "");
 		printf("\n    CPU per connect: caller %.1f us", r->sum.child_cpu_us / rounds);
 		if (r->mode != C_PLAIN)
 			printf(", supervisor loop thread %.1f us", r->sum.sup_cpu_us / rounds);
-		if (r->mode == C_COLD || r->mode == C_CACHED)
+		if (r->mode == C_COLD || r->mode == C_CACHED || r->mode == C_FEED)
 			printf("; caller blocked in the handler %.1f us mean, after CONTINUE %.1f us mean; cache hits %llu "
 			       "misses %llu; recorded %llu of %d",
 			       r->sum.blocked_us / rounds, r->sum.after_us / rounds, (unsigned long long)r->sum.hits,
@@ -626,6 +696,15 @@ connect:
 		printf("\n");
 	}
 	printf("  sync_wakeup %s\n", rows[nrows - 1].sum.sync_wakeup ? "on" : "off");
+	{
+		struct idpublish_stats pst;
+		idpublish_get_stats(nc.pub, &pst);
+		printf("  identity feed: %llu cookies queued, %llu published, %llu refused, %llu dropped (queue full); "
+		       "worker %.1f us per identity (wall); %llu lines read by the subscriber\n",
+		       (unsigned long long)pst.noted, (unsigned long long)pst.published, (unsigned long long)pst.refused,
+		       (unsigned long long)pst.dropped, pst.noted ? (double)pst.verify_ns / 1e3 / (double)pst.noted : 0.0,
+		       (unsigned long long)feed_lines);
+	}
 	free(lat);
 	for (int i = 0; i < nrows; i++)
 		free(rows[i].all);
@@ -634,6 +713,13 @@ connect:
 		printf("load average during the run: %.2f (nproc %ld)\n", la[0], sysconf(_SC_NPROCESSORS_ONLN));
 	server_stop = 1;
 	pthread_join(st, NULL);
+	idpublish_stop(nc.pub);
+	uv_run(&publoop, UV_RUN_DEFAULT);
+	uv_loop_close(&publoop);
+	pthread_join(fr, NULL);
+	close(feedfd);
+	members_free(nc.members);
+	procref_close(&self);
 	close(srv);
 	workload_filter_free(&f);
 	if (ll >= 0)

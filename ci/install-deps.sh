@@ -14,7 +14,7 @@ PKGS=(
   libcmocka-dev libssl-dev
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
-  openssh-server openssh-client tinyproxy
+  openssh-server openssh-client tinyproxy haproxy
   # the real clients of tests/e2e/clients.sh (and the openssl CLI for its CA)
   # and of the transparent capture e2e (tests/e2e/transparent.sh: Node's
   # fetch/https.get, Go programs built at test time, git)
@@ -51,7 +51,7 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq -o DPkg::Lock::Timeout=600
-# Daemons in these packages (sshd, tinyproxy) must not be started by the
+# Daemons in these packages (sshd, tinyproxy, haproxy) must not be started by the
 # package scripts: tests start their own instances on loopback.
 policy=/usr/sbin/policy-rc.d
 created_policy=0

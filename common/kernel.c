@@ -140,6 +140,8 @@ int kernel_caps_force_fallback(struct kernel_caps *caps, const char *list)
 			caps->cgroup_v2 = false, caps->cgroup_root[0] = '\0', known = true;
 		if (all || strcmp(w, "procfs_pidns") == 0)
 			caps->procfs_self_pid = 0, known = true;
+		if (all || strcmp(w, "idfeed") == 0)
+			caps->no_idfeed = true, known = true;
 		if (!known)
 			return -EINVAL;
 	}

@@ -92,6 +92,10 @@ struct kernel_caps {
 	 * (another pid, maybe another pidns) sees a mismatch and falls back;
 	 * a process that remounts /proc after probing must probe again. */
 	pid_t procfs_self_pid;
+	/* Not a kernel feature: TETHER_FORCE_FALLBACK=idfeed (or all) turns
+	 * connect-time identity off, so every flow takes the holder search
+	 * (net-supervisor/identity_feed.h). */
+	bool no_idfeed;
 };
 
 /* Probe the running kernel; honours TETHER_FORCE_FALLBACK. -errno only when

@@ -858,6 +858,9 @@ static void chain_store(const struct flow_verifier *v, struct verify_ctx *w, con
 	c->n = 0; /* the pidfds moved into the entry */
 }
 
+static int verify_members_attributed(struct flow_verifier *v, struct verify_ctx *w, struct attribution *ap,
+				     int r, struct verified_flow *out);
+
 /* The members source (see verify.h): job_work of the identity service. */
 static int verify_members(struct flow_verifier *v, struct verify_ctx *w, const struct flow_tuple *ft,
 			  struct verified_flow *out)
@@ -881,6 +884,14 @@ static int verify_members(struct flow_verifier *v, struct verify_ctx *w, const s
 	struct attribution a;
 	int r = attribute_flow(w->attr, ft, pids, n, &a);
 	free(pids);
+	return verify_members_attributed(v, w, &a, r, out);
+}
+
+/* The rest of the members source, from an attribution (r: its result). */
+static int verify_members_attributed(struct flow_verifier *v, struct verify_ctx *w, struct attribution *ap,
+				     int r, struct verified_flow *out)
+{
+	struct attribution a = *ap;
 	out->source = a.source;
 	struct ancestry_result anc;
 	memset(&anc, 0, sizeof(anc));
@@ -1136,4 +1147,41 @@ done:
 	ancestry_result_free(&res);
 	attribution_release(&at);
 	return bail;
+}
+
+int flow_verifier_verify_cookie(struct flow_verifier *v, struct verify_ctx *w, uint64_t cookie,
+				struct verified_flow *out)
+{
+	verified_flow_release(out);
+	out->reason = REASON_IDENTITY_UNAVAILABLE;
+	if (v->candidates != FLOW_CANDIDATES_MEMBERS || !v->cookies || !v->table)
+		return -EINVAL;
+	struct attribution a;
+	memset(&a, 0, sizeof(a));
+	a.subject.pidfd = -1;
+	a.subject_fd = -1;
+	a.socket_found = true;
+	a.sock.cookie = cookie;
+	int r = cookie_registry_get(v->cookies, cookie, &a.subject);
+	if (r < 0) {
+		a.subject.pidfd = -1;
+		a.reason = REASON_IDENTITY_UNAVAILABLE;
+		r = -ESRCH;
+	} else {
+		a.source = ATTRIBUTION_SOURCE_REGISTRY;
+		a.reason = REASON_OK;
+	}
+	return verify_members_attributed(v, w, &a, r, out);
+}
+
+int flow_verifier_ctx_cookie(struct verify_ctx *w, const struct flow_tuple *ft, uint64_t *cookie)
+{
+	if (!w->sd)
+		return -EINVAL;
+	struct sockdiag_result sr;
+	int r = sockdiag_lookup(w->sd, ft, &sr);
+	if (r < 0)
+		return r;
+	*cookie = sr.cookie;
+	return 0;
 }

@@ -141,3 +141,16 @@ int flow_verifier_verify(struct flow_verifier *v, struct verify_ctx *c, const st
 		    const struct verify_budget *budget, struct verified_flow *out);
 
 void verified_flow_release(struct verified_flow *f);
+
+/* MEMBERS with a cookie registry: verify the process the registry recorded
+ * for this socket cookie (its connector), without a tuple: the same walk,
+ * image check and pinned chains as a registry hit of flow_verifier_verify
+ * (the identity feed's worker, proc-supervisor/idpublish.h). 0 and
+ * out->reason (REASON_OK or why not; identity_unavailable when the
+ * registry has no such cookie); -EINVAL for a verifier of another kind. */
+int flow_verifier_verify_cookie(struct flow_verifier *v, struct verify_ctx *c, uint64_t cookie,
+				struct verified_flow *out);
+
+/* DESCENDANTS contexts: the socket cookie of the flow's socket, one exact
+ * sock_diag query in the context's netns. -ENOENT: no such socket. */
+int flow_verifier_ctx_cookie(struct verify_ctx *c, const struct flow_tuple *ft, uint64_t *cookie);

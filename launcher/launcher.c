@@ -388,6 +388,9 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 	p->netsup_log_level = has_feature(features, "log-level");
 	p->netsup_policy_layer = has_feature(features, "policy-layer");
 	p->netsup_transparent = has_feature(features, "transparent-listen");
+	/* Connect-time identity wherever the net-supervisor reads procfs
+	 * beside the proc-supervisor (combined, shared-pid, vm-local). */
+	bool feed_n = !delegated && has_feature(features, "identity-feed");
 	if (!has_feature(features, "dns-listen"))
 		snprintf(p->dns_off, sizeof(p->dns_off), "the net-supervisor has no --dns-listen");
 	const char *need_p[5] = { 0 };
@@ -411,6 +414,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 				snprintf(p->unsupported, sizeof(p->unsupported),
 					 "%.3000s has no --%s in this build", p->procsup_path, need_p[i]);
 	}
+	if (feed_n && !p->unsupported[0] && daemon_features(p->procsup_path, features, sizeof(features)) >= 0)
+		p->feed_ok = has_feature(features, "identity-feed");
 	return 0;
 }
 
@@ -504,6 +509,8 @@ static int plan_names(const struct launch_config *cfg, struct launch_plan *p, un
 		strscpy(p->status_socket, p->anchor_socket, sizeof(p->status_socket));
 	else
 		snprintf(p->status_socket, sizeof(p->status_socket), "%s/status.sock", p->run_dir);
+	if (p->feed_ok)
+		snprintf(p->identity_feed, sizeof(p->identity_feed), "%s/idfeed.sock", p->run_dir);
 	if (delegated) {
 		snprintf(p->key_dir, sizeof(p->key_dir), "%s/keys", p->run_dir);
 		snprintf(p->key_file, sizeof(p->key_file), "%s/provisioning.key", p->key_dir);
@@ -718,6 +725,12 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 			opt(v, &n, "--expected-anchor-sha256", p->procsup_sha256);
 		opt(v, &n, "--workload-netns", p->netns_path);
 		opt(v, &n, "--sandbox-cgroup", p->sandbox_cgroup);
+		if (p->identity_feed[0]) {
+			const char *f = plan_keep(p, strdup_printf("unix:%s", p->identity_feed));
+			if (!f)
+				return topology_error_set(err, -ENOMEM, "out of memory");
+			opt(v, &n, "--identity-feed", f);
+		}
 	}
 	v[n] = NULL;
 	return 0;
@@ -745,6 +758,7 @@ static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan
 	opt(v, &n, "--cgroup", p->cgroup_parent);
 	opt(v, &n, "--user", p->user);
 	opt(v, &n, "--status-socket", p->status_socket);
+	opt(v, &n, "--identity-feed", p->identity_feed);
 	if (delegated) {
 		opt(v, &n, "--control", p->control);
 		opt(v, &n, "--control-allow", p->control_allow);

@@ -167,6 +167,11 @@ struct launch_plan {
 	/* the proc-supervisor's status socket in every topology (`tether ps`
 	 * finds it): RUN_DIR/status.sock, shared-pid's anchor socket there */
 	char status_socket[160];
+	/* local topologies: connect-time identity, the proc-supervisor's
+	 * --identity-feed read by the net-supervisor (RUN_DIR/idfeed.sock);
+	 * "" when a daemon lacks it */
+	char identity_feed[160];
+	bool feed_ok;
 	char unsupported[3300];    /* non-empty: a daemon lacks what this topology needs (run refuses) */
 	int slot_fd;               /* the slot lock (reserve_slot), -1 none; closed by launch_plan_done */
 	char *strings[64];         /* owned strings the argv vectors point into */

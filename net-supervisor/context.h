@@ -84,6 +84,8 @@ struct netsup_config {
 	const char *identity_mode;
 	int anchor_pid;                        /* local: > 0 */
 	const char *anchor_socket;             /* local: unix:PATH */
+	const char *identity_feed;             /* local: the anchor's identity feed, unix:PATH */
+	uint64_t identity_feed_wait_ms;        /* local: --identity-feed-wait; 0: default */
 	const char *expected_anchor_sha256;    /* local: NULL = the proc-supervisor beside us */
 	const char *workload_netns;            /* local: sock_diag netns (nsfs path) */
 	const char *sandbox_cgroup;            /* local: optional cgroup membership */

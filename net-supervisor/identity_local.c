@@ -22,6 +22,7 @@
 #include "identity/procref.h"
 #include "identity/sockdiag.h"
 #include "identity/verify.h"
+#include "net-supervisor/identity_feed.h"
 
 #define LOCAL_HASH_CACHE 1024
 /* What the loop may spend answering a flow itself: the processes of the
@@ -60,6 +61,11 @@ struct local_strategy {
 	bool destroying;
 	char anchor_error[192];
 	struct identity_local_stats stats;
+	/* Connect-time identity (identity_feed.h): the anchor's feed, read on
+	 * the loop, and a sock_diag handle in the workload's netns for the
+	 * client socket's cookie. NULL: no feed. */
+	struct idfeed_client *feed;
+	struct sockdiag *feed_sd;
 };
 
 /* ---------- helpers (thread-pool safe: no loop state) ---------- */
@@ -233,6 +239,7 @@ static void anchor_exited(uv_poll_t *p, int status, int events)
 	char d[96];
 	snprintf(d, sizeof(d), "the anchor (pid %d) exited", (int)s->anchor.pid);
 	identity_strategy_set_anchored(&s->base, false, d);
+	idfeed_client_set_anchor(s->feed, NULL);
 	refuse(s, REASON_ANCESTRY_NOT_ANCHORED, d);
 	uv_close((uv_handle_t *)p, poll_closed);
 	if (s->anchor_socket)
@@ -298,6 +305,7 @@ static void anchor_after(uv_work_t *w, int status)
 	free(j);
 	identity_strategy_set_instance(&s->base, s->anchor.key);
 	identity_strategy_set_anchored(&s->base, true, desc);
+	idfeed_client_set_anchor(s->feed, s->anchor.key);
 }
 
 static void start_establish(struct local_strategy *s)
@@ -421,6 +429,66 @@ static void resolve_after(uv_work_t *w, int status)
 	maybe_free(s);
 }
 
+static int resolve_slow(struct local_strategy *s, struct resolve_job *j);
+
+/* The feed's answer for a flow that waited for it (on the loop). */
+static void feed_answer(void *arg, struct flow_identity *id)
+{
+	struct resolve_job *j = arg;
+	struct local_strategy *s = j->s;
+	s->jobs--;
+	if (id) {
+		s->stats.feed_hits++;
+		s->stats.resolved++;
+		identity_request_complete(j->req, REASON_OK, id);
+		free(j);
+		maybe_free(s);
+		return;
+	}
+	s->stats.feed_fallbacks++;
+	if (s->destroying || !s->base.anchored || !s->table) {
+		identity_request_complete(j->req, REASON_NOT_READY, NULL);
+		free(j);
+		maybe_free(s);
+		return;
+	}
+	if (resolve_slow(s, j) < 0) {
+		identity_request_complete(j->req, REASON_IDENTITY_UNAVAILABLE, NULL);
+		free(j);
+	}
+}
+
+/* Connect-time identity: 0 answered (or waiting), 1 not answered (take
+ * the verifier's path). */
+static int resolve_feed(struct local_strategy *s, struct resolve_job *j)
+{
+	if (!idfeed_client_active(s->feed))
+		return 1;
+	struct flow_tuple ft;
+	struct sockdiag_result sr;
+	uint64_t t0 = now_mono_ns();
+	if (flow_tuple_from_sockaddr(&ft, PROXY_FLOW_PROTO(&j->tuple), (const struct sockaddr *)&j->tuple.client,
+				     (const struct sockaddr *)&j->tuple.proxy) < 0 ||
+	    sockdiag_lookup(s->feed_sd, &ft, &sr) < 0)
+		return 1; /* the verifier reports the missing socket with its reason */
+	struct flow_identity *id = NULL;
+	int r = idfeed_client_lookup(s->feed, sr.cookie, &id);
+	if (r == 1) {
+		s->stats.feed_hits++;
+		s->stats.resolved++;
+		s->stats.attribute_ns += now_mono_ns() - t0;
+		identity_request_complete(j->req, REASON_OK, id);
+		free(j);
+		return 0;
+	}
+	if (r == -EINPROGRESS && idfeed_client_wait(s->feed, sr.cookie, feed_answer, j) == 0) {
+		s->jobs++;
+		return 0;
+	}
+	s->stats.feed_fallbacks++;
+	return 1;
+}
+
 static int local_resolve(struct identity_strategy *base, struct identity_request *req)
 {
 	struct local_strategy *s = (struct local_strategy *)base;
@@ -435,6 +503,19 @@ static int local_resolve(struct identity_strategy *base, struct identity_request
 	j->req = req;
 	j->tuple = *identity_request_tuple(req);
 	j->work.data = j;
+	if (resolve_feed(s, j) == 0)
+		return 0;
+	int r = resolve_slow(s, j);
+	if (r < 0)
+		free(j);
+	return r;
+}
+
+/* Today's path: on the loop within its budget, else the pool. -errno
+ * (j not consumed) when it cannot start. */
+static int resolve_slow(struct local_strategy *s, struct resolve_job *j)
+{
+	struct identity_strategy *base = &s->base;
 	/* The cheap, bounded case on the loop itself (two thread hand-offs
 	 * saved); when a context is busy or the flow needs more, the pool. */
 	struct verify_ctx *wc = s->inline_off ? NULL : flow_verifier_ctx_take(s->verifier, false);
@@ -450,10 +531,8 @@ static int local_resolve(struct identity_strategy *base, struct identity_request
 		}
 	}
 	int r = uv_queue_work(base->loop, &j->work, resolve_work, resolve_after);
-	if (r < 0) {
-		free(j);
+	if (r < 0)
 		return r;
-	}
 	s->jobs++;
 	return 0;
 }
@@ -466,6 +545,8 @@ static void maybe_free(struct local_strategy *s)
 		return;
 	drop_anchor_state(s);
 	flow_verifier_free(s->verifier);
+	if (s->feed_sd)
+		sockdiag_close(s->feed_sd);
 	free(s->anchor_socket);
 	free(s->sandbox_cgroup);
 	free(s);
@@ -478,10 +559,30 @@ static void timer_closed(uv_handle_t *h)
 	maybe_free(s);
 }
 
+static void feed_closed(void *arg)
+{
+	struct local_strategy *s = arg;
+	s->handles_open--;
+	maybe_free(s);
+}
+
 static void local_destroy(struct identity_strategy *base)
 {
 	struct local_strategy *s = (struct local_strategy *)base;
 	s->destroying = true;
+	if (s->feed) {
+		struct idfeed_client *f = s->feed;
+		struct idfeed_client_stats fs;
+		idfeed_client_stats(f, &fs);
+		log_info("identity feed: %llu flows answered from it (%llu after waiting for their record), %llu "
+			 "by the holder search while it was connected; %llu records, %llu refusals read",
+			 (unsigned long long)s->stats.feed_hits, (unsigned long long)fs.waited_hits,
+			 (unsigned long long)s->stats.feed_fallbacks, (unsigned long long)fs.records,
+			 (unsigned long long)fs.refusals);
+		s->feed = NULL;
+		s->handles_open++;
+		idfeed_client_close(f, feed_closed, s);
+	}
 	uv_timer_stop(&s->retry_timer);
 	uv_close((uv_handle_t *)&s->retry_timer, timer_closed);
 	if (s->poll_active && !uv_is_closing((uv_handle_t *)&s->anchor_poll)) {
@@ -501,12 +602,20 @@ static const struct identity_strategy_ops local_ops = {
 struct verifier_job {
 	const struct flow_verifier_config *cfg;
 	struct flow_verifier **out;
+	struct sockdiag **feed_sd; /* NULL: no feed */
 };
 
 static int verifier_in_netns(void *arg)
 {
 	struct verifier_job *a = arg;
-	return flow_verifier_new(a->cfg, a->out);
+	if (a->feed_sd && !(*a->feed_sd = sockdiag_open()))
+		return errno ? -errno : -ENOMEM;
+	int r = flow_verifier_new(a->cfg, a->out);
+	if (r < 0 && a->feed_sd) {
+		sockdiag_close(*a->feed_sd);
+		*a->feed_sd = NULL;
+	}
+	return r;
 }
 
 /* As many verification contexts as the libuv thread pool has threads
@@ -564,7 +673,7 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 		.hash_cache_entries = LOCAL_HASH_CACHE,
 		.measure_cpu = cfg->measure_cpu,
 	};
-	struct verifier_job aj = { .cfg = &vc, .out = &s->verifier };
+	struct verifier_job aj = { .cfg = &vc, .out = &s->verifier, .feed_sd = cfg->identity_feed ? &s->feed_sd : NULL };
 	if (cfg->workload_netns) {
 		_cleanup_close_ int nsfd = open(cfg->workload_netns, O_RDONLY | O_CLOEXEC);
 		if (nsfd < 0) {
@@ -579,6 +688,13 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	}
 	if (r < 0)
 		goto fail;
+	if (cfg->identity_feed &&
+	    (r = idfeed_client_new(loop, s->caps, cfg->identity_feed, cfg->feed_wait_ms, 0, &s->feed)) < 0) {
+		log_error("local identity: --identity-feed %s: %s", cfg->identity_feed, strerror(-r));
+		flow_verifier_free(s->verifier);
+		sockdiag_close(s->feed_sd);
+		goto fail;
+	}
 	uv_timer_init(loop, &s->retry_timer);
 	s->retry_timer.data = s;
 	s->handles_open = 1;
@@ -624,6 +740,18 @@ const char *identity_local_anchor_error(const struct identity_strategy *base)
 	if (!base || base->ops != &local_ops)
 		return "";
 	return ((const struct local_strategy *)base)->anchor_error;
+}
+
+bool identity_local_feed_stats(const struct identity_strategy *base, struct idfeed_client_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!base || base->ops != &local_ops)
+		return false;
+	const struct local_strategy *s = (const struct local_strategy *)base;
+	if (!s->feed)
+		return false;
+	idfeed_client_stats(s->feed, out);
+	return true;
 }
 
 bool identity_local_stats(const struct identity_strategy *base, struct identity_local_stats *out)

@@ -53,6 +53,14 @@ struct identity_local_config {
 	size_t max_candidates;          /* descendant scan bound; 0: 65536 */
 	bool measure_cpu;               /* fill identity_local_stats.cpu_ns (two
 					   clock_gettime syscalls per resolution) */
+	/* Connect-time identity: the anchor's identity feed ("unix:PATH", the
+	 * proc-supervisor's --identity-feed), read only from a peer that is
+	 * the established anchor (identity_feed.h). A flow whose socket the
+	 * feed names is answered from it; any other takes the path above.
+	 * NULL: no feed. feed_wait_ms: how long a flow the feed has not
+	 * mentioned yet waits for it (0: 3 ms). */
+	const char *identity_feed;
+	uint64_t feed_wait_ms;
 	bool pool_only;                 /* never answer on the loop: every flow
 					   through the thread pool (tests) */
 	/* The anchor was refused (or lost): reason word and a one-line detail.
@@ -84,6 +92,11 @@ struct identity_local_stats {
 	uint64_t inline_answers;                  /* answered on the loop, no pool hop (of resolved+denied) */
 	uint64_t inline_over_budget;              /* loop attempts that ran past the link budget
 						     (then handed to the pool) */
+	uint64_t feed_hits;                       /* answered from the identity feed (of resolved) */
+	uint64_t feed_fallbacks;                  /* feed active, flow not in it: the path above */
 };
+struct idfeed_client_stats;
+/* The identity feed's counters; false (zeroed) without a feed. */
+bool identity_local_feed_stats(const struct identity_strategy *s, struct idfeed_client_stats *out);
 /* false (and *out zeroed) when s is not the local strategy. */
 bool identity_local_stats(const struct identity_strategy *s, struct identity_local_stats *out);

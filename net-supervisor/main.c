@@ -125,6 +125,11 @@ static void usage(FILE *out)
 "                             the proc-supervisor installed beside this binary)\n"
 "    --workload-netns PATH    netns of the workload's sockets (e.g. /proc/PID/ns/net)\n"
 "    --sandbox-cgroup PATH    members must also be in this cgroup (as /proc/PID/cgroup)\n"
+"    --identity-feed unix:PATH  connect-time identities from the anchor's feed\n"
+"                             (proc-supervisor --identity-feed): a flow whose socket\n"
+"                             it names is a table lookup; others take the path above\n"
+"    --identity-feed-wait MS  how long a flow waits for a record the feed has not\n"
+"                             announced yet (default 3; 1-60000)\n"
 "  delegated (split, vm with a host-side proxy): signed contexts\n"
 "    --control unix:PATH|tcp:HOST:PORT|vsock:CID:PORT  the identity service\n"
 "    --provisioning-pubkey FILE  pinned provisioning key (repeatable, up to 4)\n"
@@ -153,7 +158,7 @@ enum {
 	O_LISTEN = 256, O_ADMIN, O_POLICY, O_AUDIT, O_TOPOLOGY, O_MAXHB, O_MAXH, O_MAXC,
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
-	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
+	O_SBXCG, O_IDFEED, O_IDFEEDWAIT, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
 	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC, O_TLISTEN, O_TON, O_TPEEK,
 	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP,
@@ -167,7 +172,7 @@ enum {
 static const char *const netsup_features[] = {
 	"listen-netns", "audit-failure", "learn",
 	"identity-local", "anchor-pid", "anchor-socket", "expected-anchor-sha256",
-	"workload-netns", "sandbox-cgroup",
+	"workload-netns", "sandbox-cgroup", "identity-feed",
 	"identity-delegated", "control", "provisioning-pubkey",
 	"policy-layer", "console", "log-level",
 	"dns-listen", "dns-upstream",
@@ -250,6 +255,8 @@ int main(int argc, char **argv)
 		{ "identity-timeout", required_argument, NULL, O_IDTO },
 		{ "anchor-pid", required_argument, NULL, O_ANCPID },
 		{ "anchor-socket", required_argument, NULL, O_ANCSOCK },
+		{ "identity-feed", required_argument, NULL, O_IDFEED },
+		{ "identity-feed-wait", required_argument, NULL, O_IDFEEDWAIT },
 		{ "expected-anchor-sha256", required_argument, NULL, O_ANCSHA },
 		{ "workload-netns", required_argument, NULL, O_WNETNS },
 		{ "sandbox-cgroup", required_argument, NULL, O_SBXCG },
@@ -450,6 +457,12 @@ int main(int argc, char **argv)
 			}
 			break;
 		case O_ANCSOCK: cfg.anchor_socket = optarg; break;
+		case O_IDFEED: cfg.identity_feed = optarg; break;
+		case O_IDFEEDWAIT:
+			if (parse_u64("--identity-feed-wait", optarg, 60000, &v) < 0 || v == 0)
+				return 2;
+			cfg.identity_feed_wait_ms = v;
+			break;
 		case O_ANCSHA: cfg.expected_anchor_sha256 = optarg; break;
 		case O_WNETNS: cfg.workload_netns = optarg; break;
 		case O_SBXCG: cfg.sandbox_cgroup = optarg; break;

@@ -11,7 +11,7 @@
 #include "net-supervisor/identity_strategy.h"
 #include "net-supervisor/tunnel.h"
 
-#define METRICS_LATENCY_BUCKETS 19
+#define METRICS_LATENCY_BUCKETS 23
 
 struct auditq;
 
@@ -53,6 +53,7 @@ struct metrics {
 	 * made, and the loop's attempts that ran past their link budget. */
 	bool have_local;
 	uint64_t local_on_loop, local_on_pool, local_over_budget;
+	uint64_t local_feed_hits, local_feed_fallbacks; /* identity feed (appended) */
 	/* Delegated identity only (filled at render time): the control
 	 * channel's clock skew (proto/verifier.h verifier_clock). */
 	bool have_clock, clock_measured;

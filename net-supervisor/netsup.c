@@ -102,6 +102,8 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 		struct identity_local_config lc = {
 			.anchor_pid = cfg->anchor_pid,
 			.anchor_socket = cfg->anchor_socket,
+			.identity_feed = cfg->identity_feed,
+			.feed_wait_ms = cfg->identity_feed_wait_ms,
 			.expected_sha256 = exp,
 			.workload_netns = cfg->workload_netns,
 			.sandbox_cgroup = cfg->sandbox_cgroup,
@@ -258,8 +260,10 @@ static char *admin_metrics(void *data, size_t *len)
 	if (identity_local_stats(ns->identity, &st)) {
 		snap.have_local = true;
 		snap.local_on_loop = st.inline_answers;
-		snap.local_on_pool = st.resolved + st.denied - st.inline_answers;
+		snap.local_on_pool = st.resolved + st.denied - st.inline_answers - st.feed_hits;
 		snap.local_over_budget = st.inline_over_budget;
+		snap.local_feed_hits = st.feed_hits;
+		snap.local_feed_fallbacks = st.feed_fallbacks;
 	}
 	struct verifier_clock_state cs;
 	if (identity_delegated_clock(ns->identity, &cs)) {

@@ -9,6 +9,7 @@
 
 #include "common/util.h"
 #include "proc-supervisor/exec_gateway.h"
+#include "proc-supervisor/idpublish.h"
 #include "proc-supervisor/idservice.h"
 #include "proc-supervisor/status.h"
 #include "proc-supervisor/supervisor.h"
@@ -18,7 +19,13 @@ struct procsup_services {
 	struct exec_gw *gw;
 	struct status_srv *st;
 	struct idservice *ids;
+	struct idpublish *feed;
 };
+
+static void feed_note(void *user, uint64_t cookie)
+{
+	idpublish_note(user, cookie);
+}
 
 /* The gateway's exit callback and its token, carried through the one user
  * pointer of a procsup child until the child is reaped. */
@@ -93,12 +100,17 @@ static void services_done(struct procsup *ps, void *user)
 		status_stop(sv->st, NULL, NULL);
 	if (sv->ids)
 		idservice_stop(sv->ids, NULL, NULL);
+	if (sv->feed) {
+		ps->on_record = NULL;
+		ps->on_record_user = NULL;
+		idpublish_stop(sv->feed);
+	}
 	free(sv);
 }
 
 int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg *cfg)
 {
-	if (!cfg->exec_socket && !cfg->status_socket && !cfg->control)
+	if (!cfg->exec_socket && !cfg->status_socket && !cfg->control && !cfg->identity_feed)
 		return 0;
 	struct procsup_services *sv = calloc(1, sizeof(*sv));
 	if (!sv)
@@ -182,6 +194,32 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 			fprintf(stderr, "proc-supervisor: --control %s: %s\n", cfg->control, strerror(-r));
 			goto fail;
 		}
+	}
+	if (cfg->identity_feed) {
+		if (!ps->members || !ps->cookies) {
+			fprintf(stderr, "proc-supervisor: --identity-feed needs a process table\n");
+			r = -EINVAL;
+			goto fail;
+		}
+		if (cfg->strict_socket_owner) {
+			/* The feed names the connector (the registry's record); the
+			 * strict rule asks who holds the socket now. */
+			fprintf(stderr, "proc-supervisor: --identity-feed and --strict-socket-owner cannot be combined\n");
+			r = -EINVAL;
+			goto fail;
+		}
+		struct idpublish_opts fo = {
+			.path = cfg->identity_feed, .caps = &ps->caps, .members = ps->members, .cookies = ps->cookies,
+			.anchor = &ps->anchor,
+			.allow_uids = cfg->allow_uids, .n_allow_uids = cfg->n_allow_uids,
+			.allow_gids = cfg->allow_gids, .n_allow_gids = cfg->n_allow_gids,
+		};
+		if ((r = idpublish_start(&ps->loop, &fo, &sv->feed)) < 0) {
+			fprintf(stderr, "proc-supervisor: --identity-feed %s: %s\n", cfg->identity_feed, strerror(-r));
+			goto fail;
+		}
+		ps->on_record = feed_note;
+		ps->on_record_user = sv->feed;
 	}
 	if ((r = procsup_on_done(ps, services_done, sv)) < 0)
 		goto fail;

@@ -166,6 +166,8 @@ static int glue_record(void *user, uint64_t cookie, const struct procref *ref)
 		}
 		(void)members_note_connect(ps->members, ref->key, &ref->exe);
 	}
+	if (ps->on_record)
+		ps->on_record(ps->on_record_user, cookie);
 	if (ps->cfg.debug_registry) {
 		if (ps->debug_cookies_n == ps->debug_cookies_cap && ps->debug_cookies_cap < 65536) {
 			size_t cap = ps->debug_cookies_cap ? 2 * ps->debug_cookies_cap : 64;

@@ -152,6 +152,10 @@ struct procsup {
 	uint64_t bypass_window_ms;
 	unsigned bypass_in_window;
 	uint64_t bypass_suppressed;
+	/* Called after each cookie the notifier recorded (after CONTINUE, on
+	 * the loop): the identity feed's queue (idpublish.h). NULL: none. */
+	void (*on_record)(void *user, uint64_t cookie);
+	void *on_record_user;
 };
 #define PROCSUP_BYPASS_PER_SEC 20
 

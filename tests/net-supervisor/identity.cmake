@@ -42,3 +42,11 @@ set_tests_properties(test_ident_idservice_chain_fallback PROPERTIES LABELS integ
 
 # The daemon end to end with --identity local / delegated.
 tether_script_test(test_netsup_identity LABEL integration SCRIPT test_netsup_identity.sh TIMEOUT 60)
+
+# Connect-time identity: the proc-supervisor's identity feed read by the
+# local strategy (fast path, forced fallback, an inherited socket, a forged feed).
+tether_script_test(test_identity_feed LABEL integration SCRIPT test_identity_feed.sh TIMEOUT 120)
+# Its reader and wire format alone: table, waits, eviction, a malformed
+# line, a peer that is not the anchor, the decoder's refusals.
+tether_c_test(test_identity_feed_table LABEL unit SOURCES test_identity_feed_table.c LIBS tether_netsup TIMEOUT 60)
+set_tests_properties(test_identity_feed_table PROPERTIES SKIP_RETURN_CODE 77)
