@@ -11,14 +11,19 @@ PKGS=(
   libseccomp-dev
   libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
   libuv1-dev libyaml-dev libjansson-dev libhttp-parser-dev
-  libcmocka-dev
+  libcmocka-dev libssl-dev
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy
+  # the real clients of tests/e2e/clients.sh (and the openssl CLI for its CA)
+  git openssl python3-requests python3-pip nodejs golang-go
   # interpreters for tests/proc-supervisor/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime
 )
+# npm: Debian's package, unless the installed nodejs bundles one (NodeSource's
+# does, and conflicts with it)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 if [ "${1:-}" = "--deploy" ]; then
   PKGS+=(dpkg-dev fakeroot podman runc netavark iptables catatonit mmdebstrap uidmap)
 fi

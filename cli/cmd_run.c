@@ -34,6 +34,8 @@ static void usage(FILE *out)
 		"usage: tether run [--topology NAME] [--policy FILE]... [--agent NAME]\n"
 		"                  [--audit FILE] [--audit-failure deny|allow] [--exec-socket PATH]\n"
 		"                  [--user USER] [--quiet] [-v] [--wait-all] [--dry-run] [--learn]\n"
+		"                  [--upstream-proxy http://HOST:PORT [--upstream-proxy-auth-file FILE]\n"
+		"                   [--upstream-proxy-connect address|name] [--no-upstream-proxy LIST]]\n"
 		"                  -- CMD [ARG...]\n"
 		"\n"
 		"Build a sandbox on this machine with namespaces, start the proc-supervisor\n"
@@ -64,6 +66,15 @@ static void usage(FILE *out)
 		"  -v, --verbose      also a line per allowed flow, and the daemons' info lines\n"
 		"  --wait-all         when CMD exits, wait for the processes it left behind\n"
 		"                     (default: say how many and stop them after a 2 s grace)\n"
+		"  --upstream-proxy http://HOST:PORT  behind a corporate proxy: the net-supervisor\n"
+		"                     reaches allowed destinations through it (CONNECT), after\n"
+		"                     its own decision and checks (docs/net-supervisor.md)\n"
+		"  --upstream-proxy-auth-file FILE  USER:PASSWORD for it, mode 0600, outside\n"
+		"                     the sandbox (the workload must not be able to read it)\n"
+		"  --upstream-proxy-connect address|name  what the CONNECT names (default\n"
+		"                     address: the one tether checked)\n"
+		"  --no-upstream-proxy LIST  go direct to these: names, .suffix, addresses,\n"
+		"                     CIDRs, comma-separated (repeatable)\n"
 		"\n"
 		"By default tether prints only one line per denied flow on stderr:\n"
 		"  tether: denied EXE (ANCESTORS) -> HOST:PORT reason=WORD[; to allow: ...]\n"
@@ -183,7 +194,8 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 
 int cmd_run(int argc, char **argv)
 {
-	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE, O_LEARN, O_WAIT_ALL };
+	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE, O_LEARN, O_WAIT_ALL, O_UPPROXY, O_UPAUTH,
+	       O_UPCONNECT, O_NOUP };
 	static const struct option opts[] = {
 		{ "topology", required_argument, NULL, 't' },
 		{ "policy", required_argument, NULL, 'p' },
@@ -197,6 +209,10 @@ int cmd_run(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "wait-all", no_argument, NULL, O_WAIT_ALL },
+		{ "upstream-proxy", required_argument, NULL, O_UPPROXY },
+		{ "upstream-proxy-auth-file", required_argument, NULL, O_UPAUTH },
+		{ "upstream-proxy-connect", required_argument, NULL, O_UPCONNECT },
+		{ "no-upstream-proxy", required_argument, NULL, O_NOUP },
 		{ "help", no_argument, NULL, 'h' },
 		/* internal: the entrypoint's gate inside the sandbox */
 		{ "wait-ready", required_argument, NULL, O_WAIT_READY },
@@ -209,6 +225,9 @@ int cmd_run(int argc, char **argv)
 	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL, *user = NULL;
 	const char *wait_ready = NULL;
 	bool dry = false, verbose = false, learn = false, quiet = false, wait_all = false;
+	const char *up_proxy = NULL, *up_auth = NULL, *up_connect = NULL;
+	const char *no_up[8];
+	size_t n_no_up = 0;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+hvq", opts, NULL)) != -1) {
@@ -237,6 +256,17 @@ int cmd_run(int argc, char **argv)
 		case 'v': verbose = true; break;
 		case 'q': quiet = true; break;
 		case O_WAIT_ALL: wait_all = true; break;
+		case O_UPPROXY: up_proxy = optarg; break;
+		case O_UPAUTH: up_auth = optarg; break;
+		case O_UPCONNECT: up_connect = optarg; break;
+		case O_NOUP:
+			if (n_no_up == ARRAY_SIZE(no_up)) {
+				fprintf(stderr, "tether run: too many --no-upstream-proxy (max %zu; "
+						"a list takes commas)\n", ARRAY_SIZE(no_up));
+				return 2;
+			}
+			no_up[n_no_up++] = optarg;
+			break;
 		case O_WAIT_READY: wait_ready = optarg; break;
 		case O_STAGE2: {
 			int w, r, p;
@@ -279,6 +309,30 @@ int cmd_run(int argc, char **argv)
 		}
 		audit = abs_audit;
 	}
+	if (!up_proxy && (up_auth || up_connect || n_no_up)) {
+		fprintf(stderr, "tether run: --upstream-proxy-auth-file, --upstream-proxy-connect and "
+				"--no-upstream-proxy need --upstream-proxy\n");
+		return 2;
+	}
+	static char abs_auth[PATH_MAX];
+	if (up_auth && up_auth[0] != '/') {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs_auth, sizeof(abs_auth), "%s/%s", cwd, up_auth) >= (int)sizeof(abs_auth)) {
+			fprintf(stderr, "tether run: --upstream-proxy-auth-file path too long\n");
+			return 2;
+		}
+		up_auth = abs_auth;
+	}
+	/* The URL, list and credentials file are checked by the net-supervisor
+	 * at its start (upstream_load); the CLI links no daemon library. */
+	/* The credentials are the net side's: a workload that runs as root (the
+	 * caller's uid in the veth topologies, unless --user) can read any
+	 * file of ours. Said once, before anything runs. */
+	if (up_auth && !user && geteuid() == 0 && t->fence != TOPOLOGY_FENCE_NFT_UID)
+		fprintf(stderr, "tether run: warning: the workload runs as root and could read "
+				"--upstream-proxy-auth-file %s; run it as another user (--user) so only the "
+				"net-supervisor can\n", up_auth);
 	if (learn && !audit) {
 		fprintf(stderr, "tether run: --learn needs --audit FILE (the record `tether policy suggest` reads)\n");
 		return 2;
@@ -314,6 +368,8 @@ int cmd_run(int argc, char **argv)
 		.wait_all = wait_all, .no_network_policy = !learn && no_net,
 		.missing_policy = !learn && missing[0] ? missing : NULL,
 		.learn = learn,
+		.upstream_proxy = up_proxy, .upstream_proxy_auth_file = up_auth,
+		.upstream_proxy_connect = up_connect, .no_upstream_proxy = no_up, .n_no_upstream_proxy = n_no_up,
 	};
 	if (learn && !dry)
 		fprintf(stderr, "tether run: LEARN MODE: nothing is enforced; every flow is allowed and "

@@ -54,6 +54,9 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_DNS_TYPE_REFUSED] = "dns_type_refused",
 	[REASON_DNS_UPSTREAM_FAILED] = "dns_upstream_failed",
 	[REASON_DNS_MALFORMED] = "dns_malformed",
+	[REASON_UPSTREAM_PROXY_UNREACHABLE] = "upstream_proxy_unreachable",
+	[REASON_UPSTREAM_PROXY_REFUSED] = "upstream_proxy_refused",
+	[REASON_UPSTREAM_PROXY_AUTH_REQUIRED] = "upstream_proxy_auth_required",
 };
 
 const char *reason_word(enum reason r)

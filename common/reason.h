@@ -62,6 +62,10 @@ enum reason {
 	REASON_DNS_TYPE_REFUSED,    /* a query type the resolver does not serve */
 	REASON_DNS_UPSTREAM_FAILED, /* no usable answer from the upstream resolver */
 	REASON_DNS_MALFORMED,       /* the query could not be parsed */
+	/* the corporate upstream proxy (appended; net-supervisor/upstream.h) */
+	REASON_UPSTREAM_PROXY_UNREACHABLE,   /* no connection to it */
+	REASON_UPSTREAM_PROXY_REFUSED,       /* it answered the CONNECT with an error */
+	REASON_UPSTREAM_PROXY_AUTH_REQUIRED, /* it answered 407: credentials missing or wrong */
 	REASON__COUNT
 };
 

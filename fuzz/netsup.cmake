@@ -1,2 +1,4 @@
 # net-supervisor: the proxy request parser.
 tether_fuzz_target(fuzz_http SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_http.c LIBS tether_netsup)
+# the corporate upstream proxy's reply parser and no-upstream list
+tether_fuzz_target(fuzz_upstream SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_upstream.c LIBS tether_netsup)

@@ -374,6 +374,9 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 		need_n[2] = "listen-netns";
 	if (cfg->learn)
 		need_n[p->pod ? 3 : 2] = "learn";
+	if (cfg->upstream_proxy && !p->unsupported[0] && !has_feature(features, "upstream-proxy"))
+		snprintf(p->unsupported, sizeof(p->unsupported), "%.3000s has no --upstream-proxy",
+			 p->netsup_path);
 	for (size_t i = 0; i < ARRAY_SIZE(need_n) && need_n[i] && !p->unsupported[0]; i++)
 		if (!has_feature(features, need_n[i]))
 			snprintf(p->unsupported, sizeof(p->unsupported),
@@ -641,6 +644,15 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 		    cfg->console == LAUNCH_CONSOLE_OFF ? "off" : cfg->console == LAUNCH_CONSOLE_ALL ? "all" : "denials");
 	if (p->netsup_log_level)
 		opt(v, &n, "--log-level", cfg->verbose ? "info" : "error");
+	if (cfg->upstream_proxy) {
+		if (cfg->n_no_upstream_proxy > 8)
+			return topology_error_set(err, -E2BIG, "too many --no-upstream-proxy lists (max 8)");
+		opt(v, &n, "--upstream-proxy", cfg->upstream_proxy);
+		opt(v, &n, "--upstream-proxy-auth-file", cfg->upstream_proxy_auth_file);
+		opt(v, &n, "--upstream-proxy-connect", cfg->upstream_proxy_connect);
+		for (size_t i = 0; i < cfg->n_no_upstream_proxy; i++)
+			opt(v, &n, "--no-upstream-proxy", cfg->no_upstream_proxy[i]);
+	}
 	/* every layer's rules add up (docs/network-policy.md): the lower
 	 * layers' files first, in their layers */
 	for (size_t i = 0; i < cfg->n_layer_files; i++) {

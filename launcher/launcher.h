@@ -115,6 +115,13 @@ struct launch_config {
 	 * (launcher_run sets it; --dry-run does not): two runs starting at
 	 * once cannot take the same addresses. */
 	bool reserve_slot;
+	/* The corporate upstream proxy, passed to the net-supervisor as its
+	 * --upstream-proxy* / --no-upstream-proxy flags (NULL / 0: none). */
+	const char *upstream_proxy;
+	const char *upstream_proxy_auth_file; /* absolute */
+	const char *upstream_proxy_connect;
+	const char *const *no_upstream_proxy;
+	size_t n_no_upstream_proxy;
 };
 
 /* The concrete, resolved facts of one run (names, addresses, ports, argv of

@@ -223,9 +223,19 @@ void audit_line_error(struct conn *c, enum reason reason, int status)
 	json_object_set_new(o, "reason", json_string(reason_word(reason)));
 	json_object_set_new(o, "dest", dest_json(c));
 	json_object_set_new(o, "status", json_integer(status));
+	json_object_set_new(o, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
 	if (c->id)
 		json_object_set_new(o, "process_key", c->id->process_key ? json_string(c->id->process_key) : json_null());
+	if (c->via_upstream)
+		json_object_set_new(o, "upstream_proxy", json_string(c->ns->cfg.upstream_proxy));
 	netsup_audit(c->ns, "egress_error", o);
+	/* An allowed flow the corporate proxy would not carry: the person at
+	 * the terminal sees why (the policy said yes). */
+	if (c->via_upstream && c->ns->cfg.console != CONSOLE_OFF && console_admit(c->ns)) {
+		const char *exe = c->id && c->id->binary_path ? c->id->binary_path : "(unidentified)";
+		log_line("tether: failed %s -> %s:%u reason=%s (via the upstream proxy %s)", exe,
+			 c->host ? c->host : "?", (unsigned)c->port, reason_word(reason), c->ns->cfg.upstream_proxy);
+	}
 }
 
 void audit_line_revoked(struct conn *c, enum revoke_why why)

@@ -25,6 +25,7 @@
 #define CONN_IN_REJECTING 0x4u /* ns->n_rejecting (over the connection limit, answered 503) */
 
 struct splice_side;
+struct upstream_hop;
 
 /* C_RECORD: decided, waiting for the decision to be in the audit file
  * before the answer goes out (auditq.h). */
@@ -104,6 +105,9 @@ struct conn {
 	uint64_t generation;
 	uint64_t allowed_at; /* uv_now() of the allow: --max-tunnel-lifetime counts from here */
 	uint8_t revoked;     /* enum revoke_why: revoked while its allow was being recorded */
+	/* through the corporate upstream proxy (upstream.h): set at connect */
+	bool via_upstream;
+	struct upstream_hop *hop; /* its CONNECT handshake's state */
 };
 
 /* Close every handle; the conn is freed once the last one is closed and

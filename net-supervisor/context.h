@@ -99,6 +99,12 @@ struct netsup_config {
 	uint64_t dns_timeout_ms;               /* 3 s: the upstream's answer */
 	size_t dns_max_outstanding;            /* 256 queries in flight */
 	size_t dns_record_max;                 /* 4096 name/address pairs (dnsrec.h) */
+	/* The corporate upstream proxy (upstream.h); NULL: connect directly. */
+	const char *upstream_proxy;            /* http://HOST:PORT */
+	const char *upstream_proxy_auth_file;  /* USER:PASSWORD, mode 0600 */
+	const char *upstream_proxy_connect;    /* "address" (default) or "name" */
+	const char *no_upstream_proxy[NETSUP_MAX_LISTEN]; /* lists of direct destinations */
+	size_t n_no_upstream_proxy;
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
@@ -107,6 +113,7 @@ struct conn;
 struct proxy_listener;
 struct admin;
 struct dns_server;
+struct upstream_proxy;
 
 struct netsup {
 	uv_loop_t *loop;
@@ -120,6 +127,7 @@ struct netsup {
 	size_t n_listeners;
 	struct admin *admin;
 	struct dns_server *dns;      /* the workload's resolver, or NULL (dns.h) */
+	struct upstream_proxy *upstream; /* --upstream-proxy, or NULL (upstream.h) */
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;

@@ -92,6 +92,19 @@ static void usage(FILE *out)
 "  --dns-timeout-ms N         upstream answer (default 3000; → SERVFAIL)\n"
 "  --dns-max-outstanding N    queries in flight (default 256; more UDP ones dropped)\n"
 "  --dns-records N            name/address pairs remembered (default 4096, LRU)\n"
+"  --upstream-proxy http://HOST:PORT  reach allowed destinations through this\n"
+"                             corporate HTTP proxy (CONNECT), after the decision and\n"
+"                             the blocked-range checks on the real destination\n"
+"  --upstream-proxy-auth-file FILE  USER:PASSWORD for it (Proxy-Authorization:\n"
+"                             Basic); refused unless mode 0600 or stricter; keep it\n"
+"                             outside the sandbox\n"
+"  --upstream-proxy-connect address|name  what our CONNECT names: the checked\n"
+"                             address (default), or the host name for proxies that\n"
+"                             resolve names themselves (then the address reached is\n"
+"                             the proxy's choice, not one our checks saw)\n"
+"  --no-upstream-proxy LIST   destinations reached directly: host names, .suffix\n"
+"                             (every name below), addresses, CIDRs; comma-separated,\n"
+"                             repeatable\n"
 "  -v, --verbose              debug logging\n"
 "  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"
@@ -136,6 +149,7 @@ enum {
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
 	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC,
+	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -153,6 +167,7 @@ static const char *const netsup_features[] = {
 #ifdef TETHER_NETSUP_TESTING
 	"identity-static", /* the test build only */
 #endif
+	"upstream-proxy", "upstream-proxy-auth-file", "upstream-proxy-connect", "no-upstream-proxy",
 };
 
 #ifdef TETHER_NETSUP_TESTING
@@ -246,6 +261,10 @@ int main(int argc, char **argv)
 		{ "dns-timeout-ms", required_argument, NULL, O_DNSTO },
 		{ "dns-max-outstanding", required_argument, NULL, O_DNSMAX },
 		{ "dns-records", required_argument, NULL, O_DNSREC },
+		{ "upstream-proxy", required_argument, NULL, O_UPPROXY },
+		{ "upstream-proxy-auth-file", required_argument, NULL, O_UPAUTH },
+		{ "upstream-proxy-connect", required_argument, NULL, O_UPCONNECT },
+		{ "no-upstream-proxy", required_argument, NULL, O_NOUP },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -487,6 +506,16 @@ int main(int argc, char **argv)
 			if (parse_u64("--dns-records", optarg, 1 << 20, &v) < 0 || v == 0)
 				return 2;
 			cfg.dns_record_max = v;
+			break;
+		case O_UPPROXY: cfg.upstream_proxy = optarg; break;
+		case O_UPAUTH: cfg.upstream_proxy_auth_file = optarg; break;
+		case O_UPCONNECT: cfg.upstream_proxy_connect = optarg; break;
+		case O_NOUP:
+			if (cfg.n_no_upstream_proxy >= NETSUP_MAX_LISTEN) {
+				log_error("at most %d --no-upstream-proxy", NETSUP_MAX_LISTEN);
+				return 2;
+			}
+			cfg.no_upstream_proxy[cfg.n_no_upstream_proxy++] = optarg;
 			break;
 		case 'v': log_set_level(LOG_LVL_DEBUG); break;
 		case 'h': usage(stdout); return 0;

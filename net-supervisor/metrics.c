@@ -133,6 +133,21 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "# the verified identity could be allowed to).\n"
 		    "# TYPE tether_upstream_resolutions_total counter\ntether_upstream_resolutions_total %llu\n",
 		(unsigned long long)m->resolutions);
+	if (m->upstream_proxy) {
+		bprintf(&b, "# HELP tether_upstream_proxy_tunnels_total Allowed flows the corporate upstream proxy\n"
+			    "# (--upstream-proxy) carried: its CONNECT answered 2xx.\n"
+			    "# TYPE tether_upstream_proxy_tunnels_total counter\n"
+			    "tether_upstream_proxy_tunnels_total %llu\n"
+			    "# HELP tether_upstream_proxy_errors_total Allowed flows the corporate upstream proxy did not\n"
+			    "# carry, by reason.\n"
+			    "# TYPE tether_upstream_proxy_errors_total counter\n",
+			(unsigned long long)m->upstream_proxy_tunnels);
+		static const enum reason rs[] = { REASON_UPSTREAM_PROXY_UNREACHABLE, REASON_UPSTREAM_PROXY_REFUSED,
+						  REASON_UPSTREAM_PROXY_AUTH_REQUIRED, REASON_UPSTREAM_TIMEOUT };
+		for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++)
+			bprintf(&b, "tether_upstream_proxy_errors_total{reason=\"%s\"} %llu\n", reason_word(rs[i]),
+				(unsigned long long)m->upstream_proxy_errors[rs[i]]);
+	}
 	bprintf(&b, "# HELP tether_audit_writable 1 while audit events can be written, 0 from a failed write\n"
 		    "# (ENOSPC, EIO, ...) until a write works again.\n"
 		    "# TYPE tether_audit_writable gauge\ntether_audit_writable %d\n"

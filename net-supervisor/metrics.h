@@ -32,6 +32,10 @@ struct metrics {
 	uint64_t relay_held; /* filled at render: buffer bytes held by queued writes */
 	uint64_t relay_memory; /* --relay-memory */
 	uint64_t resolutions; /* upstream name lookups started */
+	/* --upstream-proxy: tunnels it opened, and its failures by reason */
+	bool upstream_proxy;
+	uint64_t upstream_proxy_tunnels;
+	uint64_t upstream_proxy_errors[REASON__COUNT];
 	/* flows whose decision could not be written to the audit file */
 	uint64_t audit_unrecorded_denied;   /* answered 503 audit_unavailable */
 	uint64_t audit_unrecorded_answered; /* --audit-failure allow: answered anyway */

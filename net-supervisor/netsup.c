@@ -19,6 +19,7 @@
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
 #include "net-supervisor/revoke.h"
+#include "net-supervisor/upstream.h"
 #include "topology/detect.h"
 #include "topology/model.h"
 
@@ -407,6 +408,20 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	r = check_topology(cfg);
 	if (r < 0)
 		return r;
+	if (cfg->upstream_proxy) {
+		r = upstream_load(cfg->upstream_proxy, cfg->upstream_proxy_auth_file, cfg->no_upstream_proxy,
+				  cfg->n_no_upstream_proxy, cfg->upstream_proxy_connect, &ns->upstream);
+		if (r < 0)
+			return r;
+		ns->metrics.upstream_proxy = true;
+		log_info("upstream connections go through the proxy %s (CONNECT names the %s%s)",
+			 cfg->upstream_proxy, ns->upstream->by == UPSTREAM_BY_NAME ? "host name" : "checked address",
+			 ns->upstream->auth_header ? "; with credentials" : "");
+	} else if (cfg->upstream_proxy_auth_file || cfg->n_no_upstream_proxy || cfg->upstream_proxy_connect) {
+		log_error("--upstream-proxy-auth-file, --no-upstream-proxy and --upstream-proxy-connect "
+			  "need --upstream-proxy");
+		return -EINVAL;
+	}
 	r = audit_open(cfg->audit_path, cfg->topology, &ns->audit_log);
 	if (r < 0) {
 		log_error("cannot open audit file %s: %s", cfg->audit_path, strerror(-r));
@@ -521,5 +536,7 @@ int netsup_run(struct netsup *ns)
 	audit_close(ns->audit_log);
 	ns->audit_log = NULL;
 	bufpool_done(&ns->pool);
+	upstream_free(ns->upstream);
+	ns->upstream = NULL;
 	return 0;
 }

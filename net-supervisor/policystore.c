@@ -86,6 +86,8 @@ static int load(const struct policystore *ps, struct policy **out, struct policy
 	int r = policy_loader_new(sections, 1, &l, diag);
 	if (r < 0)
 		return r;
+	/* the environment's files are the workload's, maybe not visible here */
+	policy_loader_skip_workload_files(l);
 	for (size_t i = 0; i < ps->n_files; i++) {
 		enum policy_layer layer = ps->layers ? ps->layers[i] : POLICY_LAYER_COMMAND;
 		r = policy_loader_add_file(l, layer, ps->files[i], layer < POLICY_LAYER_COMMAND, diag);

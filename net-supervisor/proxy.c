@@ -14,6 +14,7 @@
 #include "net-supervisor/conn.h"
 #include "net-supervisor/hostport.h"
 #include "net-supervisor/relay.h"
+#include "net-supervisor/upstream.h"
 
 #define LINGER_MS 500
 
@@ -51,6 +52,7 @@ static void conn_free(struct conn *c)
 		ns->n_relaying--;
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
+	upstream_hop_free(c);
 	free(c->early);
 	free(c->client.big);
 	free(c->client.spare);
@@ -318,6 +320,23 @@ static void up_closed_retry(uv_handle_t *h)
 	try_connect(c);
 }
 
+static void upstream_ready(struct conn *c);
+
+/* The corporate proxy's answer to our CONNECT (upstream.h). */
+static void hop_done(struct conn *c, enum reason r, int status)
+{
+	if (c->state != C_CONNECTING)
+		return;
+	if (r != REASON_OK) {
+		c->ns->metrics.upstream_proxy_errors[r]++;
+		audit_line_error(c, r, status);
+		respond(c, status, r);
+		return;
+	}
+	c->ns->metrics.upstream_proxy_tunnels++;
+	upstream_ready(c);
+}
+
 static void connected(uv_connect_t *req, int status)
 {
 	struct conn *c = req->data;
@@ -325,12 +344,35 @@ static void connected(uv_connect_t *req, int status)
 		return; /* closing, or the timeout already answered */
 	if (status < 0) {
 		log_debug("connect to %s:%u failed: %s", c->host, c->port, uv_strerror(status));
+		if (c->via_upstream) {
+			/* the same proxy for every address: no retry */
+			c->ns->metrics.upstream_proxy_errors[REASON_UPSTREAM_PROXY_UNREACHABLE]++;
+			audit_line_error(c, REASON_UPSTREAM_PROXY_UNREACHABLE, 502);
+			respond(c, 502, REASON_UPSTREAM_PROXY_UNREACHABLE);
+			return;
+		}
 		c->up.inited = false;
 		uv_close((uv_handle_t *)&c->up.tcp, up_closed_retry);
 		return;
 	}
-	uv_timer_stop(&c->timer);
 	uv_tcp_nodelay(&c->up.tcp, 1);
+	if (c->via_upstream) {
+		/* the timer keeps running: it bounds the handshake too */
+		if (upstream_hop_start(c, hop_done) < 0) {
+			/* out of memory, or a name the CONNECT line cannot carry */
+			audit_line_error(c, REASON_INTERNAL_ERROR, 502);
+			respond(c, 502, REASON_INTERNAL_ERROR);
+		}
+		return;
+	}
+	upstream_ready(c);
+}
+
+/* Connected to the destination (directly or through the corporate proxy):
+ * answer the client, send what it already gave, relay. */
+static void upstream_ready(struct conn *c)
+{
+	uv_timer_stop(&c->timer);
 	if (c->req.is_connect) {
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		char *b = strdup(ok);
@@ -346,6 +388,13 @@ static void connected(uv_connect_t *req, int status)
 			return;
 		}
 	}
+	/* what the corporate proxy passed on after its 200 is the
+	 * destination's: after our 200, then its state is no longer needed */
+	if (upstream_hop_send_leftover(c) < 0) {
+		conn_close(c);
+		return;
+	}
+	upstream_hop_free(c);
 	if (c->early_len) {
 		char *e = c->early;
 		c->early = NULL;
@@ -363,8 +412,11 @@ static void connect_timeout(uv_timer_t *t)
 	struct conn *c = t->data;
 	if (c->state != C_CONNECTING)
 		return;
-	audit_line_error(c, REASON_UPSTREAM_TIMEOUT, 504);
-	respond(c, 504, REASON_UPSTREAM_TIMEOUT);
+	enum reason why = c->via_upstream && !c->hop ? REASON_UPSTREAM_PROXY_UNREACHABLE : REASON_UPSTREAM_TIMEOUT;
+	if (c->via_upstream)
+		c->ns->metrics.upstream_proxy_errors[why]++;
+	audit_line_error(c, why, 504);
+	respond(c, 504, why);
 }
 
 static void netaddr_to_sockaddr(const struct netaddr *a, uint16_t port, struct sockaddr_storage *ss)
@@ -391,6 +443,12 @@ static void try_connect(struct conn *c)
 		netaddr_to_sockaddr(a, c->port, &ss);
 		c->chosen = *a;
 		c->have_chosen = true;
+		/* Through the corporate proxy: the socket goes to it, and its
+		 * CONNECT names the address checked here (or the name, by
+		 * --upstream-proxy-connect name). */
+		c->via_upstream = c->ns->upstream && !upstream_bypassed(c->ns->upstream, c->host, a);
+		if (c->via_upstream)
+			memcpy(&ss, &c->ns->upstream->addr, sizeof(ss));
 		uv_tcp_init(c->ns->loop, &c->up.tcp);
 		c->up.tcp.data = &c->up;
 		c->up.inited = true;

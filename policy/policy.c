@@ -18,6 +18,7 @@ struct policy_loader {
 	enum policy_layer last;
 	const struct policy_section *const *ext;
 	size_t n_ext;
+	bool skip_workload_files;
 };
 
 static const char *const layer_names[POLICY_LAYER__COUNT] = {
@@ -82,6 +83,7 @@ void policy_free(struct policy *p)
 		return;
 	policy_env_done(&p->env);
 	free(p->exec.shell);
+	free(p->env.trust_bundle);
 	free(p->agent);
 	for (size_t i = 0; i < p->n_ext; i++)
 		if (p->ext[i].data && p->ext[i].sec->free)
@@ -113,6 +115,11 @@ void policy_loader_free(struct policy_loader *l)
 		return;
 	policy_free(l->p);
 	free(l);
+}
+
+void policy_loader_skip_workload_files(struct policy_loader *l)
+{
+	l->skip_workload_files = true;
 }
 
 int policy_loader_new(const struct policy_section *const *ext, size_t n_ext,
@@ -260,6 +267,7 @@ int policy_loader_add_buffer(struct policy_loader *l, enum policy_layer layer, c
 	if (!file)
 		return -ENOMEM;
 	struct pctx ctx = { .file = file, .layer = layer, .immutable = l->p->immutable,
+			    .skip_workload_files = l->skip_workload_files,
 			    .diag = diag, .policy = l->p };
 	struct pnode *root = NULL;
 	int r = pnode_parse(&ctx, buf, len, &root);

@@ -198,6 +198,11 @@ struct policy_env {
 	bool path_strict; /* OR over layers: a layer can tighten, never loosen */
 	bool broker;      /* `broker: true`: inject a credential-broker socket */
 	bool git_ssh_via_proxy; /* GIT_SSH_COMMAND: ssh through `tether connect` */
+	/* `trust_bundle: /path/ca.pem`: checked at load (trust_bundle.h), then
+	 * every client's CA variable points at it; a later layer replaces it,
+	 * except one an immutable system layer set. NULL: none. */
+	char *trust_bundle;
+	enum policy_layer trust_bundle_layer;
 };
 
 struct policy_exec {
@@ -282,6 +287,13 @@ int policy_loader_add_file(struct policy_loader *l, enum policy_layer layer,
 /* The embedded preset NAME (profiles/agents/NAME.yaml) as the agent layer. */
 int policy_loader_add_agent(struct policy_loader *l, const char *name,
 			    struct policy_diag *diag);
+/* For a loader that builds no environment (the net-supervisor, which may
+ * run where the workload's files are not, e.g. a sidecar container): files
+ * the environment section names for the workload (trust_bundle) are taken
+ * as absolute paths without being opened. Every loader that builds an
+ * environment (proc-supervisor, tether run, tether env, policy check)
+ * checks them. */
+void policy_loader_skip_workload_files(struct policy_loader *l);
 /* Hand out the merged policy; the loader is freed either way. */
 int policy_loader_finish(struct policy_loader *l, struct policy **out);
 void policy_loader_free(struct policy_loader *l);

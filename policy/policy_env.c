@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "common/util.h"
+#include "policy/trust_bundle.h"
 
 static const char *const mode_words[] = { "sanitized", "explicit", "baseline", "secrets-off", NULL };
 
@@ -211,7 +212,7 @@ static int parse_set(struct pctx *ctx, const struct pnode *n)
 int policy_env_parse(struct pctx *ctx, const struct pnode *node)
 {
 	static const char *const keys[] = { "mode", "pass_through", "deny", "set", "path_strict",
-					    "broker", "git_ssh_via_proxy", NULL };
+					    "broker", "git_ssh_via_proxy", "trust_bundle", NULL };
 	static const char *const baseline_keys[] = { "pass_through", NULL };
 	struct policy_env *env = &ctx->policy->env;
 	int r = pnode_expect_map(ctx, node, "environment");
@@ -276,6 +277,26 @@ int policy_env_parse(struct pctx *ctx, const struct pnode *node)
 	const struct pnode *gs = pmap_get(node, "git_ssh_via_proxy");
 	if (gs && (r = pnode_expect_bool(ctx, gs, "environment.git_ssh_via_proxy", &env->git_ssh_via_proxy)) < 0)
 		return r;
+	const struct pnode *tb = pmap_get(node, "trust_bundle");
+	if (tb) {
+		const char *path;
+		if ((r = pnode_expect_abspath(ctx, tb, "environment.trust_bundle", &path)) < 0)
+			return r;
+		if (env->trust_bundle && env->trust_bundle_layer == POLICY_LAYER_SYSTEM && ctx->immutable &&
+		    ctx->layer > POLICY_LAYER_SYSTEM && strcmp(env->trust_bundle, path) != 0)
+			return pnode_error(ctx, tb,
+					   "policy lockdown violation: the %s layer changes environment.trust_bundle, but the system policy is immutable",
+					   policy_layer_name(ctx->layer));
+		char why[512];
+		if (!ctx->skip_workload_files && (r = trust_bundle_check(path, why, sizeof(why))) < 0)
+			return r == -ENOMEM ? r : pnode_error(ctx, tb, "environment.trust_bundle: %s", why);
+		char *d = strdup(path);
+		if (!d)
+			return -ENOMEM;
+		free(env->trust_bundle);
+		env->trust_bundle = d;
+		env->trust_bundle_layer = ctx->layer;
+	}
 	return 0;
 }
 

@@ -9,6 +9,9 @@ struct pctx {
 	bool immutable;
 	struct policy_diag *diag;
 	struct policy *policy;
+	/* policy_loader_skip_workload_files(): paths the environment hands the
+	 * workload (trust_bundle) are not opened here */
+	bool skip_workload_files;
 };
 
 /* Parse one YAML document into *out (NULL for an empty document). */

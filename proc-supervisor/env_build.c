@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "policy/trust_bundle.h"
 #include "proc-supervisor/env_redact.h"
 
 /* Matched case-insensitively; a trailing '*' is a prefix match. */
@@ -213,6 +214,11 @@ static int env_put(struct envb_result *r, const char *name, const char *value)
 			return 0;
 		}
 	return strv_push(&r->envp, &r->envc, s);
+}
+
+static int env_put_cb(void *r, const char *name, const char *value)
+{
+	return env_put(r, name, value);
 }
 
 static const char *env_get(const struct envb_result *r, const char *name)
@@ -423,7 +429,7 @@ static enum reason decide(const struct policy *p, const char *name, const char *
 		return REASON_POLICY_DENY;
 	if (strncmp(value, "() {", 4) == 0)
 		return REASON_VALUE_CHECK;
-	if (supervisor_owns(name))
+	if (supervisor_owns(name) || (env->trust_bundle && trust_bundle_var(name)))
 		return REASON_SUPERVISOR_SET;
 	struct match m = allow_match(env, name);
 	*rule = m.rule;
@@ -605,7 +611,8 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 			why = REASON_HARD_DENY;
 		else if (denied_by_policy(env, sv->name))
 			why = REASON_POLICY_DENY;
-		else if (supervisor_owns(sv->name) || strcmp(sv->name, "TMPDIR") == 0)
+		else if (supervisor_owns(sv->name) || strcmp(sv->name, "TMPDIR") == 0 ||
+			 (env->trust_bundle && trust_bundle_var(sv->name)))
 			why = REASON_SUPERVISOR_SET;
 		else if (env->mode == POLICY_ENV_SECRETS_OFF && policy_name_secret_shaped(sv->name))
 			why = REASON_SECRET_SHAPED;
@@ -689,6 +696,8 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 	}
 	if (env->git_ssh_via_proxy && (rc = put_git_ssh(r, x)) < 0)
 		return rc;
+	if (env->trust_bundle && (rc = trust_bundle_env(env->trust_bundle, env_put_cb, r)) < 0)
+		return rc;
 	if (x->credential_socket) {
 		if (env->mode == POLICY_ENV_SECRETS_OFF) {
 			if (warn(r, "TETHER_CREDENTIAL_SOCKET not set: secrets-off never injects the credential broker") < 0)
@@ -738,6 +747,12 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 		if (entry_push(&r->set, &r->n_set, report[i], strlen(report[i]), false, REASON_SUPERVISOR_SET) < 0)
 			return -ENOMEM;
 		r->set[r->n_set - 1].kept = true;
+		r->set[r->n_set - 1].reason = REASON_SUPERVISOR_SET;
+	}
+	for (size_t i = 0; env->trust_bundle && trust_bundle_vars[i]; i++) {
+		const char *n = trust_bundle_vars[i];
+		if (entry_push(&r->set, &r->n_set, n, strlen(n), true, REASON_SUPERVISOR_SET) < 0)
+			return -ENOMEM;
 		r->set[r->n_set - 1].reason = REASON_SUPERVISOR_SET;
 	}
 	return 0;

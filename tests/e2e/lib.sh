@@ -47,7 +47,7 @@ cleanup() {
 	wait 2>/dev/null
 	ip netns del "$INET" 2>/dev/null
 	ip netns del "$OUTER" 2>/dev/null
-	rm -rf "$WORK"
+	[ -n "${KEEP_WORK:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"
 }
 trap cleanup EXIT
 

@@ -31,7 +31,10 @@
 
 /* ---------- upstream servers ---------- */
 
-enum up_mode { UP_HTTP, UP_ECHO_AFTER_EOF };
+/* UP_CORP: a corporate upstream proxy (--upstream-proxy) that reads the
+ * CONNECT head, answers corp_status, and on 200 plays the destination
+ * itself as UP_ECHO_AFTER_EOF does. */
+enum up_mode { UP_HTTP, UP_ECHO_AFTER_EOF, UP_CORP };
 
 struct upstream {
 	int fd;
@@ -39,6 +42,7 @@ struct upstream {
 	enum up_mode mode;
 	atomic_int accepts;
 	char last_head[4096];
+	atomic_int corp_status;
 	pthread_mutex_t lock;
 	pthread_t thread;
 };
@@ -86,7 +90,27 @@ static void *up_conn(void *arg)
 		pthread_mutex_unlock(&u->lock);
 		static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
 		(void)!write(fd, resp, sizeof(resp) - 1);
+	} else if (u->mode == UP_CORP && atomic_load(&u->corp_status) != 200) {
+		char buf[4096];
+		size_t len = read_http_head(fd, buf, sizeof(buf));
+		pthread_mutex_lock(&u->lock);
+		memcpy(u->last_head, buf, len + 1);
+		pthread_mutex_unlock(&u->lock);
+		char resp[160];
+		int n = snprintf(resp, sizeof(resp), "HTTP/1.0 %d No\r\nProxy-Authenticate: Basic realm=\"x\"\r\n"
+				 "Content-Length: 0\r\n\r\n", atomic_load(&u->corp_status));
+		(void)!write(fd, resp, (size_t)n);
 	} else {
+		if (u->mode == UP_CORP) {
+			/* the head, then the 200 (nothing else was sent before it) */
+			char head[4096];
+			size_t hl = read_http_head(fd, head, sizeof(head));
+			pthread_mutex_lock(&u->lock);
+			memcpy(u->last_head, head, hl + 1);
+			pthread_mutex_unlock(&u->lock);
+			static const char ok[] = "HTTP/1.1 200 Connection established\r\nProxy-Agent: corp\r\n\r\n";
+			(void)!write(fd, ok, sizeof(ok) - 1);
+		}
 		/* Read until the client half-closes, then send it all back. */
 		size_t cap = 1 << 20, len = 0;
 		char *buf = malloc(cap);
@@ -1477,6 +1501,79 @@ static void test_reload_symlink(void **state)
 	unlink(link);
 }
 
+/* --upstream-proxy (upstream.h): an allowed tunnel goes through the
+ * corporate proxy, whose CONNECT names the checked address and carries the
+ * credentials; early bytes arrive after the 200, in order; a denied flow
+ * never reaches it; its 407 is upstream_proxy_auth_required, a dead one
+ * upstream_proxy_unreachable; /metrics counts both. */
+static void test_upstream_proxy(void **state)
+{
+	static struct upstream corp; /* its accept thread outlives the test */
+	upstream_start(&corp, UP_CORP);
+	atomic_store(&corp.corp_status, 200);
+	char auth[300], url[64], req[512], buf[8192], want[128];
+	snprintf(auth, sizeof(auth), "%s/corp.auth", tmpdir);
+	write_file(auth, "corp:s3cret\n");
+	assert_int_equal(chmod(auth, 0600), 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", corp.port);
+	const char *extra[] = { "--upstream-proxy", url, "--upstream-proxy-auth-file", auth, NULL };
+	struct proxy p;
+	proxy_start(&p, NULL, extra);
+	int echo_before = atomic_load(&up_echo.accepts), trap_before = atomic_load(&trap.accepts);
+
+	int fd = tcp_connect(p.port);
+	int n = snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\nEARLY-", up_echo.port);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	assert_int_equal(read_head_only(fd, buf, sizeof(buf)), 200);
+	assert_non_null(strstr(buf, "Connection established")); /* ours, not the corporate proxy's head */
+	assert_null(strstr(buf, "Proxy-Agent"));
+	assert_int_equal(write(fd, "LATE", 4), 4);
+	shutdown(fd, SHUT_WR);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_string_equal(buf, "EARLY-LATE");
+	assert_int_equal(atomic_load(&corp.accepts), 1);
+	assert_int_equal(atomic_load(&up_echo.accepts), echo_before); /* only through the corporate proxy */
+	snprintf(want, sizeof(want), "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", up_echo.port,
+		 up_echo.port);
+	pthread_mutex_lock(&corp.lock);
+	assert_true(strncmp(corp.last_head, want, strlen(want)) == 0);
+	assert_non_null(strstr(corp.last_head, "\r\nProxy-Authorization: Basic Y29ycDpzM2NyZXQ=\r\n"));
+	pthread_mutex_unlock(&corp.lock);
+
+	/* denied (a blocked address no cidr names): never at the corporate proxy */
+	snprintf(req, sizeof(req), "127.0.0.1:%d", trap.port);
+	connect_req(p.port, req, buf, sizeof(buf));
+	expect_reason(buf, 403, "blocked_destination");
+	assert_int_equal(atomic_load(&corp.accepts), 1);
+	assert_int_equal(atomic_load(&trap.accepts), trap_before);
+	assert_int_equal(http_get(p.admin, "/metrics", buf, sizeof(buf)), 200);
+	assert_non_null(strstr(buf, "\ntether_upstream_proxy_tunnels_total 1\n"));
+
+	/* the corporate proxy wants other credentials */
+	atomic_store(&corp.corp_status, 407);
+	snprintf(req, sizeof(req), "127.0.0.1:%d", up_echo.port);
+	connect_req(p.port, req, buf, sizeof(buf));
+	expect_reason(buf, 502, "upstream_proxy_auth_required");
+	assert_true(audit_wait(&p, "\"event\":\"egress_error\"", "\"reason\":\"upstream_proxy_auth_required\"", 2000));
+	atomic_store(&corp.corp_status, 403);
+	connect_req(p.port, req, buf, sizeof(buf));
+	expect_reason(buf, 403, "upstream_proxy_refused");
+	assert_int_equal(http_get(p.admin, "/metrics", buf, sizeof(buf)), 200);
+	assert_non_null(strstr(buf, "\ntether_upstream_proxy_errors_total{reason=\"upstream_proxy_auth_required\"} 1\n"));
+	assert_non_null(strstr(buf, "\ntether_upstream_proxy_errors_total{reason=\"upstream_proxy_refused\"} 1\n"));
+	proxy_stop(&p);
+
+	/* nothing listening there */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", free_port());
+	const char *dead[] = { "--upstream-proxy", url, NULL };
+	proxy_start(&p, NULL, dead);
+	connect_req(p.port, req, buf, sizeof(buf));
+	expect_reason(buf, 502, "upstream_proxy_unreachable");
+	assert_int_equal(atomic_load(&up_echo.accepts), echo_before);
+	proxy_stop(&p);
+}
+
 static int setup(void **state)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tether-netsup-test-XXXXXX");
@@ -1508,6 +1605,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_connect_allowed),
+		cmocka_unit_test(test_upstream_proxy),
 		cmocka_unit_test(test_forward_allowed),
 		cmocka_unit_test(test_denied),
 		cmocka_unit_test(test_blocked_ranges),

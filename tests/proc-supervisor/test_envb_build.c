@@ -17,6 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "policy/trust_bundle.h"
 #include "proc-supervisor/env_build.h"
 #include "tests/proc-supervisor/envb_test.h"
 
@@ -583,6 +588,167 @@ static void test_git_ssh_via_proxy(void **state)
 	policy_free(off);
 }
 
+/* environment.trust_bundle: one PEM file, checked at load, behind every
+ * client's CA variable; the parent's and `set:` values of those names are
+ * the supervisor's then; a bad file fails the load with FILE:LINE:COL; an
+ * immutable system layer's bundle stays. */
+static char tb_dir[64];
+static char tb_ca[96], tb_key[96], tb_both[96], tb_junk[96];
+
+static void write_text(const char *path, const char *a, const char *b)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(a, f);
+	if (b)
+		fputs(b, f);
+	fclose(f);
+}
+
+/* a self-signed CA, made with OpenSSL now (no fixture to expire) */
+static int tb_setup(void **state)
+{
+	(void)state;
+	strcpy(tb_dir, "/tmp/test_trust_bundle.XXXXXX");
+	if (!mkdtemp(tb_dir))
+		return -1;
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	if (!k || !x)
+		return -1;
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), 0);
+	X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+	X509_set_pubkey(x, k);
+	X509_NAME *n = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)"tether test CA", -1, -1, 0);
+	X509_set_issuer_name(x, n);
+	if (!X509_sign(x, k, EVP_sha256()))
+		return -1;
+	snprintf(tb_ca, sizeof(tb_ca), "%s/ca.pem", tb_dir);
+	snprintf(tb_key, sizeof(tb_key), "%s/key.pem", tb_dir);
+	snprintf(tb_both, sizeof(tb_both), "%s/both.pem", tb_dir);
+	snprintf(tb_junk, sizeof(tb_junk), "%s/junk.pem", tb_dir);
+	FILE *f = fopen(tb_ca, "w");
+	PEM_write_X509(f, x);
+	PEM_write_X509(f, x); /* two certificates */
+	fclose(f);
+	f = fopen(tb_key, "w");
+	PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	f = fopen(tb_both, "w");
+	PEM_write_X509(f, x);
+	PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	write_text(tb_junk, "-----BEGIN CERTIFICATE-----\nnot base64 at all!\n-----END CERTIFICATE-----\n", NULL);
+	X509_free(x);
+	EVP_PKEY_free(k);
+	return 0;
+}
+
+static int tb_teardown(void **state)
+{
+	(void)state;
+	const char *files[] = { tb_ca, tb_key, tb_both, tb_junk };
+	for (size_t i = 0; i < 4; i++)
+		unlink(files[i]);
+	rmdir(tb_dir);
+	return 0;
+}
+
+static void test_trust_bundle(void **state)
+{
+	(void)state;
+	char err[512];
+	assert_int_equal(trust_bundle_check(tb_ca, err, sizeof(err)), 2);
+	assert_int_equal(trust_bundle_check(tb_key, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no PEM certificate"));
+	assert_int_equal(trust_bundle_check(tb_both, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "private key"));
+	assert_int_equal(trust_bundle_check(tb_junk, err, sizeof(err)), -EINVAL);
+	assert_int_equal(trust_bundle_check("/nonexistent/ca.pem", err, sizeof(err)), -ENOENT);
+	assert_int_equal(trust_bundle_check("ca.pem", err, sizeof(err)), -EINVAL);
+	assert_int_equal(trust_bundle_check(tb_dir, err, sizeof(err)), -EINVAL);
+
+	char yaml[512];
+	snprintf(yaml, sizeof(yaml),
+		 "version: 1\nenvironment:\n  pass_through: [SSL_CERT_FILE, PIP_CERT]\n  trust_bundle: %s\n"
+		 "  set:\n    CURL_CA_BUNDLE: /evil.pem\n", tb_ca);
+	struct policy *on = mkpol(NULL, yaml, NULL, NULL);
+	struct policy *off = mkpol(NULL, "version: 1\nenvironment:\n  pass_through: [SSL_CERT_FILE, PIP_CERT]\n",
+				   NULL, NULL);
+	char *parent[] = { "SSL_CERT_FILE=/evil.pem", "PIP_CERT=/evil.pem", NULL };
+	struct envb_result r;
+	build(on, parent, NULL, &r);
+	static const char *const names[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+					     "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "npm_config_cafile" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *v = envp_get(r.envp, names[i]);
+		if (!v || strcmp(v, tb_ca) != 0)
+			fail_msg("%s=%s, want %s", names[i], v ? v : "(unset)", tb_ca);
+		assert_true(trust_bundle_var(names[i]));
+		const struct envb_entry *e = find(r.set, r.n_set, names[i]);
+		assert_non_null(e);
+		assert_int_equal(e->reason, REASON_SUPERVISOR_SET);
+	}
+	assert_null(trust_bundle_vars[sizeof(names) / sizeof(names[0])]);
+	const struct envb_entry *e = find(r.parent, r.n_parent, "SSL_CERT_FILE");
+	assert_non_null(e);
+	assert_false(e->kept);
+	assert_int_equal(e->reason, REASON_SUPERVISOR_SET);
+	assert_true(warned(&r, "environment.set CURL_CA_BUNDLE dropped (supervisor_set)"));
+	envb_result_done(&r);
+
+	build(off, parent, NULL, &r); /* without it: pass_through as before */
+	assert_string_equal(envp_get(r.envp, "SSL_CERT_FILE"), "/evil.pem");
+	assert_null(envp_get(r.envp, "NODE_EXTRA_CA_CERTS"));
+	envb_result_done(&r);
+	policy_free(on);
+	policy_free(off);
+
+	/* bad files fail the load, at the key */
+	const char *bad[] = { tb_key, tb_both, tb_junk, "/nonexistent/ca.pem", "relative.pem" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(yaml, sizeof(yaml), "version: 1\nenvironment:\n  trust_bundle: %s\n", bad[i]);
+		char why[1024] = "";
+		assert_null(mkpol_full(NULL, yaml, NULL, NULL, why, sizeof(why)));
+		if (!strstr(why, "trust_bundle"))
+			fail_msg("%s: %s", bad[i], why);
+	}
+	/* a loader that builds no environment (the net-supervisor) opens no
+	 * workload file: a bundle it cannot see is not its business */
+	static const char missing[] = "version: 1\nenvironment:\n  trust_bundle: /nonexistent/ca.pem\n";
+	struct policy_diag diag;
+	for (int skip = 0; skip < 2; skip++) {
+		struct policy_loader *l;
+		struct policy *p = NULL;
+		assert_int_equal(policy_loader_new(NULL, 0, &l, &diag), 0);
+		if (skip)
+			policy_loader_skip_workload_files(l);
+		int lr = policy_loader_add_buffer(l, POLICY_LAYER_COMMAND, "m.yaml", missing, sizeof(missing) - 1,
+						  &diag);
+		if (lr == 0)
+			lr = policy_loader_finish(l, &p);
+		else
+			policy_loader_free(l);
+		if (skip) {
+			assert_int_equal(lr, 0);
+			assert_string_equal(p->env.trust_bundle, "/nonexistent/ca.pem");
+			policy_free(p);
+		} else {
+			assert_true(lr < 0);
+			assert_non_null(strstr(diag.msg, "m.yaml:3:17: environment.trust_bundle"));
+		}
+	}
+	/* an immutable system layer's bundle cannot be changed below it */
+	char sys[256], proj[256];
+	snprintf(sys, sizeof(sys), "version: 1\nimmutable: true\nenvironment:\n  trust_bundle: %s\n", tb_ca);
+	snprintf(proj, sizeof(proj), "version: 1\nenvironment:\n  trust_bundle: %s\n", tb_both);
+	char why[1024] = "";
+	assert_null(mkpol_full(sys, proj, NULL, NULL, why, sizeof(why)));
+	assert_non_null(strstr(why, "lockdown violation"));
+}
+
 static void test_audit_json(void **state)
 {
 	struct policy *p = mkpol(NULL, "version: 1\nenvironment:\n  pass_through: [EDITOR]\n", NULL, NULL);
@@ -625,6 +791,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_path_rules, path_setup, path_teardown),
 		cmocka_unit_test(test_audit_json),
 		cmocka_unit_test(test_git_ssh_via_proxy),
+		cmocka_unit_test_setup_teardown(test_trust_bundle, tb_setup, tb_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
