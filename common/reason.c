@@ -57,6 +57,10 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_UPSTREAM_PROXY_UNREACHABLE] = "upstream_proxy_unreachable",
 	[REASON_UPSTREAM_PROXY_REFUSED] = "upstream_proxy_refused",
 	[REASON_UPSTREAM_PROXY_AUTH_REQUIRED] = "upstream_proxy_auth_required",
+	[REASON_UPSTREAM_CERT_INVALID] = "upstream_cert_invalid",
+	[REASON_UPSTREAM_TLS_FAILED] = "upstream_tls_failed",
+	[REASON_CLIENT_TLS_FAILED] = "client_tls_failed",
+	[REASON_TLS_INSPECT_UNAVAILABLE] = "tls_inspect_unavailable",
 };
 
 const char *reason_word(enum reason r)

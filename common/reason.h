@@ -66,6 +66,11 @@ enum reason {
 	REASON_UPSTREAM_PROXY_UNREACHABLE,   /* no connection to it */
 	REASON_UPSTREAM_PROXY_REFUSED,       /* it answered the CONNECT with an error */
 	REASON_UPSTREAM_PROXY_AUTH_REQUIRED, /* it answered 407: credentials missing or wrong */
+	/* TLS inspection (net-supervisor/tls_inspect.h) */
+	REASON_UPSTREAM_CERT_INVALID,   /* the real server's certificate failed verification */
+	REASON_UPSTREAM_TLS_FAILED,     /* the TLS handshake with the real server failed otherwise */
+	REASON_CLIENT_TLS_FAILED,       /* the workload's TLS handshake with the proxy failed */
+	REASON_TLS_INSPECT_UNAVAILABLE, /* the endpoint says inspect, but no sandbox CA is set up */
 	REASON__COUNT
 };
 

@@ -26,6 +26,7 @@
 
 struct splice_side;
 struct upstream_hop;
+struct tls_inspect;
 
 /* C_RECORD: decided, waiting for the decision to be in the audit file
  * before the answer goes out (auditq.h). */
@@ -108,6 +109,8 @@ struct conn {
 	/* through the corporate upstream proxy (upstream.h): set at connect */
 	bool via_upstream;
 	struct upstream_hop *hop; /* its CONNECT handshake's state */
+	/* an inspected CONNECT (endpoint `tls: inspect`; tls_inspect.h) */
+	struct tls_inspect *tls;
 };
 
 /* Close every handle; the conn is freed once the last one is closed and
@@ -115,5 +118,8 @@ struct conn {
 void conn_close(struct conn *c);
 /* Free the conn if it is closing and nothing refers to it any more. */
 void conn_maybe_free(struct conn *c);
+/* Answer the client with status and reason (a JSON body, X-Tether-Reason),
+ * then close politely; the upstream side is closed at once. */
+void conn_respond(struct conn *c, int status, enum reason reason);
 /* uv_alloc_cb for a side: a pooled relay_buffer (ns->pool). */
 void conn_alloc_pooled(uv_handle_t *h, size_t suggested, uv_buf_t *buf);

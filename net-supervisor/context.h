@@ -105,6 +105,13 @@ struct netsup_config {
 	const char *upstream_proxy_connect;    /* "address" (default) or "name" */
 	const char *no_upstream_proxy[NETSUP_MAX_LISTEN]; /* lists of direct destinations */
 	size_t n_no_upstream_proxy;
+	/* TLS inspection (tls_ca.h, tls_inspect.h): where the sandbox CA's
+	 * certificate, and the system bundle with it appended, are written;
+	 * the upstream trust store (NULL: the system's). */
+	const char *tls_ca_out;
+	const char *tls_bundle_out;
+	const char *tls_system_bundle;         /* default /etc/ssl/certs/ca-certificates.crt */
+	const char *upstream_ca;
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
@@ -114,6 +121,8 @@ struct proxy_listener;
 struct admin;
 struct dns_server;
 struct upstream_proxy;
+struct tls_ca;
+typedef struct ssl_ctx_st SSL_CTX;
 
 struct netsup {
 	uv_loop_t *loop;
@@ -128,6 +137,8 @@ struct netsup {
 	struct admin *admin;
 	struct dns_server *dns;      /* the workload's resolver, or NULL (dns.h) */
 	struct upstream_proxy *upstream; /* --upstream-proxy, or NULL (upstream.h) */
+	struct tls_ca *tls_ca;           /* the sandbox CA (tls_ca.h) */
+	SSL_CTX *tls_upstream;           /* verifies the real servers (tls_inspect.h) */
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;

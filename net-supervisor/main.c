@@ -105,6 +105,15 @@ static void usage(FILE *out)
 "  --no-upstream-proxy LIST   destinations reached directly: host names, .suffix\n"
 "                             (every name below), addresses, CIDRs; comma-separated,\n"
 "                             repeatable\n"
+"  --tls-ca-out FILE          write the sandbox CA certificate here (PEM; TLS\n"
+"                             inspection, endpoint `tls: inspect`); its key stays in\n"
+"                             this process's memory only\n"
+"  --tls-bundle-out FILE      write the system CAs followed by the sandbox CA here:\n"
+"                             the workload's trust bundle\n"
+"  --tls-system-bundle FILE   the system CAs for --tls-bundle-out (default\n"
+"                             /etc/ssl/certs/ca-certificates.crt)\n"
+"  --upstream-ca FILE         verify inspected servers against these CAs (PEM)\n"
+"                             instead of the system trust store\n"
 "  -v, --verbose              debug logging\n"
 "  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"
@@ -149,7 +158,7 @@ enum {
 	O_SBXCG, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
 	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC,
-	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP,
+	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP, O_TLSCA, O_TLSBUNDLE, O_TLSSYS, O_UPCA,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -168,6 +177,7 @@ static const char *const netsup_features[] = {
 	"identity-static", /* the test build only */
 #endif
 	"upstream-proxy", "upstream-proxy-auth-file", "upstream-proxy-connect", "no-upstream-proxy",
+	"tls-inspect",
 };
 
 #ifdef TETHER_NETSUP_TESTING
@@ -265,6 +275,10 @@ int main(int argc, char **argv)
 		{ "upstream-proxy-auth-file", required_argument, NULL, O_UPAUTH },
 		{ "upstream-proxy-connect", required_argument, NULL, O_UPCONNECT },
 		{ "no-upstream-proxy", required_argument, NULL, O_NOUP },
+		{ "tls-ca-out", required_argument, NULL, O_TLSCA },
+		{ "tls-bundle-out", required_argument, NULL, O_TLSBUNDLE },
+		{ "tls-system-bundle", required_argument, NULL, O_TLSSYS },
+		{ "upstream-ca", required_argument, NULL, O_UPCA },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -508,6 +522,10 @@ int main(int argc, char **argv)
 			cfg.dns_record_max = v;
 			break;
 		case O_UPPROXY: cfg.upstream_proxy = optarg; break;
+		case O_TLSCA: cfg.tls_ca_out = optarg; break;
+		case O_TLSBUNDLE: cfg.tls_bundle_out = optarg; break;
+		case O_TLSSYS: cfg.tls_system_bundle = optarg; break;
+		case O_UPCA: cfg.upstream_ca = optarg; break;
 		case O_UPAUTH: cfg.upstream_proxy_auth_file = optarg; break;
 		case O_UPCONNECT: cfg.upstream_proxy_connect = optarg; break;
 		case O_NOUP:

@@ -14,6 +14,7 @@
 #include "net-supervisor/conn.h"
 #include "net-supervisor/hostport.h"
 #include "net-supervisor/relay.h"
+#include "net-supervisor/tls_inspect.h"
 #include "net-supervisor/upstream.h"
 
 #define LINGER_MS 500
@@ -53,6 +54,7 @@ static void conn_free(struct conn *c)
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
 	upstream_hop_free(c);
+	tls_inspect_free(c);
 	free(c->early);
 	free(c->client.big);
 	free(c->client.spare);
@@ -236,6 +238,8 @@ static void respond(struct conn *c, int status, enum reason reason)
 	}
 }
 
+void conn_respond(struct conn *c, int status, enum reason reason) { respond(c, status, reason); }
+
 static void start_connect(struct conn *c);
 
 /* An allowed flow revoked before the client had its answer: it gets one
@@ -372,6 +376,14 @@ static void connected(uv_connect_t *req, int status)
  * answer the client, send what it already gave, relay. */
 static void upstream_ready(struct conn *c)
 {
+	if (c->req.is_connect && c->d.tls_inspect) {
+		/* the tunnel's bytes are TLS to terminate (tls_inspect.h); what
+		 * the corporate proxy passed on after its 200 is a server that
+		 * spoke first, which TLS never does: dropped with its state */
+		upstream_hop_free(c);
+		tls_inspect_start(c);
+		return;
+	}
 	uv_timer_stop(&c->timer);
 	if (c->req.is_connect) {
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";

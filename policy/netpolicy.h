@@ -26,6 +26,7 @@ struct netpolicy_decision {
 	const char *policy;  /* the deciding rule's name (points into the policy), or NULL */
 	bool audit_mode;     /* allowed only because the mode is audit (or learn) */
 	bool learn;          /* the policy is in learn mode (network_policy.learn) */
+	bool tls_inspect;    /* allowed by an endpoint with `tls: inspect` */
 };
 
 /* host: the destination as the client named it, normalised with

@@ -239,12 +239,26 @@ static int parse_binaries(struct pctx *ctx, const struct pnode *seq, const char 
 static int parse_endpoint(struct pctx *ctx, const struct pnode *e, const char *w,
 			  struct netpol_endpoint *ep)
 {
-	static const char *const keys[] = { "host", "cidr", "ports", NULL };
+	static const char *const keys[] = { "host", "cidr", "ports", "tls", NULL };
 	int r;
 	if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
 		return r;
 	const struct pnode *h = pmap_get(e, "host"), *c = pmap_get(e, "cidr"),
-			   *ports = pmap_get(e, "ports");
+			   *ports = pmap_get(e, "ports"), *tls = pmap_get(e, "tls");
+	if (tls) {
+		const char *s;
+		if ((r = pnode_expect_string(ctx, tls, "tls", &s)) < 0)
+			return r;
+		if (strcmp(s, "inspect") == 0)
+			ep->tls = NETPOL_TLS_INSPECT;
+		else if (strcmp(s, "passthrough") == 0)
+			ep->tls = NETPOL_TLS_PASSTHROUGH;
+		else
+			return pnode_error(ctx, tls, "tls '%s': expected inspect or passthrough", s);
+		if (c && ep->tls == NETPOL_TLS_INSPECT)
+			return pnode_error(ctx, tls, "tls: inspect needs a 'host' endpoint (the "
+					   "certificate is minted for, and checked against, a name)");
+	}
 	if (!!h == !!c)
 		return pnode_error(ctx, e, "%s needs exactly one of 'host' or 'cidr'", w);
 	if (h) {

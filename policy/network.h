@@ -38,8 +38,15 @@ enum netpol_host_kind {
 	NETPOL_HOST_IP,        /* an IP literal */
 };
 
+/* What the proxy does with a TLS flow to an endpoint (`tls:`). */
+enum netpol_tls {
+	NETPOL_TLS_PASSTHROUGH = 0, /* the default: the bytes are relayed untouched */
+	NETPOL_TLS_INSPECT,         /* terminated with the sandbox CA's leaf, re-encrypted upstream */
+};
+
 struct netpol_endpoint {
 	bool is_cidr;              /* else host */
+	enum netpol_tls tls;       /* `tls: inspect | passthrough` (a host endpoint only) */
 	enum netpol_host_kind host_kind;
 	char *host;                /* host form; for GLOB the suffix incl. the dot */
 	struct netaddr host_ip;    /* NETPOL_HOST_IP */
