@@ -505,6 +505,15 @@ static int load_policy(struct procsup *ps)
 	}
 	for (size_t i = 0; i < ps->policy->n_warnings; i++)
 		log_warn("%s", ps->policy->warnings[i]);
+	if (ps->cfg.trust_bundle) {
+		/* written by the net-supervisor before it is ready, so before
+		 * the workload starts: only its path is needed now */
+		char *tb = strdup(ps->cfg.trust_bundle);
+		if (!tb)
+			return -ENOMEM;
+		free(ps->policy->env.trust_bundle);
+		ps->policy->env.trust_bundle = tb;
+	}
 	/* resolved once: every spawn's GIT_SSH_COMMAND names the same binary */
 	if (ps->policy->env.git_ssh_via_proxy && envb_sibling_tether(ps->tether_path_buf, sizeof(ps->tether_path_buf))) {
 		ps->tether_path = ps->tether_path_buf;

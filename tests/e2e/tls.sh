@@ -1,0 +1,83 @@
+#!/bin/bash
+# e2e: TLS inspection under `tether run` (issue 24, stage 1). The fake
+# internet of lib.sh gets an HTTPS echo server (tests/common/https_echo.py)
+# with the test's own CA at 198.51.100.10: 8443 with a certificate for that
+# address, 8444 with one from a CA nobody trusts. The policy inspects both
+# (`tls: inspect`); `tether run --upstream-ca` verifies the servers against
+# the test CA. The workload trusts nothing but what tether hands it.
+#
+#   tls.sh tls_inspect [TOPO]   (env: TETHER_BIN, TETHER_SRC)
+#
+#   tls_inspect  curl and Python requests reach 8443 through the proxy,
+#                trusting the run's bundle (system CAs + sandbox CA) through
+#                the trust-bundle variables; curl saw a leaf issued by the
+#                sandbox CA; the server got the requests; 8444 is refused
+#                502 upstream_cert_invalid (egress_error in the audit with
+#                curl's path) and the server never sees that request.
+CASE=${1:?case}
+TOPO=${2:-combined}
+. "$(dirname "$0")/lib.sh"
+command -v openssl >/dev/null || skip "openssl missing"
+"$NETSUP_BIN" --features 2>/dev/null | grep -qx tls-inspect || skip "net-supervisor cannot inspect TLS"
+
+setup_net
+mkca() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$2" \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+		-keyout "$WORK/$1.key" -out "$WORK/$1.pem" 2>>"$WORK/openssl.log"
+}
+mkleaf() {
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+		-keyout "$WORK/$1.key" -out "$WORK/$1.csr" 2>>"$WORK/openssl.log" &&
+	printf '%s\n' "subjectAltName=IP:198.51.100.10" "extendedKeyUsage=serverAuth" >"$WORK/$1.ext" &&
+	openssl x509 -req -in "$WORK/$1.csr" -CA "$WORK/$2.pem" -CAkey "$WORK/$2.key" -CAcreateserial \
+		-days 2 -extfile "$WORK/$1.ext" -out "$WORK/$1.pem" 2>>"$WORK/openssl.log"
+}
+mkca ca tether-e2e-ca && mkca rogue rogue-ca && mkleaf good ca && mkleaf bad rogue ||
+	fail "openssl: $(cat "$WORK/openssl.log")"
+chmod 644 "$WORK"/*.pem
+ip netns exec "$INET" python3 "$SRC/tests/common/https_echo.py" "$WORK/https.log" 198.51.100.10 \
+	"8443:$WORK/good.pem:$WORK/good.key" "8444:$WORK/bad.pem:$WORK/bad.key" 2>"$WORK/https.err" &
+SERVER_PID="$SERVER_PID $!"
+wait_for 30 grep -q ready "$WORK/https.log" || fail "HTTPS echo server: $(cat "$WORK/https.err")"
+
+cat >"$WORK/policy.yaml" <<'Y'
+version: 1
+network:
+  mode: enforce
+  policies:
+    - name: inspected
+      binaries: [{path: /usr/bin/curl}, {path: /usr/bin/python3}]
+      endpoints:
+        - {host: 198.51.100.10, ports: [8443, 8444], tls: inspect}
+Y
+cat >"$WORK/w.sh" <<'W'
+#!/bin/sh
+env | grep -E '^(SSL_CERT_FILE|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|GIT_SSL_CAINFO)='
+curl -sS -v --max-time 20 https://198.51.100.10:8443/hello 2>&1 | grep -E '^\* +(issuer|subject):|"path"'
+echo
+/usr/bin/python3 -c '
+import requests
+print("requests:", requests.get("https://198.51.100.10:8443/py", timeout=20).json()["path"])' 2>&1 | tail -1
+curl -sS -v --max-time 20 https://198.51.100.10:8444/secret 2>&1 | grep -iE '^< (HTTP|X-Tether-Reason)|CONNECT tunnel failed'
+echo done
+W
+chmod 755 "$WORK/w.sh"
+run --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" -- /bin/sh "$WORK/w.sh"
+[ "$RC" = 0 ] || fail "tether run exited $RC: $(tail -20 "$WORK/out")"
+grep -q '^done' "$WORK/out" || fail "the workload did not finish"
+for v in SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO; do
+	grep -q "^$v=/.*/tls-bundle.pem$" "$WORK/out" || fail "$v is not the run's bundle: $(grep "^$v=" "$WORK/out")"
+done
+grep -q '"path": "/hello"' "$WORK/out" || fail "curl through inspection did not arrive"
+grep -q 'issuer: O=tether sandbox; CN=tether sandbox CA' "$WORK/out" || fail "curl did not see the sandbox CA's leaf"
+grep -q '^requests: /py' "$WORK/out" || fail "Python requests through inspection failed"
+grep -q 'GET /hello 8443' "$WORK/https.log" && grep -q 'GET /py 8443' "$WORK/https.log" ||
+	fail "the server did not get the requests: $(cat "$WORK/https.log")"
+grep -q '< HTTP/1.1 502' "$WORK/out" && grep -qi '< X-Tether-Reason: upstream_cert_invalid' "$WORK/out" ||
+	fail "8444 was not refused 502 upstream_cert_invalid"
+grep -q '/secret' "$WORK/https.log" && fail "a request reached the server with the bad certificate"
+grep '"event":"egress_error"' "$AUDIT" | grep '"reason":"upstream_cert_invalid"' | grep -q '/usr/bin/curl' ||
+	fail "no egress_error upstream_cert_invalid for curl in the audit"
+check_audit_common
+echo "PASS [$CASE $TOPO]"
