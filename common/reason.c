@@ -61,6 +61,11 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_UPSTREAM_TLS_FAILED] = "upstream_tls_failed",
 	[REASON_CLIENT_TLS_FAILED] = "client_tls_failed",
 	[REASON_TLS_INSPECT_UNAVAILABLE] = "tls_inspect_unavailable",
+	[REASON_HTTP_RULE_DENY] = "http_rule_deny",
+	[REASON_HTTP_NO_MATCHING_RULE] = "http_no_matching_rule",
+	[REASON_WEBSOCKET_NOT_ALLOWED] = "websocket_not_allowed",
+	[REASON_HTTP_PATH_NOT_CANONICAL] = "http_path_not_canonical",
+	[REASON_HTTP_BAD_REQUEST] = "http_bad_request",
 };
 
 const char *reason_word(enum reason r)

@@ -71,6 +71,12 @@ enum reason {
 	REASON_UPSTREAM_TLS_FAILED,     /* the TLS handshake with the real server failed otherwise */
 	REASON_CLIENT_TLS_FAILED,       /* the workload's TLS handshake with the proxy failed */
 	REASON_TLS_INSPECT_UNAVAILABLE, /* the endpoint says inspect, but no sandbox CA is set up */
+	/* HTTP rules of an inspected endpoint (policy/httprules.h) */
+	REASON_HTTP_RULE_DENY,          /* a deny rule matched the request */
+	REASON_HTTP_NO_MATCHING_RULE,   /* the endpoint has rules and none allows the request */
+	REASON_WEBSOCKET_NOT_ALLOWED,   /* an upgrade no rule allows with websocket: true */
+	REASON_HTTP_PATH_NOT_CANONICAL, /* dot segments, encoded separators: no glob can judge it */
+	REASON_HTTP_BAD_REQUEST,        /* the request inside the TLS session did not parse */
 	REASON__COUNT
 };
 

@@ -203,6 +203,7 @@ struct netpolicy_decision netpolicy_decide(const struct network_policy *p,
 		d.policy = rule->name;
 		d.learn = p->learn;
 		d.tls_inspect = rule->endpoints[e_hit].tls == NETPOL_TLS_INSPECT;
+		d.endpoint = &rule->endpoints[e_hit];
 		return d;
 	}
 	if (hash_rule) {

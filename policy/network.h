@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/netaddr.h"
+#include "policy/httprules.h"
 
 enum netpol_mode { NETPOL_ENFORCE = 0, NETPOL_AUDIT = 1 };
 
@@ -47,6 +48,7 @@ enum netpol_tls {
 struct netpol_endpoint {
 	bool is_cidr;              /* else host */
 	enum netpol_tls tls;       /* `tls: inspect | passthrough` (a host endpoint only) */
+	struct netpol_http_rules http; /* `rules:` and `mode:` (inspect only; policy/httprules.h) */
 	enum netpol_host_kind host_kind;
 	char *host;                /* host form; for GLOB the suffix incl. the dot */
 	struct netaddr host_ip;    /* NETPOL_HOST_IP */
