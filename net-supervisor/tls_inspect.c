@@ -11,12 +11,16 @@
 #include "common/netaddr.h"
 #include "net-supervisor/audit_line.h"
 #include "net-supervisor/relay.h"
+#include "net-supervisor/policystore.h"
 #include "net-supervisor/tls_ca.h"
+#include "net-supervisor/tls_http.h"
+#include "policy/netpolicy.h"
 
 #define TLS_CHUNK 16384
 
 struct tls_inspect {
 	SSL *up, *cl;
+	struct tls_http *http; /* the requests inside (tls_http.h) */
 	bool up_done, cl_done, ending;
 	bool blocked[2]; /* reading stopped for backpressure: [0] client, [1] upstream */
 };
@@ -57,6 +61,7 @@ void tls_inspect_free(struct conn *c)
 	struct tls_inspect *t = c->tls;
 	if (!t)
 		return;
+	tls_http_free(t->http); /* records the requests no answer came for */
 	SSL_free(t->up);
 	SSL_free(t->cl);
 	free(t);
@@ -125,16 +130,87 @@ static int flush(struct conn *c, SSL *ssl, struct side *dst)
 	return 0;
 }
 
-/* Move the plaintext `from` has to `to` (dst its wire side). 0, 1 when
- * `from` was closed (close_notify), -1 on an error. */
-static int pump(struct conn *c, SSL *from, struct side *src, SSL *to, struct side *dst)
+/* Each request is its own decision, on the policy in force now: the flow
+ * must still be allowed, then the endpoint's HTTP rules judge it. */
+static struct netpol_http_decision http_decide(void *ctx, const char *method, const char *target, bool ws)
 {
+	struct conn *c = ctx;
+	const struct network_policy *np = policystore_network(c->ns->policy);
+	struct netpolicy_decision d = netpolicy_decide(np, c->id, c->host, c->port, c->have_chosen ? &c->chosen : NULL);
+	if (!d.allow)
+		return (struct netpol_http_decision){ .reason = d.reason };
+	if (!d.endpoint) /* allowed by the policy's audit mode */
+		return (struct netpol_http_decision){ .allow = true, .reason = REASON_ALLOWED, .audit_mode = d.audit_mode };
+	return netpol_http_decide(&d.endpoint->http, method, target, ws);
+}
+
+static int http_forward(void *ctx, const char *buf, size_t len)
+{
+	struct conn *c = ctx;
+	if (len == 0)
+		return 0;
+	if (SSL_write(c->tls->up, buf, (int)len) != (int)len)
+		return -EIO;
+	return flush(c, c->tls->up, &c->up);
+}
+
+static void http_record(void *ctx, const char *method, const char *target, int status,
+			const struct netpol_http_decision *d)
+{
+	audit_line_http(ctx, method, target, status, d);
+}
+
+static const struct tls_http_ops http_ops = {
+	.decide = http_decide, .forward = http_forward, .record = http_record,
+};
+
+/* A request refused inside the TLS session: 403 (or 400) with the reason,
+ * then the connection ends. */
+static void http_refuse(struct conn *c, int status, enum reason why, const char *rule)
+{
+	struct tls_inspect *t = c->tls;
+	char body[512], msg[1024];
+	int bl = snprintf(body, sizeof(body), "{\"error\":\"%s\",\"reason\":\"%s\",\"rule\":%s%s%s}\n",
+			  status == 403 ? "Forbidden" : "Bad Request", reason_word(why), rule ? "\"" : "",
+			  rule ? rule : "null", rule ? "\"" : "");
+	if (bl < 0 || (size_t)bl >= sizeof(body))
+		bl = 0;
+	int n = snprintf(msg, sizeof(msg),
+			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+			 "Connection: close\r\nX-Tether-Reason: %s\r\n\r\n%.*s",
+			 status, status == 403 ? "Forbidden" : "Bad Request", bl, reason_word(why), bl, body);
+	if (n > 0 && (size_t)n < sizeof(msg) && SSL_write(t->cl, msg, n) == n)
+		flush(c, t->cl, &c->client);
+	end_both(c);
+}
+
+/* Move the plaintext `from` has to the other session (dst its wire side):
+ * the client's through the request gate, the server's as it comes (its
+ * statuses noted for the audit). 0, 1 when `from` was closed
+ * (close_notify) or the connection is being ended, -1 on an error. */
+static int pump(struct conn *c, bool from_client)
+{
+	struct tls_inspect *t = c->tls;
+	SSL *from = from_client ? t->cl : t->up, *to = from_client ? t->up : t->cl;
+	struct side *src = from_client ? &c->client : &c->up, *dst = from_client ? &c->up : &c->client;
 	char buf[TLS_CHUNK];
 	for (;;) {
 		int n = SSL_read(from, buf, sizeof(buf));
 		if (n > 0) {
-			if (SSL_write(to, buf, n) != n || flush(c, to, dst) < 0)
-				return -1;
+			if (from_client) {
+				enum tls_http_verdict v = tls_http_client(t->http, buf, (size_t)n);
+				if (v == TLS_HTTP_DENIED || v == TLS_HTTP_BAD) {
+					const struct netpol_http_decision *d = tls_http_denial(t->http);
+					http_refuse(c, v == TLS_HTTP_DENIED ? 403 : 400, d->reason, d->rule);
+					return 1;
+				}
+				if (v != TLS_HTTP_OK)
+					return -1;
+			} else {
+				tls_http_server(t->http, buf, (size_t)n);
+				if (SSL_write(to, buf, n) != n || flush(c, to, dst) < 0)
+					return -1;
+			}
 			continue;
 		}
 		int e = SSL_get_error(from, n);
@@ -145,7 +221,6 @@ static int pump(struct conn *c, SSL *from, struct side *src, SSL *to, struct sid
 		ERR_clear_error();
 		return e == SSL_ERROR_ZERO_RETURN ? 1 : -1;
 	}
-	struct tls_inspect *t = c->tls;
 	int si = side_idx(c, src);
 	if (!t->blocked[si] && dst->tcp.write_queue_size > c->ns->cfg.high_water) {
 		t->blocked[si] = true;
@@ -160,8 +235,8 @@ static void pump_all(struct conn *c)
 	struct tls_inspect *t = c->tls;
 	if (!t->cl_done || t->ending)
 		return;
-	int a = pump(c, t->cl, &c->client, t->up, &c->up);
-	int b = a == 0 ? pump(c, t->up, &c->up, t->cl, &c->client) : 0;
+	int a = pump(c, true);
+	int b = a == 0 && !t->ending ? pump(c, false) : 0;
 	if (a != 0 || b != 0)
 		end_both(c);
 }
@@ -231,6 +306,11 @@ static void client_start(struct conn *c)
 	}
 	SSL_set_bio(t->cl, rb, wb);
 	SSL_set_accept_state(t->cl);
+	t->http = tls_http_new(&http_ops, c);
+	if (!t->http) {
+		conn_close(c);
+		return;
+	}
 	/* bytes that came with the CONNECT head are the client's first TLS */
 	if (c->early_len) {
 		BIO_write(rb, c->early, (int)c->early_len);
