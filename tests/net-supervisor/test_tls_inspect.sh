@@ -45,7 +45,7 @@ mkleaf() { # mkleaf NAME CA SAN
 		-extfile "$D/$1.ext" -out "$D/$1.pem" 2>>"$D/openssl.log"
 }
 mkca ca tether-test-ca && mkca rogue rogue-ca &&
-	mkleaf good ca "DNS:echo.tether.test,IP:203.0.113.10" &&
+	mkleaf good ca "DNS:echo.tether.test,DNS:rules.tether.test,DNS:audit.tether.test,IP:203.0.113.10" &&
 	mkleaf bad rogue "DNS:echo.tether.test,IP:203.0.113.10" &&
 	mkleaf other ca "DNS:other.tether.test" || { echo "FAIL: openssl: $(cat "$D/openssl.log")" >&2; exit 1; }
 
@@ -67,8 +67,16 @@ network:
       endpoints:
         - {host: echo.tether.test, ports: [8443, 8444, 8445], tls: inspect}
         - {host: 203.0.113.10, ports: [8443], tls: passthrough}
+        - host: rules.tether.test
+          ports: [8443]
+          tls: inspect
+          rules:
+            - {method: GET, path: "/allowed/**"}
+            - {name: no-secrets, method: "*", path: "/allowed/secret/**", action: deny}
+            - {name: ws, method: GET, path: /ws, websocket: true}
+        - {host: audit.tether.test, ports: [8443], tls: inspect, mode: audit, rules: [{method: GET, path: /only}]}
 Y
-printf '127.0.0.1 localhost\n203.0.113.10 echo.tether.test\n' >"$D/hosts"
+printf '127.0.0.1 localhost\n203.0.113.10 echo.tether.test rules.tether.test audit.tether.test\n' >"$D/hosts"
 PORT=3128 ADMIN=3129
 # (`ip netns exec` may fork: the daemon's own pid comes from its shell)
 inp unshare -m sh -c 'echo $$ >"$1.pid" && mount --bind "$1" /etc/hosts && shift && exec "$@"' sh "$D/hosts" \
@@ -141,4 +149,48 @@ n=$(grep '"event":"egress_error"' "$D/a.jsonl" | grep -c '"reason":"upstream_cer
 [ "$n" = 2 ] && ok "both audited egress_error upstream_cert_invalid" || fail "upstream_cert_invalid in the audit: $n"
 grep -q 'certificate verify failed\|unable to get local issuer\|hostname mismatch' "$D/ns.err" &&
 	ok "the log says why" || fail "log: $(tail -5 "$D/ns.err")"
+
+# --- HTTP rules: each request its own decision, inside the TLS session
+R=https://rules.tether.test:8443
+http_line() { # http_line PATH-as-sent → the audit's http_request line for it
+	python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e["event"] == "http_request" and e["path"] == sys.argv[2]: print(l.strip())' "$D/a.jsonl" "$1"
+}
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" "$R/allowed/a" "$R/allowed/b" -o "$D/o1" -o "$D/o2" 2>"$D/e6"
+grep -q '"path": "/allowed/a"' "$D/o1" && grep -q '"path": "/allowed/b"' "$D/o2" &&
+	ok "two allowed requests on one connection" || fail "allowed: $(cat "$D/e6")"
+l=$(http_line /allowed/b)
+echo "$l" | grep -q '"decision":"allow"' && echo "$l" | grep -q '"status":200' &&
+	echo "$l" | grep -q '"rule":"GET /allowed/\*\*"' && echo "$l" | grep -q '"binary":"/usr/bin/curl"' &&
+	echo "$l" | grep -q '"method":"GET"' && ok "http_request: allow, status 200, rule, binary" || fail "http_request line: $l"
+refused() { # refused WHAT REASON CURL-ARGS... : 403 with the reason inside TLS, never at the server
+	local what=$1 why=$2
+	shift 2
+	inp curl -sS -i "${PX[@]}" --cacert "$D/bundle.pem" "$@" -o "$D/o7" 2>"$D/e7"
+	if grep -q '^HTTP/1.1 403' "$D/o7" && grep -qi "^X-Tether-Reason: $why" "$D/o7"; then
+		ok "$what: 403 $why inside the TLS session"
+	else
+		fail "$what: $(head -c 400 "$D/o7") $(cat "$D/e7")"
+	fi
+}
+refused "deny rule wins" http_rule_deny "$R/allowed/secret/k"
+refused "no rule for POST" http_no_matching_rule -d x "$R/allowed/p"
+refused "dot segments" http_path_not_canonical --path-as-is "$R/allowed/../secret/k"
+refused "WebSocket without a websocket rule" websocket_not_allowed -H 'Connection: Upgrade' \
+	-H 'Upgrade: websocket' "$R/allowed/w"
+grep -q 'secret\|/allowed/p\|/allowed/w' "$D/server.log" && fail "a refused request reached the server: $(cat "$D/server.log")"
+l=$(http_line /allowed/secret/k)
+echo "$l" | grep -q '"decision":"deny"' && echo "$l" | grep -q '"status":403' && echo "$l" | grep -q '"rule":"no-secrets"' &&
+	ok "http_request: deny, 403, rule no-secrets" || fail "deny line: $l"
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -H 'Connection: Upgrade' -H 'Upgrade: websocket' "$R/ws" \
+	-o "$D/o8" 2>"$D/e8"
+grep -q '"path": "/ws"' "$D/o8" && http_line /ws | grep -q '"rule":"ws"' &&
+	ok "WebSocket upgrade by the explicit rule" || fail "ws: $(cat "$D/o8" "$D/e8")"
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -X DELETE https://audit.tether.test:8443/x -o "$D/o9" 2>"$D/e9"
+l=$(http_line /x)
+grep -q '"method": "DELETE"' "$D/o9" && echo "$l" | grep -q '"mode":"audit"' &&
+	echo "$l" | grep -q '"reason":"http_no_matching_rule"' && echo "$l" | grep -q '"decision":"allow"' &&
+	ok "mode: audit lets a would-be denial through, audited" || fail "audit mode: $l $(cat "$D/e9")"
 finish "TLS inspection checks"
