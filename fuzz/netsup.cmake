@@ -2,3 +2,5 @@
 tether_fuzz_target(fuzz_http SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_http.c LIBS tether_netsup)
 # the corporate upstream proxy's reply parser and no-upstream list
 tether_fuzz_target(fuzz_upstream SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_upstream.c LIBS tether_netsup)
+# the request gate of inspected TLS connections (tls_http.h)
+tether_fuzz_target(fuzz_tls_http SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_tls_http.c LIBS tether_netsup)

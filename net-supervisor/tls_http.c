@@ -201,6 +201,11 @@ static enum tls_http_verdict decide(struct tls_http *h)
 		h->denial = (struct netpol_http_decision){ .reason = REASON_HTTP_BAD_REQUEST };
 		return TLS_HTTP_BAD;
 	}
+	if (h->q_n == PENDING_MAX) {
+		/* a client pipelining far ahead of the answers */
+		h->denial = (struct netpol_http_decision){ .reason = REASON_HTTP_BAD_REQUEST };
+		return TLS_HTTP_BAD;
+	}
 	bool ws = h->req.upgrade && strcasecmp(h->upgrade, "websocket") == 0;
 	bool other_upgrade = h->req.upgrade && !ws;
 	struct netpol_http_decision d = h->ops->decide(h->ctx, method, h->target, ws);
@@ -213,10 +218,6 @@ static enum tls_http_verdict decide(struct tls_http *h)
 		h->denial = d;
 		h->ops->record(h->ctx, method, h->target, 403, &d);
 		return TLS_HTTP_DENIED;
-	}
-	if (h->q_n == PENDING_MAX) {
-		h->denial = (struct netpol_http_decision){ .reason = REASON_HTTP_BAD_REQUEST };
-		return TLS_HTTP_BAD;
 	}
 	struct pending *e = &h->q[(h->q_head + h->q_n) % PENDING_MAX];
 	snprintf(e->method, sizeof(e->method), "%s", method);
