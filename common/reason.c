@@ -66,6 +66,8 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_WEBSOCKET_NOT_ALLOWED] = "websocket_not_allowed",
 	[REASON_HTTP_PATH_NOT_CANONICAL] = "http_path_not_canonical",
 	[REASON_HTTP_BAD_REQUEST] = "http_bad_request",
+	[REASON_CREDENTIAL_NOT_PERMITTED] = "credential_not_permitted",
+	[REASON_CREDENTIAL_UNAVAILABLE] = "credential_unavailable",
 };
 
 const char *reason_word(enum reason r)

@@ -77,6 +77,9 @@ enum reason {
 	REASON_WEBSOCKET_NOT_ALLOWED,   /* an upgrade no rule allows with websocket: true */
 	REASON_HTTP_PATH_NOT_CANONICAL, /* dot segments, encoded separators: no glob can judge it */
 	REASON_HTTP_BAD_REQUEST,        /* the request inside the TLS session did not parse */
+	/* credentials (policy/credentials.h) */
+	REASON_CREDENTIAL_NOT_PERMITTED, /* a placeholder this binary/endpoint may not spend, or unknown */
+	REASON_CREDENTIAL_UNAVAILABLE,   /* its source gave no secret (missing, bad mode, bad value) */
 	REASON__COUNT
 };
 

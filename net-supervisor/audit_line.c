@@ -253,6 +253,8 @@ void audit_line_http(struct conn *c, const char *method, const char *target, int
 	if (status)
 		json_object_set_new(o, "status", json_integer(status));
 	json_object_set_new(o, "rule", d->rule ? json_string(d->rule) : json_null());
+	if (d->credential)
+		json_object_set_new(o, "credential", json_string(d->credential));
 	json_object_set_new(o, "dest", dest_json(c));
 	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
 	json_object_set_new(o, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());

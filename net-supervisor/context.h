@@ -139,6 +139,7 @@ struct netsup {
 	struct upstream_proxy *upstream; /* --upstream-proxy, or NULL (upstream.h) */
 	struct tls_ca *tls_ca;           /* the sandbox CA (tls_ca.h) */
 	SSL_CTX *tls_upstream;           /* verifies the real servers (tls_inspect.h) */
+	struct credstore *creds;         /* secrets of `credentials:` (credstore.h) */
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;

@@ -19,6 +19,7 @@
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
 #include "net-supervisor/revoke.h"
+#include "net-supervisor/credstore.h"
 #include "net-supervisor/tls_ca.h"
 #include "net-supervisor/tls_inspect.h"
 #include "net-supervisor/upstream.h"
@@ -403,6 +404,8 @@ static int netsup_tls_start(struct netsup *ns)
 	int r = tls_ca_new(0, &ns->tls_ca);
 	if (r < 0)
 		return r;
+	if (!(ns->creds = credstore_new()))
+		return -ENOMEM;
 	ns->tls_upstream = tls_inspect_upstream_ctx(cfg->upstream_ca);
 	if (!ns->tls_upstream)
 		return -EINVAL;
@@ -571,6 +574,8 @@ int netsup_run(struct netsup *ns)
 	ns->upstream = NULL;
 	tls_ca_free(ns->tls_ca);
 	ns->tls_ca = NULL;
+	credstore_free(ns->creds);
+	ns->creds = NULL;
 	SSL_CTX_free(ns->tls_upstream);
 	ns->tls_upstream = NULL;
 	return 0;

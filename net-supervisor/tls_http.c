@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include <http_parser.h>
+#include <sodium.h>
 
 #define HEAD_MAX (64 * 1024)
 #define TARGET_MAX 8192
@@ -16,6 +17,7 @@ struct pending {
 	char method[24];
 	char *target;
 	char rule[160]; /* d.rule copied: a reload may free the policy before the answer */
+	char credential[72];
 	struct netpol_http_decision d;
 };
 
@@ -30,6 +32,9 @@ struct tls_http {
 	bool resp_off;   /* the answers stopped parsing (an upgrade, an error) */
 	int event;
 	/* the request being read */
+	char *newhead; /* the rewritten head of the current request, or NULL */
+	size_t newhead_len;
+	size_t skip;   /* leading buffered bytes replaced by newhead: dropped, not passed on */
 	char target[TARGET_MAX + 1];
 	size_t target_len;
 	bool target_long;
@@ -176,6 +181,10 @@ void tls_http_free(struct tls_http *h)
 		return;
 	while (h->q_n)
 		pop_record(h, 0);
+	if (h->newhead) {
+		sodium_memzero(h->newhead, h->newhead_len);
+		free(h->newhead);
+	}
 	free(h->buf);
 	free(h);
 }
@@ -185,9 +194,19 @@ const struct netpol_http_decision *tls_http_denial(const struct tls_http *h) { r
 /* Pass on the first n buffered bytes. */
 static int pass(struct tls_http *h, size_t n)
 {
+	int r = 0;
+	if (h->newhead) {
+		r = h->ops->forward(h->ctx, h->newhead, h->newhead_len);
+		sodium_memzero(h->newhead, h->newhead_len);
+		free(h->newhead);
+		h->newhead = NULL;
+	}
+	size_t drop = h->skip < n ? h->skip : n;
+	h->skip -= drop;
+	if (n > drop && r == 0)
+		r = h->ops->forward(h->ctx, h->buf + drop, n - drop);
 	if (n == 0)
-		return 0;
-	int r = h->ops->forward(h->ctx, h->buf, n);
+		return r;
 	memmove(h->buf, h->buf + n, h->len - n);
 	h->len -= n;
 	h->parsed -= n;
@@ -214,6 +233,18 @@ static enum tls_http_verdict decide(struct tls_http *h)
 		d.allow = false;
 		d.reason = REASON_WEBSOCKET_NOT_ALLOWED;
 	}
+	if (d.allow && h->ops->rewrite) {
+		const char *end = memmem(h->buf, h->len, "\r\n\r\n", 4);
+		if (end) {
+			size_t hl = (size_t)(end - h->buf) + 4;
+			int rr = h->ops->rewrite(h->ctx, h->buf, hl, &h->newhead, &h->newhead_len, &d);
+			if (rr == 1)
+				h->skip = hl;
+		} else if (memmem(h->buf, h->len, "tether-cred:", 12)) {
+			/* a head with bare LF line ends: not one to rewrite */
+			d = (struct netpol_http_decision){ .reason = REASON_HTTP_BAD_REQUEST };
+		}
+	}
 	if (!d.allow) {
 		h->denial = d;
 		h->ops->record(h->ctx, method, h->target, 403, &d);
@@ -226,6 +257,10 @@ static enum tls_http_verdict decide(struct tls_http *h)
 	if (d.rule) {
 		snprintf(e->rule, sizeof(e->rule), "%s", d.rule);
 		e->d.rule = e->rule;
+	}
+	if (d.credential) {
+		snprintf(e->credential, sizeof(e->credential), "%s", d.credential);
+		e->d.credential = e->credential;
 	}
 	if (!e->target)
 		return TLS_HTTP_ERROR;

@@ -29,6 +29,11 @@ struct tls_http_ops {
 	 * the connection ended first), or 403 for a denied request. */
 	void (*record)(void *ctx, const char *method, const char *target, int status,
 		       const struct netpol_http_decision *d);
+	/* Optional: an allowed request's head (through CRLF CRLF) before it is
+	 * passed on: 0 unchanged, 1 *out (malloc'd, *out_len) goes instead,
+	 * -1 refused (d turned into the denial, d->credential set). */
+	int (*rewrite)(void *ctx, const char *head, size_t len, char **out, size_t *out_len,
+		       struct netpol_http_decision *d);
 };
 
 /* What tls_http_client() says. */

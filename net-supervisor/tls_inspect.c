@@ -11,9 +11,12 @@
 #include "common/netaddr.h"
 #include "net-supervisor/audit_line.h"
 #include "net-supervisor/relay.h"
+#include "net-supervisor/credstore.h"
+#include "net-supervisor/credsub.h"
 #include "net-supervisor/policystore.h"
 #include "net-supervisor/tls_ca.h"
 #include "net-supervisor/tls_http.h"
+#include "policy/credentials.h"
 #include "policy/netpolicy.h"
 
 #define TLS_CHUNK 16384
@@ -160,8 +163,78 @@ static void http_record(void *ctx, const char *method, const char *target, int s
 	audit_line_http(ctx, method, target, status, d);
 }
 
+/* Credentials (policy/credentials.h, credsub.h): a placeholder is
+ * swapped only for a credential whose binaries, ancestors and endpoints
+ * match this flow, and whose source gives a secret now. */
+struct cred_ctx {
+	struct conn *c;
+	const struct credential_set *set;
+	struct credsub_cred *arr;
+	bool unavailable;
+};
+
+static bool cred_permitted(void *ctx, const struct credsub_cred *sc)
+{
+	struct cred_ctx *x = ctx;
+	const struct credential *cred = &x->set->v[sc - x->arr];
+	struct conn *c = x->c;
+	if (!credential_permits(cred, c->id, c->host, c->port, c->have_chosen ? &c->chosen : NULL))
+		return false;
+	const char *secret = credstore_secret(c->ns->creds, cred);
+	if (!secret) {
+		x->unavailable = true;
+		return false;
+	}
+	x->arr[sc - x->arr].secret = secret;
+	return true;
+}
+
+static int http_rewrite(void *ctx, const char *head, size_t len, char **out, size_t *out_len,
+			struct netpol_http_decision *d)
+{
+	struct conn *c = ctx;
+	const struct credential_set *set = policystore_credentials(c->ns->policy);
+	size_t n = set ? set->n : 0;
+	struct credsub_cred *arr = calloc(n ? n : 1, sizeof(*arr));
+	if (!arr) {
+		*d = (struct netpol_http_decision){ .reason = REASON_INTERNAL_ERROR };
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		arr[i] = (struct credsub_cred){ .name = set->v[i].name, .secret = "" };
+	struct cred_ctx x = { .c = c, .set = set, .arr = arr };
+	struct credsub_result res;
+	int r = credsub_head(head, len, arr, n, cred_permitted, &x, &res);
+	const char *name = NULL;
+	for (size_t i = 0; r == CREDSUB_OK && res.head && i < n; i++)
+		if (arr[i].secret[0])
+			name = set->v[i].name; /* the (last) credential spent, for the audit */
+	if (r == CREDSUB_REFUSED)
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(set->v[i].name, res.refused) == 0)
+				name = set->v[i].name;
+	free(arr);
+	if (r == CREDSUB_OK && res.head) {
+		*out = res.head;
+		*out_len = res.head_len;
+		d->credential = name;
+		return 1;
+	}
+	if (r == CREDSUB_OK)
+		return 0;
+	*d = (struct netpol_http_decision){
+		.reason = r == CREDSUB_REFUSED ? (x.unavailable ? REASON_CREDENTIAL_UNAVAILABLE
+								: REASON_CREDENTIAL_NOT_PERMITTED)
+					       : REASON_HTTP_BAD_REQUEST,
+		.rule = d->rule,
+		/* an unknown name is the request's, not ours: not echoed */
+		.credential = name,
+	};
+	return -1;
+}
+
 static const struct tls_http_ops http_ops = {
-	.decide = http_decide, .forward = http_forward, .record = http_record,
+	.decide = http_decide, .forward = http_forward, .record = http_record, .rewrite = http_rewrite,
 };
 
 /* A request refused inside the TLS session: 403 (or 400) with the reason,

@@ -45,6 +45,7 @@ struct netpol_http_decision {
 	enum reason reason;    /* REASON_ALLOWED, or why it is (would be) denied */
 	const char *rule;      /* the deciding rule's name (into the policy), or NULL */
 	bool audit_mode;       /* allowed only because the endpoint is in audit mode */
+	const char *credential; /* the credential swapped in, or refused (never its value); NULL */
 };
 
 /* Decide one request. target is the request target as sent (origin-form

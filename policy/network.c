@@ -397,10 +397,20 @@ static int parse_endpoint(struct pctx *ctx, const struct pnode *e, const char *w
 
 static int parse_rule(struct pctx *ctx, const struct pnode *e, size_t idx, struct network_policy *np)
 {
-	static const char *const keys[] = { "name", "binaries", "ancestors", "endpoints", NULL };
 	char w[64];
-	int r;
 	snprintf(w, sizeof(w), "network.policies[%zu]", idx);
+	return netpol_parse_rule(ctx, e, w, NULL, np);
+}
+
+int netpol_parse_rule(struct pctx *ctx, const struct pnode *e, const char *w, const char *const *extra,
+		      struct network_policy *np)
+{
+	const char *keys[16] = { "name", "binaries", "ancestors", "endpoints" };
+	size_t nk = 4;
+	for (size_t i = 0; extra && extra[i] && nk < 15; i++)
+		keys[nk++] = extra[i];
+	keys[nk] = NULL;
+	int r;
 	if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
 		return r;
 	const struct pnode *name = pmap_get(e, "name"), *bins = pmap_get(e, "binaries"),

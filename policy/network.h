@@ -109,3 +109,12 @@ int netpol_resolve_binaries(struct policy *p, int rootfd, const char *root_label
  * (NULL when no layer has a `network:` section: deny everything). */
 struct policy_section;
 extern const struct policy_section network_policy_section;
+
+/* Parse one rule map (name, binaries, ancestors, endpoints, plus the keys
+ * in extra, which the caller reads itself) into np, as a `network.policies`
+ * entry is: other sections reuse the matching (credentials.h). w names it
+ * in errors. 0 or negative (the error is in ctx). */
+struct pctx;
+struct pnode;
+int netpol_parse_rule(struct pctx *ctx, const struct pnode *e, const char *w, const char *const *extra,
+		      struct network_policy *np);

@@ -75,12 +75,24 @@ network:
             - {name: no-secrets, method: "*", path: "/allowed/secret/**", action: deny}
             - {name: ws, method: GET, path: /ws, websocket: true}
         - {host: audit.tether.test, ports: [8443], tls: inspect, mode: audit, rules: [{method: GET, path: /only}]}
+credentials:
+  - name: GITHUB
+    source: {file: @D@/gh-token}
+    binaries: [{path: /usr/bin/curl}]
+    endpoints: [{host: echo.tether.test, ports: [8443]}]
+  - name: MODEL
+    source: {env: TETHER_TEST_MODEL_KEY}
+    binaries: [{path: /usr/bin/python3}]
+    endpoints: [{host: echo.tether.test, ports: [8443]}]
 Y
+sed -i "s#@D@#$D#" "$D/p.yaml"
+SECRET1=ghp-REAL-SECRET-$RANDOM$RANDOM SECRET2=ghp-ROTATED-$RANDOM$RANDOM MODELKEY=sk-model-$RANDOM$RANDOM
+(umask 077 && echo "$SECRET1" >"$D/gh-token")
 printf '127.0.0.1 localhost\n203.0.113.10 echo.tether.test rules.tether.test audit.tether.test\n' >"$D/hosts"
 PORT=3128 ADMIN=3129
 # (`ip netns exec` may fork: the daemon's own pid comes from its shell)
 inp unshare -m sh -c 'echo $$ >"$1.pid" && mount --bind "$1" /etc/hosts && shift && exec "$@"' sh "$D/hosts" \
-	"$BIN/net-supervisor-testing" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
+	env TETHER_TEST_MODEL_KEY="$MODELKEY" "$BIN/net-supervisor-testing" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --policy "$D/p.yaml" \
 	--audit "$D/a.jsonl" --identity-static /usr/bin/curl --upstream-ca "$D/ca.pem" \
 	--tls-ca-out "$D/sandbox-ca.pem" --tls-bundle-out "$D/bundle.pem" 2>"$D/ns.err" &
 PIDS+=("$!")
@@ -193,4 +205,34 @@ l=$(http_line /x)
 grep -q '"method": "DELETE"' "$D/o9" && echo "$l" | grep -q '"mode":"audit"' &&
 	echo "$l" | grep -q '"reason":"http_no_matching_rule"' && echo "$l" | grep -q '"decision":"allow"' &&
 	ok "mode: audit lets a would-be denial through, audited" || fail "audit mode: $l $(cat "$D/e9")"
+
+# --- credentials: only the permitted binary, on the permitted endpoint
+E=https://echo.tether.test:8443
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -H 'Authorization: Bearer tether-cred:GITHUB' "$E/cred1" \
+	-o "$D/c1" 2>"$D/ce1"
+grep -q "\"Authorization\": \"Bearer $SECRET1\"" "$D/c1" && ok "the permitted request carries the real secret" ||
+	fail "bearer: $(cat "$D/c1" "$D/ce1")"
+http_line /cred1 | grep -q '"credential":"GITHUB"' && ok "http_request names the credential" || fail "$(http_line /cred1)"
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -u "x-access-token:tether-cred:GITHUB" "$E/cred2" -o "$D/c2" 2>"$D/ce2"
+want=$(printf 'x-access-token:%s' "$SECRET1" | base64 -w0)
+grep -q "\"Authorization\": \"Basic $want\"" "$D/c2" && ok "Basic: the placeholder inside USER:PASSWORD swapped" ||
+	fail "basic: $(cat "$D/c2")"
+refused "another binary's credential" credential_not_permitted -H 'X-Api-Key: tether-cred:MODEL' "$E/cred3"
+refused "the credential on another endpoint" credential_not_permitted \
+	-H 'Authorization: Bearer tether-cred:GITHUB' "$R/allowed/cred4"
+refused "an unknown credential" credential_not_permitted -H 'X: tether-cred:NOPE' "$E/cred5"
+grep -q '/cred3\|/cred4\|/cred5' "$D/server.log" && fail "a refused credential request reached the server"
+http_line /cred3 | grep -q '"credential":"MODEL"' && ok "the refusal names the credential" || fail "$(http_line /cred3)"
+# rotation: a changed file is read again
+(umask 077 && echo "$SECRET2" >"$D/gh-token.new") && mv "$D/gh-token.new" "$D/gh-token"
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -H 'Authorization: Bearer tether-cred:GITHUB' "$E/cred6" \
+	-o "$D/c6" 2>"$D/ce6"
+grep -q "Bearer $SECRET2" "$D/c6" && ok "rotation: the new value after the file changed" || fail "rotation: $(cat "$D/c6")"
+chmod 644 "$D/gh-token"
+touch -d '+1 sec' "$D/gh-token"
+refused "a source file others can read" credential_unavailable -H 'Authorization: Bearer tether-cred:GITHUB' "$E/cred7"
+for v in "$SECRET1" "$SECRET2" "$MODELKEY"; do
+	grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log"
+done
+ok "no secret value in the audit or the log"
 finish "TLS inspection checks"
