@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "policy/binpath.h"
+#include "policy/credentials.h"
 #include "policy/netpolicy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
@@ -27,7 +28,7 @@
 #define MAX_FILES 32
 #define MAX_ANC 32
 
-static const struct policy_section *const sections[] = { &network_policy_section };
+static const struct policy_section *const sections[] = { &network_policy_section, &credentials_section };
 
 static void usage(FILE *out)
 {
@@ -63,7 +64,7 @@ static int load(const char *const *files, size_t n, struct policy **out)
 {
 	struct policy_loader *l;
 	struct policy_diag d = { { 0 } };
-	int r = policy_loader_new(sections, 1, &l, &d);
+	int r = policy_loader_new(sections, 2, &l, &d);
 	for (size_t i = 0; r >= 0 && i < n; i++)
 		r = policy_loader_add_file(l, POLICY_LAYER_COMMAND, files[i], false, &d);
 	if (r < 0) {

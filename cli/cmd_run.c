@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "policy/credentials.h"
 #include "policy/network.h"
 #include "policy/policy.h"
 #include "proc-supervisor/env_build.h"
@@ -95,7 +96,7 @@ static void usage(FILE *out)
  * broken policy fails here before anything is built. */
 static int load_policy(const char *const *files, size_t n, const char *agent, struct policy **out)
 {
-	static const struct policy_section *const sections[] = { &network_policy_section };
+	static const struct policy_section *const sections[] = { &network_policy_section, &credentials_section };
 	char cwd[PATH_MAX];
 	if (!getcwd(cwd, sizeof(cwd))) {
 		fprintf(stderr, "tether run: cannot determine the working directory: %m\n");
@@ -110,7 +111,7 @@ static int load_policy(const char *const *files, size_t n, const char *agent, st
 	paths.command_files = files;
 	paths.n_command_files = n;
 	struct policy_diag diag;
-	int r = policy_load_layers(&paths, sections, 1, out, &diag);
+	int r = policy_load_layers(&paths, sections, 2, out, &diag);
 	policy_paths_done(&paths);
 	if (r < 0) {
 		fprintf(stderr, "tether run: bad policy: %s\n", diag.msg);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "policy/netpolicy.h"
 #include "policy/policy.h"
@@ -18,6 +19,7 @@ static void credentials_free(void *data)
 		free(s->v[i].source_file);
 		free(s->v[i].source_env);
 		free(s->v[i].origin);
+		free(s->v[i].variable);
 		network_policy_free(s->v[i].access);
 	}
 	free(s->v);
@@ -38,7 +40,7 @@ static bool cred_name_ok(const char *s)
 
 static int parse_one(struct pctx *ctx, const struct pnode *e, size_t idx, struct credential_set *s)
 {
-	static const char *const extra[] = { "source", NULL };
+	static const char *const extra[] = { "source", "variable", NULL };
 	char w[48];
 	snprintf(w, sizeof(w), "credentials[%zu]", idx);
 	int r = pnode_expect_map(ctx, e, w);
@@ -67,6 +69,18 @@ static int parse_one(struct pctx *ctx, const struct pnode *e, size_t idx, struct
 		return -ENOMEM;
 	if ((r = netpol_parse_rule(ctx, e, w, extra, c->access)) < 0)
 		return r;
+	const struct pnode *var = pmap_get(e, "variable");
+	const char *vn = nm;
+	if (var && (r = pnode_expect_string(ctx, var, "variable", &vn)) < 0)
+		return r;
+	if (!*vn || strchr(vn, '=') || strncasecmp(vn, "TETHER_", 7) == 0)
+		return pnode_error(ctx, var ? var : name, "variable '%s': a name without '=', not TETHER_*", vn);
+	for (size_t i = 0; i + 1 < s->n; i++)
+		if (strcmp(s->v[i].variable, vn) == 0)
+			return pnode_error(ctx, var ? var : name, "variable '%s' already holds credential %s", vn,
+					   s->v[i].name);
+	if (!(c->variable = strdup(vn)))
+		return -ENOMEM;
 	if (!src)
 		return pnode_error(ctx, e, "%s needs a 'source' ({file: /path} or {env: NAME})", w);
 	static const char *const skeys[] = { "file", "env", NULL };
@@ -114,6 +128,14 @@ const struct policy_section credentials_section = {
 	.parse = credentials_parse,
 	.free = credentials_free,
 };
+
+const struct credential *credential_for_variable(const struct credential_set *set, const char *name)
+{
+	for (size_t i = 0; set && i < set->n; i++)
+		if (strcmp(set->v[i].variable, name) == 0)
+			return &set->v[i];
+	return NULL;
+}
 
 bool credential_permits(const struct credential *cred, const struct flow_identity *id, const char *host,
 			uint16_t port, const struct netaddr *ip)

@@ -11,6 +11,7 @@
  *       binaries: [{path: /usr/lib/git-core/git-remote-http}]
  *       ancestors: [...]                # optional, as in network rules
  *       endpoints: [{host: github.com, ports: [443]}]
+ *       variable: GITHUB_TOKEN          # the workload's, = tether-cred:GITHUB (default: the name)
  *
  * binaries, ancestors and endpoints match exactly as a network rule's do
  * (the section keeps them as a one-rule network_policy per credential and
@@ -31,6 +32,7 @@ struct credential {
 	char *name;
 	char *source_file; /* absolute, or NULL */
 	char *source_env;  /* a variable name, or NULL */
+	char *variable;    /* the workload's variable holding the placeholder (`variable:`, default the name) */
 	struct network_policy *access; /* one rule, named after the credential */
 	char *origin;      /* FILE:LINE */
 };
@@ -41,6 +43,9 @@ struct credential_set {
 };
 
 extern const struct policy_section credentials_section;
+
+/* The credential whose workload variable is name, or NULL (set NULL: none). */
+const struct credential *credential_for_variable(const struct credential_set *set, const char *name);
 
 /* May id spend cred on host:port (ip the address connected to, or NULL)? */
 bool credential_permits(const struct credential *cred, const struct flow_identity *id, const char *host,

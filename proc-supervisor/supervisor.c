@@ -1,5 +1,7 @@
 #include "proc-supervisor/supervisor.h"
 
+#include "policy/credentials.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <arpa/inet.h>
@@ -497,7 +499,8 @@ static int load_policy(struct procsup *ps)
 	paths.command_files = ps->cfg.policy_files;
 	paths.n_command_files = ps->cfg.n_policy_files;
 	struct policy_diag diag;
-	r = policy_load_layers(&paths, NULL, 0, &ps->policy, &diag);
+	static const struct policy_section *const sections[] = { &credentials_section };
+	r = policy_load_layers(&paths, sections, 1, &ps->policy, &diag);
 	policy_paths_done(&paths);
 	if (r < 0) {
 		log_error("%s", diag.msg);

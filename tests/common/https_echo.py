@@ -1,7 +1,7 @@
 """A TLS test server for the inspection tests: every request is answered
 200 with a JSON body {"method", "path", "headers": {name: value}} of what
 arrived (so a test sees what the proxy passed on), and every request line is
-appended to LOG. Several listeners, one per CERT:KEY, in one process.
+appended to LOG with every header as "HDR PATH NAME: VALUE". Several listeners, one per CERT:KEY, in one process.
 
     https_echo.py LOG ADDR PORT:CERT:KEY [PORT:CERT:KEY ...]
 
@@ -24,6 +24,8 @@ class Echo(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         body_in = self.rfile.read(n) if n else b""
         note("%s %s %d" % (self.command, self.path, self.server.server_address[1]))
+        for k, v in self.headers.items():
+            note("HDR %s %s: %s" % (self.path, k, v))
         out = json.dumps({"method": self.command, "path": self.path, "body": body_in.decode("latin-1"),
                           "headers": {k: v for k, v in self.headers.items()}}).encode()
         self.send_response(200)

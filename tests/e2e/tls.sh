@@ -14,6 +14,11 @@
 #                sandbox CA; the server got the requests; 8444 is refused
 #                502 upstream_cert_invalid (egress_error in the audit with
 #                curl's path) and the server never sees that request.
+#                Credentials: the workload's GITHUB_TOKEN is the placeholder;
+#                curl's request arrives with the real secret (server log),
+#                python3's with the same placeholder is refused
+#                credential_not_permitted; the secret is in no output, audit
+#                line, --dry-run or file of the workload.
 CASE=${1:?case}
 TOPO=${2:-combined}
 . "$(dirname "$0")/lib.sh"
@@ -50,16 +55,31 @@ network:
       binaries: [{path: /usr/bin/curl}, {path: /usr/bin/python3}]
       endpoints:
         - {host: 198.51.100.10, ports: [8443, 8444], tls: inspect}
+credentials:
+  - name: GITHUB
+    variable: GITHUB_TOKEN
+    source: {file: @WORK@/gh-token}
+    binaries: [{path: /usr/bin/curl}]
+    endpoints: [{host: 198.51.100.10, ports: [8443]}]
 Y
+sed -i "s#@WORK@#$WORK#" "$WORK/policy.yaml"
+SECRET="ghp-e2e-secret-$RANDOM$RANDOM$RANDOM"
+(umask 077 && echo "$SECRET" >"$WORK/gh-token")
 cat >"$WORK/w.sh" <<'W'
 #!/bin/sh
-env | grep -E '^(SSL_CERT_FILE|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|GIT_SSL_CAINFO)='
+env | grep -E '^(SSL_CERT_FILE|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|GIT_SSL_CAINFO|GITHUB_TOKEN)='
 curl -sS -v --max-time 20 https://198.51.100.10:8443/hello 2>&1 | grep -E '^\* +(issuer|subject):|"path"'
 echo
 /usr/bin/python3 -c '
 import requests
 print("requests:", requests.get("https://198.51.100.10:8443/py", timeout=20).json()["path"])' 2>&1 | tail -1
 curl -sS -v --max-time 20 https://198.51.100.10:8444/secret 2>&1 | grep -iE '^< (HTTP|X-Tether-Reason)|CONNECT tunnel failed'
+echo "cred-curl: $(curl -sS -o /dev/null -w '%{http_code}' --max-time 20 -H "Authorization: Bearer $GITHUB_TOKEN" https://198.51.100.10:8443/cred)"
+/usr/bin/python3 -c '
+import os, requests
+r = requests.get("https://198.51.100.10:8443/credpy", timeout=20,
+                 headers={"Authorization": "Bearer " + os.environ["GITHUB_TOKEN"]})
+print("cred-py:", r.status_code, r.headers.get("X-Tether-Reason"))' 2>&1 | tail -1
 echo done
 W
 chmod 755 "$WORK/w.sh"
@@ -79,5 +99,15 @@ grep -q '< HTTP/1.1 502' "$WORK/out" && grep -qi '< X-Tether-Reason: upstream_ce
 grep -q '/secret' "$WORK/https.log" && fail "a request reached the server with the bad certificate"
 grep '"event":"egress_error"' "$AUDIT" | grep '"reason":"upstream_cert_invalid"' | grep -q '/usr/bin/curl' ||
 	fail "no egress_error upstream_cert_invalid for curl in the audit"
+grep -q '^GITHUB_TOKEN=tether-cred:GITHUB$' "$WORK/out" || fail "the workload's GITHUB_TOKEN is not the placeholder"
+grep -q '^cred-curl: 200' "$WORK/out" || fail "curl's credential request: $(grep cred-curl "$WORK/out")"
+grep -qF "HDR /cred Authorization: Bearer $SECRET" "$WORK/https.log" || fail "the server did not get the real secret"
+grep -q '^cred-py: 403 credential_not_permitted' "$WORK/out" || fail "python3 with curl's placeholder: $(grep cred-py "$WORK/out")"
+grep -q '/credpy' "$WORK/https.log" && fail "python3's request with the placeholder reached the server"
+inside timeout 30 "$TETHER" run --topology "$TOPO" --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" \
+	--dry-run -- /bin/sh "$WORK/w.sh" >"$WORK/dry" 2>&1 || fail "--dry-run: $(tail -5 "$WORK/dry")"
+for f in "$WORK/out" "$AUDIT" "$WORK/dry" "$WORK/w.sh" "$WORK/policy.yaml"; do
+	grep -qF "$SECRET" "$f" && fail "the secret is in $f"
+done
 check_audit_common
 echo "PASS [$CASE $TOPO]"
