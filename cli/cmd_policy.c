@@ -352,6 +352,21 @@ static int explain(int argc, char **argv)
 	printf("%s%s → %s:%lu: %s, reason %s, policy %s%s\n", binary, sha ? " (with that hash)" : "", host, port,
 	       final.allow ? "allow" : "deny", reason_word(final.reason), final.policy ? final.policy : "-",
 	       final.audit_mode ? " (audit mode: would be denied, allowed and logged)" : "");
+	if (final.allow && final.tls_inspect)
+		printf("  TLS inspected (endpoint tls: inspect): each HTTP request is decided by its rules\n");
+	/* the credentials this flow could spend (its placeholders swapped by
+	 * the net-supervisor in inspected requests; never their values) */
+	const struct credential_set *creds = policy_section_data(p, "credentials");
+	for (size_t i = 0; final.allow && creds && i < creds->n; i++) {
+		bool ok = false;
+		for (size_t k = 0; k < n && !ok; k++)
+			ok = credential_permits(&creds->v[i], id, host, (uint16_t)port, &addrs[k]);
+		if (ok)
+			printf("  credential %s: %s=tether-cred:%s becomes the secret from %s%s%s\n", creds->v[i].name,
+			       creds->v[i].variable, creds->v[i].name, creds->v[i].source_file ? "file " : "variable ",
+			       creds->v[i].source_file ? creds->v[i].source_file : creds->v[i].source_env,
+			       final.tls_inspect ? "" : " (only in inspected requests: this endpoint is passthrough)");
+	}
 	int rc = final.allow ? 0 : 1;
 	flow_identity_free(id);
 	policy_free(p);
