@@ -18,7 +18,11 @@
 #                curl's request arrives with the real secret (server log),
 #                python3's with the same placeholder is refused
 #                credential_not_permitted; the secret is in no output, audit
-#                line, --dry-run or file of the workload.
+#                line, --dry-run or file of the workload. git clones over
+#                HTTPS (fakenet.py, 8446) a repository that needs the token
+#                as Basic x-access-token:SECRET: git's credential helper
+#                gives it the placeholder, the proxy swaps it for
+#                git-remote-http only.
 CASE=${1:?case}
 TOPO=${2:-combined}
 . "$(dirname "$0")/lib.sh"
@@ -45,6 +49,18 @@ ip netns exec "$INET" python3 "$SRC/tests/common/https_echo.py" "$WORK/https.log
 	"8443:$WORK/good.pem:$WORK/good.key" "8444:$WORK/bad.pem:$WORK/bad.key" 2>"$WORK/https.err" &
 SERVER_PID="$SERVER_PID $!"
 wait_for 30 grep -q ready "$WORK/https.log" || fail "HTTPS echo server: $(cat "$WORK/https.err")"
+SECRET="ghp-e2e-secret-$RANDOM$RANDOM$RANDOM"
+(umask 077 && echo "$SECRET" >"$WORK/gh-token")
+# git smart HTTP that needs the token (fakenet.py), on 8446
+F="$WORK/fake" && mkdir -p "$F/www" "$F/git/private" && echo hi >"$F/www/index.html"
+git init -q --bare "$F/git/private/demo.git" && git -C "$F/git/private/demo.git" symbolic-ref HEAD refs/heads/main &&
+	(d="$WORK/seed" && mkdir -p "$d" && cd "$d" && git init -q -b main && echo tether-git-cred-payload >README &&
+		git add README && git -c user.name=t -c user.email=t@example.test commit -q -m seed &&
+		git push -q "$F/git/private/demo.git" main) || fail "git seed"
+ip netns exec "$INET" env FAKENET_GIT_AUTH="x-access-token:$SECRET" python3 "$SRC/tests/e2e/fakenet.py" "$F" \
+	"$WORK/good.pem" "$WORK/good.key" 198.51.100.10 8446 >"$WORK/fakenet.log" 2>&1 &
+SERVER_PID="$SERVER_PID $!"
+wait_for 30 grep -qx ready "$WORK/fakenet.log" || fail "fakenet.py: $(cat "$WORK/fakenet.log")"
 
 cat >"$WORK/policy.yaml" <<'Y'
 version: 1
@@ -52,19 +68,17 @@ network:
   mode: enforce
   policies:
     - name: inspected
-      binaries: [{path: /usr/bin/curl}, {path: /usr/bin/python3}]
+      binaries: [{path: /usr/bin/curl}, {path: /usr/bin/python3}, {path: /usr/lib/git-core/git-remote-https}]
       endpoints:
-        - {host: 198.51.100.10, ports: [8443, 8444], tls: inspect}
+        - {host: 198.51.100.10, ports: [8443, 8444, 8446], tls: inspect}
 credentials:
   - name: GITHUB
     variable: GITHUB_TOKEN
     source: {file: @WORK@/gh-token}
-    binaries: [{path: /usr/bin/curl}]
-    endpoints: [{host: 198.51.100.10, ports: [8443]}]
+    binaries: [{path: /usr/bin/curl}, {path: /usr/lib/git-core/git-remote-http}]
+    endpoints: [{host: 198.51.100.10, ports: [8443, 8446]}]
 Y
 sed -i "s#@WORK@#$WORK#" "$WORK/policy.yaml"
-SECRET="ghp-e2e-secret-$RANDOM$RANDOM$RANDOM"
-(umask 077 && echo "$SECRET" >"$WORK/gh-token")
 cat >"$WORK/w.sh" <<'W'
 #!/bin/sh
 env | grep -E '^(SSL_CERT_FILE|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|GIT_SSL_CAINFO|GITHUB_TOKEN)='
@@ -80,8 +94,12 @@ import os, requests
 r = requests.get("https://198.51.100.10:8443/credpy", timeout=20,
                  headers={"Authorization": "Bearer " + os.environ["GITHUB_TOKEN"]})
 print("cred-py:", r.status_code, r.headers.get("X-Tether-Reason"))' 2>&1 | tail -1
+HOME=$RW git -c credential.helper='!f() { echo username=x-access-token; echo "password=$GITHUB_TOKEN"; }; f' \
+	clone -q https://198.51.100.10:8446/git/private/demo.git "$RW/clone" 2>&1 | tail -3
+echo "git-clone: $(cat "$RW/clone/README" 2>/dev/null)"
 echo done
 W
+sed -i "s#\$RW#$WORK/rw#g" "$WORK/w.sh"
 chmod 755 "$WORK/w.sh"
 run --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" -- /bin/sh "$WORK/w.sh"
 [ "$RC" = 0 ] || fail "tether run exited $RC: $(tail -20 "$WORK/out")"
@@ -103,10 +121,13 @@ grep -q '^GITHUB_TOKEN=tether-cred:GITHUB$' "$WORK/out" || fail "the workload's 
 grep -q '^cred-curl: 200' "$WORK/out" || fail "curl's credential request: $(grep cred-curl "$WORK/out")"
 grep -qF "HDR /cred Authorization: Bearer $SECRET" "$WORK/https.log" || fail "the server did not get the real secret"
 grep -q '^cred-py: 403 credential_not_permitted' "$WORK/out" || fail "python3 with curl's placeholder: $(grep cred-py "$WORK/out")"
+grep -q '^git-clone: tether-git-cred-payload' "$WORK/out" || fail "git clone with the credential: $(grep -A3 git "$WORK/out")"
+grep -q '^8446 GET /git/private/demo.git/info/refs?service=git-upload-pack 200' "$WORK/fakenet.log" ||
+	fail "the server did not accept git's swapped credential: $(cat "$WORK/fakenet.log")"
 grep -q '/credpy' "$WORK/https.log" && fail "python3's request with the placeholder reached the server"
 inside timeout 30 "$TETHER" run --topology "$TOPO" --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" \
 	--dry-run -- /bin/sh "$WORK/w.sh" >"$WORK/dry" 2>&1 || fail "--dry-run: $(tail -5 "$WORK/dry")"
-for f in "$WORK/out" "$AUDIT" "$WORK/dry" "$WORK/w.sh" "$WORK/policy.yaml"; do
+for f in "$WORK/out" "$AUDIT" "$WORK/dry" "$WORK/w.sh" "$WORK/policy.yaml" "$WORK/rw/clone/.git/config"; do
 	grep -qF "$SECRET" "$f" && fail "the secret is in $f"
 done
 check_audit_common
