@@ -14,6 +14,7 @@
  *       variable: GITHUB_TOKEN          # the workload's, = tether-cred:GITHUB (default: the name)
  *
  * binaries, ancestors and endpoints match exactly as a network rule's do
+ * (a symlinked path matches its target too: netpol_resolve_binaries)
  * (the section keeps them as a one-rule network_policy per credential and
  * asks netpolicy_decide). Names are unique across layers. The source is
  * the net-supervisor's: a file (absolute path; read by the net-supervisor,

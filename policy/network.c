@@ -1,5 +1,7 @@
 #include "policy/network.h"
 
+#include "policy/credentials.h"
+
 #include <arpa/inet.h>
 #include <limits.h>
 #include <stdio.h>
@@ -536,7 +538,16 @@ static int resolve_list(struct policy *p, struct netpol_binary *v, size_t n, con
 
 int netpol_resolve_binaries(struct policy *p, int rootfd, const char *root_label)
 {
-	struct network_policy *np = policy_section_data(p, "network");
+	int r = netpol_resolve_rules(p, policy_section_data(p, "network"), rootfd, root_label);
+	/* the credentials' binaries match as a network rule's do */
+	struct credential_set *cs = policy_section_data(p, "credentials");
+	for (size_t i = 0; r == 0 && cs && i < cs->n; i++)
+		r = netpol_resolve_rules(p, cs->v[i].access, rootfd, root_label);
+	return r;
+}
+
+int netpol_resolve_rules(struct policy *p, struct network_policy *np, int rootfd, const char *root_label)
+{
 	if (!np)
 		return 0;
 	for (size_t i = 0; i < np->n_rules; i++) {

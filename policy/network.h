@@ -103,6 +103,9 @@ int netpol_host_normalize(const char *in, char *out, size_t size);
  * path gets the warning that it could not be resolved. 0 or -ENOMEM. */
 struct policy;
 int netpol_resolve_binaries(struct policy *p, int rootfd, const char *root_label);
+/* The same for the rules of np (a section of p that matches as network
+ * rules do: the credentials' access, policy/credentials.h). */
+int netpol_resolve_rules(struct policy *p, struct network_policy *np, int rootfd, const char *root_label);
 
 /* The section parser for the layered loader (policy/policy.h): pass it in
  * `ext`; policy_section_data(p, "network") is then a struct network_policy

@@ -75,7 +75,7 @@ credentials:
   - name: GITHUB
     variable: GITHUB_TOKEN
     source: {file: @WORK@/gh-token}
-    binaries: [{path: /usr/bin/curl}, {path: /usr/lib/git-core/git-remote-http}]
+    binaries: [{path: /usr/bin/curl}, {path: /usr/lib/git-core/git-remote-https}]
     endpoints: [{host: 198.51.100.10, ports: [8443, 8446]}]
 Y
 sed -i "s#@WORK@#$WORK#" "$WORK/policy.yaml"
