@@ -210,6 +210,8 @@ void audit_line_decision(struct conn *c, bool allow, enum reason reason, int sta
 		json_object_set_new(o, "method", json_string(c->req.method));
 	if (status)
 		json_object_set_new(o, "status", json_integer(status));
+	if (allow && c->decided && c->d.tls_inspect && c->req.is_connect)
+		json_object_set_new(o, "tls", json_string("inspect")); /* its requests follow as http_request */
 	netsup_audit_decision(ns, "egress_decision", o, w);
 	console_decision(c, allow, reason);
 }

@@ -123,6 +123,8 @@ grep -q 'issuer: .*CN=tether sandbox CA' "$D/err1" && grep -q 'subject: .*CN=ech
 	ok "the client saw a leaf for echo.tether.test issued by the sandbox CA" ||
 	fail "leaf: $(grep -E 'issuer|subject' "$D/err1")"
 grep -q 'ALPN: server accepted http/1.1' "$D/err1" && ok "ALPN http/1.1" || fail "ALPN: $(grep ALPN "$D/err1")"
+grep '"event":"egress_decision"' "$D/a.jsonl" | grep '"port":8443' | grep -q '"tls":"inspect"' &&
+	ok "egress_decision says tls inspect" || fail "no tls:inspect on the decision"
 head -c 3145728 /dev/urandom | base64 -w0 >"$D/big"
 inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" --data-binary @"$D/big" https://echo.tether.test:8443/up \
 	-o "$D/out2" 2>"$D/err2"
