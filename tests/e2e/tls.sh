@@ -48,7 +48,7 @@ chmod 644 "$WORK"/*.pem
 ip netns exec "$INET" python3 "$SRC/tests/common/https_echo.py" "$WORK/https.log" 198.51.100.10 \
 	"8443:$WORK/good.pem:$WORK/good.key" "8444:$WORK/bad.pem:$WORK/bad.key" 2>"$WORK/https.err" &
 SERVER_PID="$SERVER_PID $!"
-wait_for 30 grep -q ready "$WORK/https.log" || fail "HTTPS echo server: $(cat "$WORK/https.err")"
+wait_for 30 grep -qs ready "$WORK/https.log" || fail "HTTPS echo server: $(cat "$WORK/https.err")"
 SECRET="ghp-e2e-secret-$RANDOM$RANDOM$RANDOM"
 (umask 077 && echo "$SECRET" >"$WORK/gh-token")
 # git smart HTTP that needs the token (fakenet.py), on 8446
@@ -60,7 +60,7 @@ git init -q --bare "$F/git/private/demo.git" && git -C "$F/git/private/demo.git"
 ip netns exec "$INET" env FAKENET_GIT_AUTH="x-access-token:$SECRET" python3 "$SRC/tests/e2e/fakenet.py" "$F" \
 	"$WORK/good.pem" "$WORK/good.key" 198.51.100.10 8446 >"$WORK/fakenet.log" 2>&1 &
 SERVER_PID="$SERVER_PID $!"
-wait_for 30 grep -qx ready "$WORK/fakenet.log" || fail "fakenet.py: $(cat "$WORK/fakenet.log")"
+wait_for 30 grep -qsx ready "$WORK/fakenet.log" || fail "fakenet.py: $(cat "$WORK/fakenet.log")"
 
 cat >"$WORK/policy.yaml" <<'Y'
 version: 1
