@@ -159,6 +159,13 @@ static void test_bad_and_rewrite(void **state)
 	assert_int_equal(tls_http_client(h, req, strlen(req)), TLS_HTTP_OK);
 	assert_string_equal(r.out, "GET /swapped HTTP/1.1\r\nX-Swap: new\r\n\r\nhiGET /y HTTP/1.1\r\n\r\n");
 	tls_http_free(h);
+	/* HTTP/2 with prior knowledge (no ALPN): its preface is refused, nothing passes */
+	struct sink p2 = { 0 };
+	h = tls_http_new(&ops, &p2);
+	const char *pre = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	assert_int_not_equal(tls_http_client(h, pre, strlen(pre)), TLS_HTTP_OK);
+	assert_int_equal(p2.out_len, 0);
+	tls_http_free(h);
 	/* a head over 64 KiB */
 	struct sink b = { 0 };
 	h = tls_http_new(&ops, &b);
