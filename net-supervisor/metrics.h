@@ -36,6 +36,11 @@ struct metrics {
 	bool upstream_proxy;
 	uint64_t upstream_proxy_tunnels;
 	uint64_t upstream_proxy_errors[REASON__COUNT];
+	/* TLS inspection (tls_inspect.h): inspected tunnels, their failures
+	 * by reason, and the requests inside by decision and reason */
+	uint64_t tls_inspected;
+	uint64_t tls_errors[REASON__COUNT];
+	uint64_t http_requests[2][REASON__COUNT]; /* [allow][reason] */
 	/* flows whose decision could not be written to the audit file */
 	uint64_t audit_unrecorded_denied;   /* answered 503 audit_unavailable */
 	uint64_t audit_unrecorded_answered; /* --audit-failure allow: answered anyway */

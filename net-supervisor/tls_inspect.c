@@ -160,7 +160,10 @@ static int http_forward(void *ctx, const char *buf, size_t len)
 static void http_record(void *ctx, const char *method, const char *target, int status,
 			const struct netpol_http_decision *d)
 {
-	audit_line_http(ctx, method, target, status, d);
+	struct conn *c = ctx;
+	if ((unsigned)d->reason < REASON__COUNT)
+		c->ns->metrics.http_requests[d->allow][d->reason]++;
+	audit_line_http(c, method, target, status, d);
 }
 
 /* Credentials (policy/credentials.h, credsub.h): a placeholder is
@@ -359,6 +362,7 @@ static void client_handshake(struct conn *c)
 	ERR_clear_error();
 	log_info("TLS inspection: the client's handshake for %s failed: %s (does it trust the sandbox CA?)",
 		 c->host, why);
+	c->ns->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
 	audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 	end_both(c);
 }
@@ -422,6 +426,7 @@ static void upstream_handshake(struct conn *c)
 	}
 	if (r == 1) {
 		t->up_done = true;
+		c->ns->metrics.tls_inspected++;
 		uv_timer_stop(&c->timer);
 		client_start(c);
 		return;
@@ -437,6 +442,7 @@ static void upstream_handshake(struct conn *c)
 	ERR_clear_error();
 	log_info("TLS inspection: %s:%u: %s (%s)", c->host, c->port,
 		 v != X509_V_OK ? X509_verify_cert_error_string(v) : what, reason_word(why));
+	c->ns->metrics.tls_errors[why]++;
 	audit_line_error(c, why, 502);
 	conn_respond(c, 502, why);
 }
@@ -460,6 +466,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 			/* the server hung up during the handshake */
 			upstream_handshake(c);
 			if (c->state == C_CONNECTING) {
+				c->ns->metrics.tls_errors[REASON_UPSTREAM_TLS_FAILED]++;
 				audit_line_error(c, REASON_UPSTREAM_TLS_FAILED, 502);
 				conn_respond(c, 502, REASON_UPSTREAM_TLS_FAILED);
 			}
@@ -468,6 +475,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		if (!t->cl_done && !up) {
 			client_handshake(c);
 			if (!t->ending) {
+				c->ns->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
 				audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 				end_both(c);
 			}
@@ -491,6 +499,7 @@ void tls_inspect_start(struct conn *c)
 {
 	struct netsup *ns = c->ns;
 	if (!ns->tls_ca || !ns->tls_upstream) {
+		ns->metrics.tls_errors[REASON_TLS_INSPECT_UNAVAILABLE]++;
 		audit_line_error(c, REASON_TLS_INSPECT_UNAVAILABLE, 502);
 		conn_respond(c, 502, REASON_TLS_INSPECT_UNAVAILABLE);
 		return;

@@ -237,4 +237,10 @@ for v in "$SECRET1" "$SECRET2" "$MODELKEY"; do
 	grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log"
 done
 ok "no secret value in the audit or the log"
+m=$(inp curl -s --noproxy '*' "http://127.0.0.1:$ADMIN/metrics")
+echo "$m" | grep -q '^tether_tls_errors_total{reason="upstream_cert_invalid"} 2$' &&
+	echo "$m" | grep -q '^tether_http_requests_total{decision="deny",reason="credential_not_permitted"} 3$' &&
+	echo "$m" | grep -qE '^tether_tls_inspected_total [1-9]' &&
+	ok "metrics: inspected tunnels, TLS errors and requests by decision" ||
+	fail "metrics: $(echo "$m" | grep -E 'tether_(tls|http)_')"
 finish "TLS inspection checks"
