@@ -22,7 +22,8 @@
 #                HTTPS (fakenet.py, 8446) a repository that needs the token
 #                as Basic x-access-token:SECRET: git's credential helper
 #                gives it the placeholder, the proxy swaps it for
-#                git-remote-http only.
+#                git-remote-http only. Behind tinyproxy (--upstream-proxy) an
+#                inspected tunnel is still verified and inspected.
 CASE=${1:?case}
 TOPO=${2:-combined}
 . "$(dirname "$0")/lib.sh"
@@ -130,5 +131,24 @@ inside timeout 30 "$TETHER" run --topology "$TOPO" --policy "$WORK/policy.yaml" 
 for f in "$WORK/out" "$AUDIT" "$WORK/dry" "$WORK/w.sh" "$WORK/policy.yaml" "$WORK/rw/clone/.git/config"; do
 	grep -qF "$SECRET" "$f" && fail "the secret is in $f"
 done
+# behind a corporate proxy (tinyproxy at 198.51.100.20:8888): the inspected
+# tunnel goes through it and is still verified and inspected
+if command -v tinyproxy >/dev/null; then
+	ip netns exec "$INET" ip addr add 198.51.100.20/24 dev "${TAG}n" || fail "proxy address"
+	printf 'Port 8888\nListen 198.51.100.20\nTimeout 30\nLogFile "%s"\nLogLevel Connect\nMaxClients 20\nAllow 198.51.100.0/24\n' \
+		"$WORK/tinyproxy.log" >"$WORK/tinyproxy.conf"
+	ip netns exec "$INET" tinyproxy -d -c "$WORK/tinyproxy.conf" >"$WORK/tinyproxy.out" 2>&1 &
+	SERVER_PID="$SERVER_PID $!"
+	wait_for 30 sh -c "ss -Htln -N $INET | grep -qF '198.51.100.20:8888'" || fail "tinyproxy: $(cat "$WORK/tinyproxy.out")"
+	run --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" --upstream-proxy http://198.51.100.20:8888 -- \
+		sh -c 'curl -sS -v --max-time 20 https://198.51.100.10:8443/via-corp 2>&1 | grep -E "issuer:|\"path\""
+			curl -sS -o /dev/null -w "bad=%{http_code}\n" --max-time 20 https://198.51.100.10:8444/via-corp-bad'
+	grep -q '"path": "/via-corp"' "$WORK/out" && grep -q 'issuer: O=tether sandbox' "$WORK/out" ||
+		fail "inspection through the corporate proxy: $(tail -5 "$WORK/out")"
+	grep -q 'CONNECT 198.51.100.10:8443' "$WORK/tinyproxy.log" || fail "the tunnel did not go through tinyproxy"
+	grep -q '/via-corp-bad' "$WORK/https.log" && fail "a bad certificate behind the corporate proxy was relayed"
+else
+	echo "SKIP part: tinyproxy not installed (inspection through --upstream-proxy)"
+fi
 check_audit_common
 echo "PASS [$CASE $TOPO]"
