@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "policy/binpath.h"
+#include "policy/credentials.h"
 #include "policy/netpolicy.h"
 #include "policy/network.h"
 #include "policy/policy.h"
@@ -27,7 +28,7 @@
 #define MAX_FILES 32
 #define MAX_ANC 32
 
-static const struct policy_section *const sections[] = { &network_policy_section };
+static const struct policy_section *const sections[] = { &network_policy_section, &credentials_section };
 
 static void usage(FILE *out)
 {
@@ -65,7 +66,7 @@ static int load(const char *const *files, size_t n, struct policy **out)
 {
 	struct policy_loader *l;
 	struct policy_diag d = { { 0 } };
-	int r = policy_loader_new(sections, 1, &l, &d);
+	int r = policy_loader_new(sections, 2, &l, &d);
 	for (size_t i = 0; r >= 0 && i < n; i++)
 		r = policy_loader_add_file(l, POLICY_LAYER_COMMAND, files[i], false, &d);
 	if (r < 0) {
@@ -356,6 +357,21 @@ static int explain(int argc, char **argv)
 	printf("%s%s → %s:%lu: %s, reason %s, policy %s%s\n", binary, sha ? " (with that hash)" : "", host, port,
 	       final.allow ? "allow" : "deny", reason_word(final.reason), final.policy ? final.policy : "-",
 	       final.audit_mode ? " (audit mode: would be denied, allowed and logged)" : "");
+	if (final.allow && final.tls_inspect)
+		printf("  TLS inspected (endpoint tls: inspect): each HTTP request is decided by its rules\n");
+	/* the credentials this flow could spend (its placeholders swapped by
+	 * the net-supervisor in inspected requests; never their values) */
+	const struct credential_set *creds = policy_section_data(p, "credentials");
+	for (size_t i = 0; final.allow && creds && i < creds->n; i++) {
+		bool ok = false;
+		for (size_t k = 0; k < n && !ok; k++)
+			ok = credential_permits(&creds->v[i], id, host, (uint16_t)port, &addrs[k]);
+		if (ok)
+			printf("  credential %s: %s=tether-cred:%s becomes the secret from %s%s%s\n", creds->v[i].name,
+			       creds->v[i].variable, creds->v[i].name, creds->v[i].source_file ? "file " : "variable ",
+			       creds->v[i].source_file ? creds->v[i].source_file : creds->v[i].source_env,
+			       final.tls_inspect ? "" : " (only in inspected requests: this endpoint is passthrough)");
+	}
 	int rc = final.allow ? 0 : 1;
 	flow_identity_free(id);
 	policy_free(p);

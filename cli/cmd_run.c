@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/upstream_proxy.h"
+#include "policy/credentials.h"
 #include "policy/network.h"
 #include "policy/policy.h"
 #include "proc-supervisor/env_build.h"
@@ -37,7 +38,7 @@ static void usage(FILE *out)
 		"                  [--user USER] [--quiet] [-v] [--wait-all] [--dry-run] [--learn]\n"
 		"                  [--upstream-proxy http://HOST:PORT [--upstream-proxy-auth-file FILE]\n"
 		"                   [--upstream-proxy-connect address|name] [--no-upstream-proxy LIST]]\n"
-		"                  -- CMD [ARG...]\n"
+		"                  [--upstream-ca FILE] -- CMD [ARG...]\n"
 		"\n"
 		"Build a sandbox on this machine with namespaces, start the proc-supervisor\n"
 		"and the net-supervisor where the topology puts them, run CMD as the\n"
@@ -79,6 +80,8 @@ static void usage(FILE *out)
 		"                     address: the one tether checked)\n"
 		"  --no-upstream-proxy LIST  go direct to these: names, .suffix, addresses,\n"
 		"                     CIDRs, comma-separated (repeatable)\n"
+		"  --upstream-ca FILE  endpoints with `tls: inspect`: verify the real servers\n"
+		"                     against these CAs (PEM) instead of the system's\n"
 		"\n"
 		"By default tether prints only one line per denied flow on stderr:\n"
 		"  tether: denied EXE (ANCESTORS) -> HOST:PORT reason=WORD[; to allow: ...]\n"
@@ -97,7 +100,7 @@ static void usage(FILE *out)
  * broken policy fails here before anything is built. */
 static int load_policy(const char *const *files, size_t n, const char *agent, struct policy **out)
 {
-	static const struct policy_section *const sections[] = { &network_policy_section };
+	static const struct policy_section *const sections[] = { &network_policy_section, &credentials_section };
 	char cwd[PATH_MAX];
 	if (!getcwd(cwd, sizeof(cwd))) {
 		fprintf(stderr, "tether run: cannot determine the working directory: %m\n");
@@ -112,7 +115,7 @@ static int load_policy(const char *const *files, size_t n, const char *agent, st
 	paths.command_files = files;
 	paths.n_command_files = n;
 	struct policy_diag diag;
-	int r = policy_load_layers(&paths, sections, 1, out, &diag);
+	int r = policy_load_layers(&paths, sections, 2, out, &diag);
 	policy_paths_done(&paths);
 	if (r < 0) {
 		fprintf(stderr, "tether run: bad policy: %s\n", diag.msg);
@@ -199,7 +202,7 @@ static int dry_run(const struct launch_config *cfg, const struct policy *pol)
 int cmd_run(int argc, char **argv)
 {
 	enum { O_WAIT_READY = 256, O_STAGE2, O_AUDIT_FAILURE, O_LEARN, O_WAIT_ALL, O_UPPROXY, O_UPAUTH,
-	       O_UPCONNECT, O_NOUP, O_TRANSPARENT };
+	       O_UPCONNECT, O_NOUP, O_TRANSPARENT, O_UPCA };
 	static const struct option opts[] = {
 		{ "topology", required_argument, NULL, 't' },
 		{ "policy", required_argument, NULL, 'p' },
@@ -217,6 +220,7 @@ int cmd_run(int argc, char **argv)
 		{ "upstream-proxy", required_argument, NULL, O_UPPROXY },
 		{ "upstream-proxy-auth-file", required_argument, NULL, O_UPAUTH },
 		{ "upstream-proxy-connect", required_argument, NULL, O_UPCONNECT },
+		{ "upstream-ca", required_argument, NULL, O_UPCA },
 		{ "no-upstream-proxy", required_argument, NULL, O_NOUP },
 		{ "help", no_argument, NULL, 'h' },
 		/* internal: the entrypoint's gate inside the sandbox */
@@ -230,7 +234,7 @@ int cmd_run(int argc, char **argv)
 	const char *topo_name = "combined", *agent = NULL, *audit = NULL, *exec_socket = NULL, *user = NULL;
 	const char *wait_ready = NULL;
 	bool dry = false, verbose = false, learn = false, quiet = false, wait_all = false, transparent_off = false;
-	const char *up_proxy = NULL, *up_auth = NULL, *up_connect = NULL;
+	const char *up_proxy = NULL, *up_auth = NULL, *up_connect = NULL, *up_ca = NULL;
 	const char *no_up[8];
 	size_t n_no_up = 0;
 	int c;
@@ -271,6 +275,7 @@ int cmd_run(int argc, char **argv)
 		case O_UPPROXY: up_proxy = optarg; break;
 		case O_UPAUTH: up_auth = optarg; break;
 		case O_UPCONNECT: up_connect = optarg; break;
+		case O_UPCA: up_ca = optarg; break;
 		case O_NOUP:
 			if (n_no_up == ARRAY_SIZE(no_up)) {
 				fprintf(stderr, "tether run: too many --no-upstream-proxy (max %zu; "
@@ -336,6 +341,16 @@ int cmd_run(int argc, char **argv)
 		}
 		up_auth = abs_auth;
 	}
+	static char abs_ca[PATH_MAX];
+	if (up_ca && up_ca[0] != '/') {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs_ca, sizeof(abs_ca), "%s/%s", cwd, up_ca) >= (int)sizeof(abs_ca)) {
+			fprintf(stderr, "tether run: --upstream-ca path too long\n");
+			return 2;
+		}
+		up_ca = abs_ca;
+	}
 	if (up_proxy) {
 		/* the net-supervisor's own checks, now: a bad URL, list or
 		 * credentials file fails here, before anything is built */
@@ -376,6 +391,11 @@ int cmd_run(int argc, char **argv)
 	struct launch_layer_file lf[MAX_POLICY_FILES];
 	char missing[1536] = "";
 	bool no_net = policy_section_data(pol, "network") == NULL;
+	bool tls_inspect = false;
+	const struct network_policy *np = policy_section_data(pol, "network");
+	for (size_t i = 0; np && i < np->n_rules; i++)
+		for (size_t e = 0; e < np->rules[i].n_endpoints; e++)
+			tls_inspect |= np->rules[i].endpoints[e].tls == NETPOL_TLS_INSPECT;
 	if (no_net)
 		no_network_message(pol, missing, sizeof(missing));
 	struct launch_config cfg = {
@@ -389,6 +409,7 @@ int cmd_run(int argc, char **argv)
 		.upstream_proxy = up_proxy, .upstream_proxy_auth_file = up_auth,
 		.upstream_proxy_connect = up_connect, .no_upstream_proxy = no_up, .n_no_upstream_proxy = n_no_up,
 		.transparent_off = transparent_off,
+		.tls_inspect = tls_inspect, .trust_bundle = pol->env.trust_bundle, .upstream_ca = up_ca,
 	};
 	if (learn && !dry)
 		fprintf(stderr, "tether run: LEARN MODE: nothing is enforced; every flow is allowed and "

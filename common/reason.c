@@ -58,6 +58,18 @@ static const char *const words[REASON__COUNT] = {
 	[REASON_UPSTREAM_PROXY_UNREACHABLE] = "upstream_proxy_unreachable",
 	[REASON_UPSTREAM_PROXY_REFUSED] = "upstream_proxy_refused",
 	[REASON_UPSTREAM_PROXY_AUTH_REQUIRED] = "upstream_proxy_auth_required",
+	[REASON_UPSTREAM_CERT_INVALID] = "upstream_cert_invalid",
+	[REASON_UPSTREAM_TLS_FAILED] = "upstream_tls_failed",
+	[REASON_CLIENT_TLS_FAILED] = "client_tls_failed",
+	[REASON_TLS_INSPECT_UNAVAILABLE] = "tls_inspect_unavailable",
+	[REASON_HTTP_RULE_DENY] = "http_rule_deny",
+	[REASON_HTTP_NO_MATCHING_RULE] = "http_no_matching_rule",
+	[REASON_WEBSOCKET_NOT_ALLOWED] = "websocket_not_allowed",
+	[REASON_HTTP_PATH_NOT_CANONICAL] = "http_path_not_canonical",
+	[REASON_HTTP_BAD_REQUEST] = "http_bad_request",
+	[REASON_CREDENTIAL_NOT_PERMITTED] = "credential_not_permitted",
+	[REASON_CREDENTIAL_UNAVAILABLE] = "credential_unavailable",
+	[REASON_TLS_INSPECT_NEEDS_CONNECT] = "tls_inspect_needs_connect",
 };
 
 const char *reason_word(enum reason r)

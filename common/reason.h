@@ -69,6 +69,24 @@ enum reason {
 	/* transparent capture (appended): a raw (not TLS/HTTP) stream that only
 	 * an http endpoint names; `protocol: tcp` would admit it */
 	REASON_PROTOCOL_NOT_ALLOWED,
+	/* TLS inspection (net-supervisor/tls_inspect.h) */
+	REASON_UPSTREAM_CERT_INVALID,   /* the real server's certificate failed verification */
+	REASON_UPSTREAM_TLS_FAILED,     /* the TLS handshake with the real server failed otherwise */
+	REASON_CLIENT_TLS_FAILED,       /* the workload's TLS handshake with the proxy failed */
+	REASON_TLS_INSPECT_UNAVAILABLE, /* the endpoint says inspect, but no sandbox CA is set up */
+	/* HTTP rules of an inspected endpoint (policy/httprules.h) */
+	REASON_HTTP_RULE_DENY,          /* a deny rule matched the request */
+	REASON_HTTP_NO_MATCHING_RULE,   /* the endpoint has rules and none allows the request */
+	REASON_WEBSOCKET_NOT_ALLOWED,   /* an upgrade no rule allows with websocket: true */
+	REASON_HTTP_PATH_NOT_CANONICAL, /* dot segments, encoded separators: no glob can judge it */
+	REASON_HTTP_BAD_REQUEST,        /* the request inside the TLS session did not parse */
+	/* credentials (policy/credentials.h) */
+	REASON_CREDENTIAL_NOT_PERMITTED, /* a placeholder this binary/endpoint may not spend, or unknown */
+	REASON_CREDENTIAL_UNAVAILABLE,   /* its source gave no secret (missing, bad mode, bad value) */
+	/* a `tls: inspect` endpoint reached other than by a CONNECT through the
+	 * proxy (a captured flow, a plain-HTTP forward): its rules and
+	 * credentials could not be applied */
+	REASON_TLS_INSPECT_NEEDS_CONNECT,
 	REASON__COUNT
 };
 

@@ -376,6 +376,9 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 		need_n[2] = "listen-netns";
 	if (cfg->learn)
 		need_n[p->pod ? 3 : 2] = "learn";
+	if (cfg->tls_inspect && !p->unsupported[0] && !has_feature(features, "tls-inspect"))
+		snprintf(p->unsupported, sizeof(p->unsupported),
+			 "%.3000s cannot inspect TLS (an endpoint says tls: inspect)", p->netsup_path);
 	if (cfg->upstream_proxy && !p->unsupported[0] && !has_feature(features, "upstream-proxy"))
 		snprintf(p->unsupported, sizeof(p->unsupported), "%.3000s has no --upstream-proxy",
 			 p->netsup_path);
@@ -393,7 +396,7 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 	bool feed_n = !delegated && has_feature(features, "identity-feed");
 	if (!has_feature(features, "dns-listen"))
 		snprintf(p->dns_off, sizeof(p->dns_off), "the net-supervisor has no --dns-listen");
-	const char *need_p[5] = { 0 };
+	const char *need_p[6] = { 0 };
 	size_t np = 0;
 	if (cfg->exec_socket)
 		need_p[np++] = "exec-socket";
@@ -405,6 +408,8 @@ static int plan_features(const struct launch_config *cfg, struct launch_plan *p,
 		need_p[np++] = "wait-all";
 	if (!p->unsupported[0] && daemon_features(p->procsup_path, features, sizeof(features)) >= 0)
 		p->procsup_transparent = has_feature(features, "transparent-capture");
+	if (cfg->tls_inspect && np < ARRAY_SIZE(need_p))
+		need_p[np++] = "trust-bundle";
 	if (np && !p->unsupported[0]) {
 		r = daemon_features(p->procsup_path, features, sizeof(features));
 		if (r < 0)
@@ -498,6 +503,8 @@ static int plan_names(const struct launch_config *cfg, struct launch_plan *p, un
 	snprintf(p->admin, sizeof(p->admin), "127.0.0.1:%d", port);
 	snprintf(p->run_dir, sizeof(p->run_dir), RUN_DIR_BASE "/run-%d", (int)me);
 	snprintf(p->ready_file, sizeof(p->ready_file), "%s/ready", p->run_dir);
+	if (cfg->tls_inspect)
+		snprintf(p->tls_bundle, sizeof(p->tls_bundle), "%s/tls-bundle.pem", p->run_dir);
 	snprintf(p->netns_path, sizeof(p->netns_path), NETNS_RUN_DIR "/%s", p->netns_name);
 	/* the anchor's pid in its own PID namespace: PID 1 when it is init
 	 * (combined, split), 2 behind a runtime init or a pause process */
@@ -687,6 +694,11 @@ static int plan_netsup_argv(const struct launch_config *cfg, struct launch_plan 
 		for (size_t i = 0; i < cfg->n_no_upstream_proxy; i++)
 			opt(v, &n, "--no-upstream-proxy", cfg->no_upstream_proxy[i]);
 	}
+	if (p->tls_bundle[0]) {
+		opt(v, &n, "--tls-bundle-out", p->tls_bundle);
+		opt(v, &n, "--tls-system-bundle", cfg->trust_bundle);
+		opt(v, &n, "--upstream-ca", cfg->upstream_ca);
+	}
 	/* every layer's rules add up (docs/network-policy.md): the lower
 	 * layers' files first, in their layers */
 	for (size_t i = 0; i < cfg->n_layer_files; i++) {
@@ -765,11 +777,13 @@ static int plan_procsup_argv(const struct launch_config *cfg, struct launch_plan
 		opt(v, &n, "--provisioning-key", p->key_file);
 	}
 	for (size_t i = 0; i < cfg->n_policy_files; i++) {
-		if (n + 2 >= LAUNCH_ARGV_MAX - 12)
+		if (n + 2 >= LAUNCH_ARGV_MAX - 14)
 			return topology_error_set(err, -E2BIG, "too many --policy files");
 		opt(v, &n, "--policy", cfg->policy_files[i]);
 	}
 	opt(v, &n, "--agent", cfg->agent);
+	if (p->tls_bundle[0])
+		opt(v, &n, "--trust-bundle", p->tls_bundle);
 	opt(v, &n, "--exec-socket", cfg->exec_socket);
 	v[n++] = "--";
 	v[n++] = p->self_path;

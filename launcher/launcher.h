@@ -123,6 +123,13 @@ struct launch_config {
 	const char *upstream_proxy_connect;
 	const char *const *no_upstream_proxy;
 	size_t n_no_upstream_proxy;
+	/* Some endpoint says `tls: inspect`: the net-supervisor writes its
+	 * sandbox CA after trust_bundle (the policy's environment.trust_bundle,
+	 * or NULL for the system CAs) into the run directory, and the
+	 * proc-supervisor hands the workload that file. */
+	bool tls_inspect;
+	const char *trust_bundle;
+	const char *upstream_ca; /* --upstream-ca: what inspected servers are verified against */
 };
 
 /* The concrete, resolved facts of one run (names, addresses, ports, argv of
@@ -146,6 +153,7 @@ struct launch_plan {
 	char cgroup_parent[4096];  /* per-run cgroup v2 dir for --cgroup; "" when none */
 	char sandbox_cgroup[4096]; /* the workload cgroup as procfs prints it; "" when none */
 	char ready_file[192];
+	char tls_bundle[192];      /* run_dir/tls-bundle.pem when cfg->tls_inspect, else "" */
 	char procsup_path[4096], netsup_path[4096], runtime_init_path[4096], self_path[4096];
 	char procsup_sha256[65];
 	/* what this net-supervisor build offers (--features) beyond the

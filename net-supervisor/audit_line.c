@@ -218,6 +218,8 @@ void audit_line_decision(struct conn *c, bool allow, enum reason reason, int sta
 	}
 	if (status)
 		json_object_set_new(o, "status", json_integer(status));
+	if (allow && c->decided && c->d.tls_inspect && c->req.is_connect)
+		json_object_set_new(o, "tls", json_string("inspect")); /* its requests follow as http_request */
 	netsup_audit_decision(ns, "egress_decision", o, w);
 	console_decision(c, allow, reason);
 }
@@ -243,6 +245,36 @@ void audit_line_error(struct conn *c, enum reason reason, int status)
 		const char *exe = c->id && c->id->binary_path ? c->id->binary_path : "(unidentified)";
 		log_line("tether: failed %s -> %s:%u reason=%s (via the upstream proxy %s)", exe,
 			 c->host ? c->host : "?", (unsigned)c->port, reason_word(reason), c->ns->cfg.upstream_proxy);
+	}
+}
+
+void audit_line_http(struct conn *c, const char *method, const char *target, int status,
+		     const struct netpol_http_decision *d)
+{
+	json_t *o = json_object();
+	if (!o)
+		return;
+	json_object_set_new(o, "decision", json_string(d->allow ? "allow" : "deny"));
+	json_object_set_new(o, "reason", json_string(reason_word(d->reason)));
+	if (d->audit_mode)
+		json_object_set_new(o, "mode", json_string("audit"));
+	json_object_set_new(o, "method", json_string(method));
+	json_object_set_new(o, "path", json_string(target));
+	if (status)
+		json_object_set_new(o, "status", json_integer(status));
+	json_object_set_new(o, "rule", d->rule ? json_string(d->rule) : json_null());
+	if (d->credential)
+		json_object_set_new(o, "credential", json_string(d->credential));
+	json_object_set_new(o, "dest", dest_json(c));
+	json_object_set_new(o, "policy", c->policy_name[0] ? json_string(c->policy_name) : json_null());
+	json_object_set_new(o, "binary", c->id && c->id->binary_path ? json_string(c->id->binary_path) : json_null());
+	json_object_set_new(o, "pid", c->id ? json_integer(c->id->pid) : json_null());
+	json_object_set_new(o, "process_key", c->id && c->id->process_key ? json_string(c->id->process_key) : json_null());
+	netsup_audit(c->ns, "http_request", o);
+	if (!d->allow && c->ns->cfg.console != CONSOLE_OFF && console_admit(c->ns)) {
+		const char *exe = c->id && c->id->binary_path ? c->id->binary_path : "(unidentified)";
+		log_line("tether: denied %s %s %s -> %s:%u reason=%s%s%s", exe, method, target, c->host ? c->host : "?",
+			 (unsigned)c->port, reason_word(d->reason), d->rule ? " rule=" : "", d->rule ? d->rule : "");
 	}
 }
 

@@ -22,6 +22,12 @@ void audit_line_decision(struct conn *c, bool allow, enum reason reason, int sta
 void audit_line_console_flush(struct netsup *ns);
 /* egress_error after an allow; status 0 leaves it out of the answer. */
 void audit_line_error(struct conn *c, enum reason reason, int status);
+/* http_request: one request inside an inspected TLS connection
+ * (tls_http.h): method, path (the target as sent), status (0: no answer
+ * came; left out), decision, reason, rule, mode audit, binary, dest. */
+struct netpol_http_decision;
+void audit_line_http(struct conn *c, const char *method, const char *target, int status,
+		     const struct netpol_http_decision *d);
 /* tunnel_revoked, and its counter. */
 void audit_line_revoked(struct conn *c, enum revoke_why why);
 /* The identity fields every decision line carries (identity_source,

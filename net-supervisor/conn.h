@@ -27,6 +27,7 @@
 
 struct splice_side;
 struct upstream_hop;
+struct tls_inspect;
 
 /* C_RECORD: decided, waiting for the decision to be in the audit file
  * before the answer goes out (auditq.h). */
@@ -112,6 +113,8 @@ struct conn {
 	/* A transparent flow (transparent.h): no HTTP head, no answer but a
 	 * reset on a denial; the first bytes stay in the socket. */
 	struct conn_transparent *tp;
+	/* an inspected CONNECT (endpoint `tls: inspect`; tls_inspect.h) */
+	struct tls_inspect *tls;
 };
 
 /* The transparent front end's part of a conn (transparent.c fills it). */
@@ -138,5 +141,8 @@ void conn_dest_ready(struct conn *c);
 void conn_close(struct conn *c);
 /* Free the conn if it is closing and nothing refers to it any more. */
 void conn_maybe_free(struct conn *c);
+/* Answer the client with status and reason (a JSON body, X-Tether-Reason),
+ * then close politely; the upstream side is closed at once. */
+void conn_respond(struct conn *c, int status, enum reason reason);
 /* uv_alloc_cb for a side: a pooled relay_buffer (ns->pool). */
 void conn_alloc_pooled(uv_handle_t *h, size_t suggested, uv_buf_t *buf);

@@ -114,6 +114,13 @@ struct netsup_config {
 	size_t n_transparent_listen;
 	bool transparent_off;
 	uint64_t transparent_peek_ms;          /* 1000: wait for the first bytes */
+	/* TLS inspection (tls_ca.h, tls_inspect.h): where the sandbox CA's
+	 * certificate, and the system bundle with it appended, are written;
+	 * the upstream trust store (NULL: the system's). */
+	const char *tls_ca_out;
+	const char *tls_bundle_out;
+	const char *tls_system_bundle;         /* default /etc/ssl/certs/ca-certificates.crt */
+	const char *upstream_ca;
 };
 
 void netsup_config_defaults(struct netsup_config *cfg);
@@ -124,6 +131,8 @@ struct transparent_listener;
 struct admin;
 struct dns_server;
 struct upstream_proxy;
+struct tls_ca;
+typedef struct ssl_ctx_st SSL_CTX;
 
 struct netsup {
 	uv_loop_t *loop;
@@ -141,6 +150,9 @@ struct netsup {
 	struct transparent_listener *tlisteners[NETSUP_MAX_LISTEN];
 	size_t n_tlisteners;
 	size_t n_peeking;            /* transparent flows still being peeked at */
+	struct tls_ca *tls_ca;           /* the sandbox CA (tls_ca.h) */
+	SSL_CTX *tls_upstream;           /* verifies the real servers (tls_inspect.h) */
+	struct credstore *creds;         /* secrets of `credentials:` (credstore.h) */
 	struct conn *conns; /* every open client connection */
 	struct bufpool pool;
 	uv_signal_t sigterm, sigint, sigusr1;

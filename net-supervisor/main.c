@@ -112,6 +112,15 @@ static void usage(FILE *out)
 "  --transparent on|off       off: ignore --transparent-listen (default on)\n"
 "  --transparent-peek-ms N    wait this long for a captured flow's first bytes\n"
 "                             (TLS SNI, HTTP Host; default 1000)\n"
+"  --tls-ca-out FILE          write the sandbox CA certificate here (PEM; TLS\n"
+"                             inspection, endpoint `tls: inspect`); its key stays in\n"
+"                             this process's memory only\n"
+"  --tls-bundle-out FILE      write the system CAs followed by the sandbox CA here:\n"
+"                             the workload's trust bundle\n"
+"  --tls-system-bundle FILE   the system CAs for --tls-bundle-out (default\n"
+"                             /etc/ssl/certs/ca-certificates.crt)\n"
+"  --upstream-ca FILE         verify inspected servers against these CAs (PEM)\n"
+"                             instead of the system trust store\n"
 "  -v, --verbose              debug logging\n"
 "  --features                 what this build offers a launcher, one word a line\n"
 "  -h, --help\n"
@@ -161,7 +170,7 @@ enum {
 	O_SBXCG, O_IDFEED, O_IDFEEDWAIT, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
 	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC, O_TLISTEN, O_TON, O_TPEEK,
-	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP,
+	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP, O_TLSCA, O_TLSBUNDLE, O_TLSSYS, O_UPCA,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -181,6 +190,7 @@ static const char *const netsup_features[] = {
 #ifdef TETHER_NETSUP_TESTING
 	"identity-static", /* the test build only */
 #endif
+	"tls-inspect",
 };
 
 #ifdef TETHER_NETSUP_TESTING
@@ -283,6 +293,10 @@ int main(int argc, char **argv)
 		{ "transparent-listen", required_argument, NULL, O_TLISTEN },
 		{ "transparent", required_argument, NULL, O_TON },
 		{ "transparent-peek-ms", required_argument, NULL, O_TPEEK },
+		{ "tls-ca-out", required_argument, NULL, O_TLSCA },
+		{ "tls-bundle-out", required_argument, NULL, O_TLSBUNDLE },
+		{ "tls-system-bundle", required_argument, NULL, O_TLSSYS },
+		{ "upstream-ca", required_argument, NULL, O_UPCA },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -532,6 +546,10 @@ int main(int argc, char **argv)
 			cfg.dns_record_max = v;
 			break;
 		case O_UPPROXY: cfg.upstream_proxy = optarg; break;
+		case O_TLSCA: cfg.tls_ca_out = optarg; break;
+		case O_TLSBUNDLE: cfg.tls_bundle_out = optarg; break;
+		case O_TLSSYS: cfg.tls_system_bundle = optarg; break;
+		case O_UPCA: cfg.upstream_ca = optarg; break;
 		case O_UPAUTH: cfg.upstream_proxy_auth_file = optarg; break;
 		case O_UPCONNECT: cfg.upstream_proxy_connect = optarg; break;
 		case O_NOUP:

@@ -162,6 +162,24 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		(unsigned long long)m->transparent_flows[0], (unsigned long long)m->transparent_flows[1],
 		(unsigned long long)m->transparent_flows[2], (unsigned long long)m->transparent_flows[3],
 		(unsigned long long)m->transparent_unredirected);
+	bprintf(&b, "# HELP tether_tls_inspected_total Inspected CONNECTs whose server passed verification\n"
+		    "# (tls: inspect).\n# TYPE tether_tls_inspected_total counter\ntether_tls_inspected_total %llu\n"
+		    "# HELP tether_tls_errors_total Inspected CONNECTs that failed, by reason.\n"
+		    "# TYPE tether_tls_errors_total counter\n",
+		(unsigned long long)m->tls_inspected);
+	static const enum reason tr[] = { REASON_UPSTREAM_CERT_INVALID, REASON_UPSTREAM_TLS_FAILED,
+					  REASON_CLIENT_TLS_FAILED, REASON_TLS_INSPECT_UNAVAILABLE };
+	for (size_t i = 0; i < sizeof(tr) / sizeof(tr[0]); i++)
+		bprintf(&b, "tether_tls_errors_total{reason=\"%s\"} %llu\n", reason_word(tr[i]),
+			(unsigned long long)m->tls_errors[tr[i]]);
+	bprintf(&b, "# HELP tether_http_requests_total Requests inside inspected connections, by decision\n"
+		    "# and reason.\n# TYPE tether_http_requests_total counter\n");
+	for (int a = 0; a < 2; a++)
+		for (int r = 0; r < REASON__COUNT; r++)
+			if (m->http_requests[a][r])
+				bprintf(&b, "tether_http_requests_total{decision=\"%s\",reason=\"%s\"} %llu\n",
+					a ? "allow" : "deny", reason_word((enum reason)r),
+					(unsigned long long)m->http_requests[a][r]);
 	bprintf(&b, "# HELP tether_audit_writable 1 while audit events can be written, 0 from a failed write\n"
 		    "# (ENOSPC, EIO, ...) until a write works again.\n"
 		    "# TYPE tether_audit_writable gauge\ntether_audit_writable %d\n"

@@ -41,6 +41,11 @@ struct metrics {
 	 * port that had no original destination (reset) */
 	uint64_t transparent_flows[4];
 	uint64_t transparent_unredirected;
+	/* TLS inspection (tls_inspect.h): inspected tunnels, their failures
+	 * by reason, and the requests inside by decision and reason */
+	uint64_t tls_inspected;
+	uint64_t tls_errors[REASON__COUNT];
+	uint64_t http_requests[2][REASON__COUNT]; /* [allow][reason] */
 	/* flows whose decision could not be written to the audit file */
 	uint64_t audit_unrecorded_denied;   /* answered 503 audit_unavailable */
 	uint64_t audit_unrecorded_answered; /* --audit-failure allow: answered anyway */

@@ -20,6 +20,9 @@
 #include "net-supervisor/identity_local.h"
 #include "net-supervisor/proxy.h"
 #include "net-supervisor/revoke.h"
+#include "net-supervisor/credstore.h"
+#include "net-supervisor/tls_ca.h"
+#include "net-supervisor/tls_inspect.h"
 #include "net-supervisor/upstream.h"
 #include "topology/detect.h"
 #include "topology/model.h"
@@ -409,6 +412,34 @@ static int fit_connection_limit(struct netsup_config *cfg)
 	return 0;
 }
 
+/* The sandbox CA and the upstream trust store for `tls: inspect`: made
+ * at every start (a P-256 key is cheap), the CA written out when asked. */
+static int netsup_tls_start(struct netsup *ns)
+{
+	const struct netsup_config *cfg = &ns->cfg;
+	int r = tls_ca_new(0, &ns->tls_ca);
+	if (r < 0)
+		return r;
+	if (!(ns->creds = credstore_new()))
+		return -ENOMEM;
+	ns->tls_upstream = tls_inspect_upstream_ctx(cfg->upstream_ca);
+	if (!ns->tls_upstream)
+		return -EINVAL;
+	if (cfg->tls_ca_out && (r = tls_ca_write(ns->tls_ca, cfg->tls_ca_out, NULL)) < 0) {
+		log_error("--tls-ca-out %s: %s", cfg->tls_ca_out, strerror(-r));
+		return r;
+	}
+	if (cfg->tls_bundle_out) {
+		const char *sys = cfg->tls_system_bundle ? cfg->tls_system_bundle
+							 : "/etc/ssl/certs/ca-certificates.crt";
+		if ((r = tls_ca_write(ns->tls_ca, cfg->tls_bundle_out, sys)) < 0) {
+			log_error("--tls-bundle-out %s (after %s): %s", cfg->tls_bundle_out, sys, strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
 int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)
 {
 	memset(ns, 0, sizeof(*ns));
@@ -438,6 +469,9 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 			  "need --upstream-proxy");
 		return -EINVAL;
 	}
+	r = netsup_tls_start(ns);
+	if (r < 0)
+		return r;
 	r = audit_open(cfg->audit_path, cfg->topology, &ns->audit_log);
 	if (r < 0) {
 		log_error("cannot open audit file %s: %s", cfg->audit_path, strerror(-r));
@@ -554,5 +588,11 @@ int netsup_run(struct netsup *ns)
 	bufpool_done(&ns->pool);
 	upstream_free(ns->upstream);
 	ns->upstream = NULL;
+	tls_ca_free(ns->tls_ca);
+	ns->tls_ca = NULL;
+	credstore_free(ns->creds);
+	ns->creds = NULL;
+	SSL_CTX_free(ns->tls_upstream);
+	ns->tls_upstream = NULL;
 	return 0;
 }

@@ -1,5 +1,7 @@
 #include "net-supervisor/policystore.h"
 
+#include "policy/credentials.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -76,14 +78,14 @@ static void ps_free(struct policystore *ps)
 	free(ps);
 }
 
-static const struct policy_section *const sections[] = { &network_policy_section };
+static const struct policy_section *const sections[] = { &network_policy_section, &credentials_section };
 
 /* Load, then resolve symlinked binary paths in the workload's root (at
  * every load, so a reload sees a re-pointed link), then learn mode. */
 static int load(const struct policystore *ps, struct policy **out, struct policy_diag *diag)
 {
 	struct policy_loader *l;
-	int r = policy_loader_new(sections, 1, &l, diag);
+	int r = policy_loader_new(sections, sizeof(sections) / sizeof(sections[0]), &l, diag);
 	if (r < 0)
 		return r;
 	/* the environment's files are the workload's, maybe not visible here */
@@ -454,6 +456,11 @@ void policystore_close(struct policystore *ps)
 	uv_close((uv_handle_t *)&ps->debounce, handle_closed);
 	if (ps->ino_fd >= 0)
 		uv_close((uv_handle_t *)&ps->ino_poll, handle_closed);
+}
+
+const struct credential_set *policystore_credentials(const struct policystore *ps)
+{
+	return ps->policy ? policy_section_data(ps->policy, "credentials") : NULL;
 }
 
 const struct network_policy *policystore_network(const struct policystore *ps)

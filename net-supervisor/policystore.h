@@ -48,5 +48,8 @@ void policystore_close(struct policystore *ps);
 /* The network section in force (NULL: none loaded, or no `network:`
  * section, which denies everything). */
 const struct network_policy *policystore_network(const struct policystore *ps);
+/* The `credentials:` section (policy/credentials.h), or NULL. */
+struct credential_set;
+const struct credential_set *policystore_credentials(const struct policystore *ps);
 bool policystore_loaded(const struct policystore *ps);
 uint64_t policystore_generation(const struct policystore *ps);

@@ -15,6 +15,7 @@
 #include "net-supervisor/conn.h"
 #include "net-supervisor/hostport.h"
 #include "net-supervisor/relay.h"
+#include "net-supervisor/tls_inspect.h"
 #include "net-supervisor/upstream.h"
 
 #define LINGER_MS 500
@@ -54,6 +55,7 @@ static void conn_free(struct conn *c)
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
 	upstream_hop_free(c);
+	tls_inspect_free(c);
 	free(c->early);
 	free(c->client.big);
 	free(c->client.spare);
@@ -249,6 +251,8 @@ static void respond(struct conn *c, int status, enum reason reason)
 	}
 }
 
+void conn_respond(struct conn *c, int status, enum reason reason) { respond(c, status, reason); }
+
 static void start_connect(struct conn *c);
 
 /* An allowed flow revoked before the client had its answer: it gets one
@@ -385,6 +389,14 @@ static void connected(uv_connect_t *req, int status)
  * answer the client, send what it already gave, relay. */
 static void upstream_ready(struct conn *c)
 {
+	if (c->req.is_connect && c->d.tls_inspect) {
+		/* the tunnel's bytes are TLS to terminate (tls_inspect.h); what
+		 * the corporate proxy passed on after its 200 is a server that
+		 * spoke first, which TLS never does: dropped with its state */
+		upstream_hop_free(c);
+		tls_inspect_start(c);
+		return;
+	}
 	uv_timer_stop(&c->timer);
 	if (c->tp) {
 		/* transparent: the client's first bytes are still in its socket */
@@ -592,6 +604,16 @@ static void decide(struct conn *c)
 			strscpy(c->policy_name, c->d.policy, sizeof(c->policy_name));
 		if (!c->d.allow) {
 			reject(c, 403, c->d.reason);
+			return;
+		}
+		/* A `tls: inspect` endpoint's HTTP rules and credentials are
+		 * judged inside the TLS session of a CONNECT tunnel; a captured
+		 * (transparent) flow or a plain-HTTP forward request would pass
+		 * them by: refused, fail closed. */
+		if (c->d.tls_inspect && (c->tp || !c->req.is_connect)) {
+			c->d.allow = false;
+			c->d.reason = REASON_TLS_INSPECT_NEEDS_CONNECT;
+			reject(c, 403, REASON_TLS_INSPECT_NEEDS_CONNECT);
 			return;
 		}
 	}

@@ -175,9 +175,11 @@ struct netpolicy_decision netpolicy_decide_flow(const struct network_policy *p,
 	for (size_t r = 0; r < p->n_rules; r++) {
 		const struct netpol_rule *rule = &p->rules[r];
 		bool dest_ok = false, blocked_hit = false, proto_hit = false;
+		size_t e_hit = 0;
 		for (size_t e = 0; e < rule->n_endpoints && !dest_ok; e++)
-			dest_ok = endpoint_match(&rule->endpoints[e], host, port, ip, ip_blocked,
-						 &range, &blocked_hit, kind, &proto_hit);
+			if ((dest_ok = endpoint_match(&rule->endpoints[e], host, port, ip, ip_blocked,
+						      &range, &blocked_hit, kind, &proto_hit)))
+				e_hit = e;
 		bool hash_bad = false, bin_ok = false;
 		for (size_t b = 0; b < rule->n_binaries && !bin_ok; b++)
 			bin_ok = binary_match(&rule->binaries[b], id->binary_path,
@@ -216,6 +218,8 @@ struct netpolicy_decision netpolicy_decide_flow(const struct network_policy *p,
 		d.reason = REASON_ALLOWED;
 		d.policy = rule->name;
 		d.learn = p->learn;
+		d.tls_inspect = rule->endpoints[e_hit].tls == NETPOL_TLS_INSPECT;
+		d.endpoint = &rule->endpoints[e_hit];
 		return d;
 	}
 	if (hash_rule) {

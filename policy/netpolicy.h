@@ -26,6 +26,10 @@ struct netpolicy_decision {
 	const char *policy;  /* the deciding rule's name (points into the policy), or NULL */
 	bool audit_mode;     /* allowed only because the mode is audit (or learn) */
 	bool learn;          /* the policy is in learn mode (network_policy.learn) */
+	bool tls_inspect;    /* allowed by an endpoint with `tls: inspect` */
+	/* the endpoint that allowed it (points into the policy: valid until
+	 * the policy is reloaded), or NULL */
+	const struct netpol_endpoint *endpoint;
 };
 
 /* host: the destination as the client named it, normalised with

@@ -1,5 +1,7 @@
 #include "policy/network.h"
 
+#include "policy/credentials.h"
+
 #include <arpa/inet.h>
 #include <limits.h>
 #include <stdio.h>
@@ -155,6 +157,7 @@ void network_policy_free(struct network_policy *p)
 		for (size_t e = 0; e < r->n_endpoints; e++) {
 			free(r->endpoints[e].host);
 			free(r->endpoints[e].ports);
+			netpol_http_rules_free(&r->endpoints[e].http);
 		}
 		free(r->endpoints);
 	}
@@ -236,15 +239,73 @@ static int parse_binaries(struct pctx *ctx, const struct pnode *seq, const char 
 	return 0;
 }
 
+static int parse_http_rules(struct pctx *ctx, const struct pnode *seq, const char *w,
+			    struct netpol_http_rules *out)
+{
+	static const char *const keys[] = { "name", "method", "path", "action", "websocket", NULL };
+	int r;
+	if ((r = pnode_expect_seq(ctx, seq, "rules")) < 0)
+		return r;
+	if (seq->n == 0)
+		return pnode_error(ctx, seq, "%s: rules must list at least one rule (leave it out to "
+				   "allow every request)", w);
+	out->rules = calloc(seq->n, sizeof(*out->rules));
+	if (!out->rules)
+		return -ENOMEM;
+	for (size_t i = 0; i < seq->n; i++) {
+		const struct pnode *e = seq->vals[i];
+		char rw[96];
+		snprintf(rw, sizeof(rw), "%s.rules[%zu]", w, i);
+		if ((r = pnode_expect_map(ctx, e, rw)) < 0 || (r = pmap_check_keys(ctx, e, rw, keys)) < 0)
+			return r;
+		struct netpol_http_rule *hr = &out->rules[out->n++];
+		const struct pnode *name = pmap_get(e, "name"), *m = pmap_get(e, "method"),
+				   *p = pmap_get(e, "path"), *a = pmap_get(e, "action"), *ws = pmap_get(e, "websocket");
+		const char *ms = "*", *ps = NULL, *ns = NULL;
+		if (m && (r = pnode_expect_string(ctx, m, "method", &ms)) < 0)
+			return r;
+		if (!p)
+			return pnode_error(ctx, e, "%s needs 'path' (a glob such as /repos/**)", rw);
+		if ((r = pnode_expect_string(ctx, p, "path", &ps)) < 0)
+			return r;
+		if (ps[0] != '/')
+			return pnode_error(ctx, p, "path '%s' must start with '/'", ps);
+		for (const char *q = ms; *q; q++)
+			if (!(*q == '*' || (*q >= 'A' && *q <= 'Z') || *q == '-' || *q == '_'))
+				return pnode_error(ctx, m, "method '%s': upper-case letters and '*' only", ms);
+		if (a) {
+			const char *as;
+			if ((r = pnode_expect_string(ctx, a, "action", &as)) < 0)
+				return r;
+			if (strcmp(as, "deny") != 0 && strcmp(as, "allow") != 0)
+				return pnode_error(ctx, a, "action '%s': expected allow or deny", as);
+			hr->deny = strcmp(as, "deny") == 0;
+		}
+		if (ws && (r = pnode_expect_bool(ctx, ws, "websocket", &hr->websocket)) < 0)
+			return r;
+		if (name && (r = pnode_expect_string(ctx, name, "name", &ns)) < 0)
+			return r;
+		hr->method = strdup(ms);
+		hr->path = strdup(ps);
+		if (ns)
+			hr->name = strdup(ns);
+		else if (asprintf(&hr->name, "%s %s", ms, ps) < 0)
+			hr->name = NULL;
+		if (!hr->method || !hr->path || !hr->name)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static int parse_endpoint(struct pctx *ctx, const struct pnode *e, const char *w,
 			  struct netpol_endpoint *ep)
 {
-	static const char *const keys[] = { "host", "cidr", "ports", "protocol", NULL };
+	static const char *const keys[] = { "host", "cidr", "ports", "protocol", "tls", "rules", "mode", NULL };
 	int r;
 	if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
 		return r;
 	const struct pnode *h = pmap_get(e, "host"), *c = pmap_get(e, "cidr"),
-			   *ports = pmap_get(e, "ports"), *proto = pmap_get(e, "protocol");
+			   *ports = pmap_get(e, "ports"), *proto = pmap_get(e, "protocol"), *tls = pmap_get(e, "tls");
 	if (proto) {
 		const char *s;
 		if ((r = pnode_expect_string(ctx, proto, "protocol", &s)) < 0)
@@ -257,6 +318,37 @@ static int parse_endpoint(struct pctx *ctx, const struct pnode *e, const char *w
 			return pnode_error(ctx, proto, "protocol '%s': expected http (the default: TLS or "
 					   "HTTP) or tcp (any TCP stream, e.g. ssh)", s);
 	}
+	if (tls) {
+		const char *s;
+		if ((r = pnode_expect_string(ctx, tls, "tls", &s)) < 0)
+			return r;
+		if (strcmp(s, "inspect") == 0)
+			ep->tls = NETPOL_TLS_INSPECT;
+		else if (strcmp(s, "passthrough") == 0)
+			ep->tls = NETPOL_TLS_PASSTHROUGH;
+		else
+			return pnode_error(ctx, tls, "tls '%s': expected inspect or passthrough", s);
+		if (ep->tls == NETPOL_TLS_INSPECT && ep->protocol == NETPOL_PROTO_TCP)
+			return pnode_error(ctx, tls, "tls: inspect reads the HTTP inside TLS; it does not go "
+					   "with protocol: tcp (any stream)");
+		if (c && ep->tls == NETPOL_TLS_INSPECT)
+			return pnode_error(ctx, tls, "tls: inspect needs a 'host' endpoint (the "
+					   "certificate is minted for, and checked against, a name)");
+	}
+	const struct pnode *rules = pmap_get(e, "rules"), *mode = pmap_get(e, "mode");
+	if ((rules || mode) && ep->tls != NETPOL_TLS_INSPECT)
+		return pnode_error(ctx, rules ? rules : mode, "%s: 'rules' and 'mode' judge HTTP requests, "
+				   "which only an endpoint with 'tls: inspect' can see", w);
+	if (mode) {
+		const char *s;
+		if ((r = pnode_expect_string(ctx, mode, "mode", &s)) < 0)
+			return r;
+		if (strcmp(s, "audit") != 0 && strcmp(s, "enforce") != 0)
+			return pnode_error(ctx, mode, "mode '%s': expected enforce or audit", s);
+		ep->http.audit = strcmp(s, "audit") == 0;
+	}
+	if (rules && (r = parse_http_rules(ctx, rules, w, &ep->http)) < 0)
+		return r;
 	if (!!h == !!c)
 		return pnode_error(ctx, e, "%s needs exactly one of 'host' or 'cidr'", w);
 	if (h) {
@@ -322,10 +414,20 @@ static int parse_endpoint(struct pctx *ctx, const struct pnode *e, const char *w
 
 static int parse_rule(struct pctx *ctx, const struct pnode *e, size_t idx, struct network_policy *np)
 {
-	static const char *const keys[] = { "name", "binaries", "ancestors", "endpoints", NULL };
 	char w[64];
-	int r;
 	snprintf(w, sizeof(w), "network.policies[%zu]", idx);
+	return netpol_parse_rule(ctx, e, w, NULL, np);
+}
+
+int netpol_parse_rule(struct pctx *ctx, const struct pnode *e, const char *w, const char *const *extra,
+		      struct network_policy *np)
+{
+	const char *keys[16] = { "name", "binaries", "ancestors", "endpoints" };
+	size_t nk = 4;
+	for (size_t i = 0; extra && extra[i] && nk < 15; i++)
+		keys[nk++] = extra[i];
+	keys[nk] = NULL;
+	int r;
 	if ((r = pnode_expect_map(ctx, e, w)) < 0 || (r = pmap_check_keys(ctx, e, w, keys)) < 0)
 		return r;
 	const struct pnode *name = pmap_get(e, "name"), *bins = pmap_get(e, "binaries"),
@@ -451,7 +553,16 @@ static int resolve_list(struct policy *p, struct netpol_binary *v, size_t n, con
 
 int netpol_resolve_binaries(struct policy *p, int rootfd, const char *root_label)
 {
-	struct network_policy *np = policy_section_data(p, "network");
+	int r = netpol_resolve_rules(p, policy_section_data(p, "network"), rootfd, root_label);
+	/* the credentials' binaries match as a network rule's do */
+	struct credential_set *cs = policy_section_data(p, "credentials");
+	for (size_t i = 0; r == 0 && cs && i < cs->n; i++)
+		r = netpol_resolve_rules(p, cs->v[i].access, rootfd, root_label);
+	return r;
+}
+
+int netpol_resolve_rules(struct policy *p, struct network_policy *np, int rootfd, const char *root_label)
+{
 	if (!np)
 		return 0;
 	for (size_t i = 0; i < np->n_rules; i++) {

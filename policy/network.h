@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/netaddr.h"
+#include "policy/httprules.h"
 
 enum netpol_mode { NETPOL_ENFORCE = 0, NETPOL_AUDIT = 1 };
 
@@ -45,9 +46,17 @@ enum netpol_host_kind {
  * parsing (ssh, git://, databases) — a superset of HTTP. */
 enum netpol_protocol { NETPOL_PROTO_HTTP = 0, NETPOL_PROTO_TCP = 1 };
 
+/* What the proxy does with a TLS flow to an endpoint (`tls:`). */
+enum netpol_tls {
+	NETPOL_TLS_PASSTHROUGH = 0, /* the default: the bytes are relayed untouched */
+	NETPOL_TLS_INSPECT,         /* terminated with the sandbox CA's leaf, re-encrypted upstream */
+};
+
 struct netpol_endpoint {
 	bool is_cidr;              /* else host */
 	enum netpol_protocol protocol;
+	enum netpol_tls tls;       /* `tls: inspect | passthrough` (a host endpoint only) */
+	struct netpol_http_rules http; /* `rules:` and `mode:` (inspect only; policy/httprules.h) */
 	enum netpol_host_kind host_kind;
 	char *host;                /* host form; for GLOB the suffix incl. the dot */
 	struct netaddr host_ip;    /* NETPOL_HOST_IP */
@@ -102,9 +111,21 @@ int netpol_host_normalize(const char *in, char *out, size_t size);
  * path gets the warning that it could not be resolved. 0 or -ENOMEM. */
 struct policy;
 int netpol_resolve_binaries(struct policy *p, int rootfd, const char *root_label);
+/* The same for the rules of np (a section of p that matches as network
+ * rules do: the credentials' access, policy/credentials.h). */
+int netpol_resolve_rules(struct policy *p, struct network_policy *np, int rootfd, const char *root_label);
 
 /* The section parser for the layered loader (policy/policy.h): pass it in
  * `ext`; policy_section_data(p, "network") is then a struct network_policy
  * (NULL when no layer has a `network:` section: deny everything). */
 struct policy_section;
 extern const struct policy_section network_policy_section;
+
+/* Parse one rule map (name, binaries, ancestors, endpoints, plus the keys
+ * in extra, which the caller reads itself) into np, as a `network.policies`
+ * entry is: other sections reuse the matching (credentials.h). w names it
+ * in errors. 0 or negative (the error is in ctx). */
+struct pctx;
+struct pnode;
+int netpol_parse_rule(struct pctx *ctx, const struct pnode *e, const char *w, const char *const *extra,
+		      struct network_policy *np);

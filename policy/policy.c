@@ -169,7 +169,8 @@ int policy_loader_new(const struct policy_section *const *ext, size_t n_ext,
 	return 0;
 }
 
-static const char *const builtin_top[] = { "version", "immutable", "environment", "network", "exec" };
+static const char *const builtin_top[] = { "version", "immutable", "environment", "network", "exec",
+					    "credentials" /* parsed where credentials_section is registered */ };
 
 static int parse_top(struct pctx *ctx, struct policy_loader *l, const struct pnode *root)
 {

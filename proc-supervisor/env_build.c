@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "policy/credentials.h"
 #include "policy/trust_bundle.h"
 #include "proc-supervisor/env_redact.h"
 
@@ -429,7 +430,8 @@ static enum reason decide(const struct policy *p, const char *name, const char *
 		return REASON_POLICY_DENY;
 	if (strncmp(value, "() {", 4) == 0)
 		return REASON_VALUE_CHECK;
-	if (supervisor_owns(name) || (env->trust_bundle && trust_bundle_var(name)))
+	if (supervisor_owns(name) || (env->trust_bundle && trust_bundle_var(name)) ||
+	    credential_for_variable(policy_section_data(p, "credentials"), name))
 		return REASON_SUPERVISOR_SET;
 	struct match m = allow_match(env, name);
 	*rule = m.rule;
@@ -612,7 +614,8 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 		else if (denied_by_policy(env, sv->name))
 			why = REASON_POLICY_DENY;
 		else if (supervisor_owns(sv->name) || strcmp(sv->name, "TMPDIR") == 0 ||
-			 (env->trust_bundle && trust_bundle_var(sv->name)))
+			 (env->trust_bundle && trust_bundle_var(sv->name)) ||
+			 credential_for_variable(policy_section_data(p, "credentials"), sv->name))
 			why = REASON_SUPERVISOR_SET;
 		else if (env->mode == POLICY_ENV_SECRETS_OFF && policy_name_secret_shaped(sv->name))
 			why = REASON_SECRET_SHAPED;
@@ -698,6 +701,15 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 		return rc;
 	if (env->trust_bundle && (rc = trust_bundle_env(env->trust_bundle, env_put_cb, r)) < 0)
 		return rc;
+	/* credentials: the workload holds the placeholder, never the secret
+	 * (the net-supervisor swaps it in: policy/credentials.h) */
+	const struct credential_set *creds = policy_section_data(p, "credentials");
+	for (size_t i = 0; creds && i < creds->n; i++) {
+		char ph[96];
+		snprintf(ph, sizeof(ph), "tether-cred:%s", creds->v[i].name);
+		if ((rc = env_put(r, creds->v[i].variable, ph)) < 0)
+			return rc;
+	}
 	if (x->credential_socket) {
 		if (env->mode == POLICY_ENV_SECRETS_OFF) {
 			if (warn(r, "TETHER_CREDENTIAL_SOCKET not set: secrets-off never injects the credential broker") < 0)
@@ -747,6 +759,13 @@ int envb_build(const struct policy *p, char *const *parent, const struct envb_ex
 		if (entry_push(&r->set, &r->n_set, report[i], strlen(report[i]), false, REASON_SUPERVISOR_SET) < 0)
 			return -ENOMEM;
 		r->set[r->n_set - 1].kept = true;
+		r->set[r->n_set - 1].reason = REASON_SUPERVISOR_SET;
+	}
+	creds = policy_section_data(p, "credentials");
+	for (size_t i = 0; creds && i < creds->n; i++) {
+		const char *n = creds->v[i].variable;
+		if (entry_push(&r->set, &r->n_set, n, strlen(n), true, REASON_SUPERVISOR_SET) < 0)
+			return -ENOMEM;
 		r->set[r->n_set - 1].reason = REASON_SUPERVISOR_SET;
 	}
 	for (size_t i = 0; env->trust_bundle && trust_bundle_vars[i]; i++) {

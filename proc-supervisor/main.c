@@ -38,6 +38,8 @@ static void usage(FILE *f)
 		"  --no-landlock          do not use Landlock scoping (test the seccomp fallback)\n"
 		"  --policy FILE          env boundary policy (command layer; repeatable)\n"
 		"  --agent NAME           agent preset for the env boundary\n"
+		"  --trust-bundle FILE    the workload's trust bundle (every variable of\n"
+		"                         environment.trust_bundle), instead of the policy's\n"
 		"  --proxy URL            proxy URL children get in HTTP(S)_PROXY/ALL_PROXY\n"
 "  --transparent-capture  the fence captures TCP flows that bypass the proxy\n"
 "                         (transparent capture): a TCP connect elsewhere is not\n"
@@ -81,7 +83,7 @@ static void usage(FILE *f)
 static const char *const procsup_features[] = {
 	"user", "cgroup", "status-socket", "exec-socket",
 	"control", "control-allow", "control-peer-uid", "provisioning-key", "wait-all", "identity-feed",
-	"transparent-capture",
+	"transparent-capture", "trust-bundle",
 };
 
 static void list_seccomp(void)
@@ -170,7 +172,7 @@ int main(int argc, char **argv)
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_TCAPTURE, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
 	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_CONTROL_PEER_UID, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER, OPT_IDFEED,
-	       OPT_FEATURES, OPT_WAIT_ALL };
+	       OPT_FEATURES, OPT_WAIT_ALL, OPT_TRUST_BUNDLE };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
 	size_t n_policy = 0;
@@ -204,6 +206,7 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "features", no_argument, NULL, OPT_FEATURES },
+		{ "trust-bundle", required_argument, NULL, OPT_TRUST_BUNDLE },
 		{ 0 },
 	};
 	int c;
@@ -259,6 +262,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_AGENT:
 			cfg.agent = optarg;
+			break;
+		case OPT_TRUST_BUNDLE:
+			if (optarg[0] != '/') {
+				fprintf(stderr, "proc-supervisor: --trust-bundle needs an absolute path\n");
+				return 2;
+			}
+			cfg.trust_bundle = optarg;
 			break;
 		case OPT_PROXY:
 			cfg.proxy_url = optarg;

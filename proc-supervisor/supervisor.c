@@ -1,5 +1,7 @@
 #include "proc-supervisor/supervisor.h"
 
+#include "policy/credentials.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <arpa/inet.h>
@@ -507,7 +509,8 @@ static int load_policy(struct procsup *ps)
 	paths.command_files = ps->cfg.policy_files;
 	paths.n_command_files = ps->cfg.n_policy_files;
 	struct policy_diag diag;
-	r = policy_load_layers(&paths, NULL, 0, &ps->policy, &diag);
+	static const struct policy_section *const sections[] = { &credentials_section };
+	r = policy_load_layers(&paths, sections, 1, &ps->policy, &diag);
 	policy_paths_done(&paths);
 	if (r < 0) {
 		log_error("%s", diag.msg);
@@ -515,6 +518,15 @@ static int load_policy(struct procsup *ps)
 	}
 	for (size_t i = 0; i < ps->policy->n_warnings; i++)
 		log_warn("%s", ps->policy->warnings[i]);
+	if (ps->cfg.trust_bundle) {
+		/* written by the net-supervisor before it is ready, so before
+		 * the workload starts: only its path is needed now */
+		char *tb = strdup(ps->cfg.trust_bundle);
+		if (!tb)
+			return -ENOMEM;
+		free(ps->policy->env.trust_bundle);
+		ps->policy->env.trust_bundle = tb;
+	}
 	/* resolved once: every spawn's GIT_SSH_COMMAND names the same binary */
 	if (ps->policy->env.git_ssh_via_proxy && envb_sibling_tether(ps->tether_path_buf, sizeof(ps->tether_path_buf))) {
 		ps->tether_path = ps->tether_path_buf;

@@ -50,6 +50,10 @@ struct procsup_config {
 	const char *const *policy_files;
 	size_t n_policy_files;
 	const char *agent;
+	/* --trust-bundle: the workload's trust bundle instead of the policy's
+	 * environment.trust_bundle (the net-supervisor's system CAs + sandbox
+	 * CA when an endpoint inspects TLS); NULL: the policy's. */
+	const char *trust_bundle;
 	const char *proxy_url;      /* the net-supervisor's proxy, for HTTP(S)_PROXY */
 	/* The fence captures TCP (transparent capture, --transparent-capture):
 	 * a TCP connect elsewhere is a captured flow the net-supervisor

@@ -10,6 +10,9 @@ Serves, over TLS with CERT/KEY (signed by the test's own CA), on every PORT:
   /simple/NAME/, /packages/F  a pip "simple" index of ROOT/pypi/*.whl
   /npm/NAME                   an npm packument for ROOT/npm/NAME-VERSION.tgz
   /npm/NAME/-/FILE.tgz        its tarball
+With FAKENET_GIT_AUTH=USER:PASSWORD in its environment, repositories under
+/git/private/ answer 401 (Basic) unless the request carries exactly those
+credentials (tests/e2e/tls.sh: a credential swapped in by the proxy).
 Every request is logged to stdout as "PORT METHOD PATH STATUS". Standard
 library only; threads, so a slow client holds nobody else up.
 """
@@ -122,6 +125,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def git(self):
         """git http-backend as a CGI (RFC 3875): env in, headers + body out."""
         path, _, query = self.path.partition("?")
+        need = os.environ.get("FAKENET_GIT_AUTH")
+        if need and path.startswith("/git/private/"):
+            want = "Basic " + base64.b64encode(need.encode()).decode()
+            if self.headers.get("Authorization") != want:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                return self.send(401, b"auth\n", "text/plain", {"WWW-Authenticate": 'Basic realm="git"'})
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         env = {

@@ -72,4 +72,28 @@ out=$($T policy explain --policy $TMP/raw.yaml --binary /usr/bin/curl --dest 198
 $T policy explain --policy $TMP/raw.yaml --binary /usr/bin/curl --dest 198.51.100.7:22 >/dev/null || fail "http flow via http endpoint"
 $T policy explain --policy $TMP/raw.yaml --binary /usr/bin/ssh --dest 198.51.100.7:22 --raw >/dev/null 2>&1 || fail "raw via tcp endpoint"
 $T policy check $TMP/raw.yaml >/dev/null 2>&1 || fail "protocol: tcp does not load"
+# credentials (issue 24): explain names the credential a binary → endpoint
+# would spend (placeholder and source, never a value); check accepts them
+cat >"$TMP/cred.yaml" <<'Y'
+version: 1
+network:
+  policies:
+    - name: gh
+      binaries: [{path: /usr/bin/curl}, {path: /usr/bin/wget}]
+      endpoints: [{host: 198.51.100.10, ports: [443], tls: inspect}]
+credentials:
+  - name: GITHUB
+    variable: GITHUB_TOKEN
+    source: {file: /etc/tether/gh}
+    binaries: [{path: /usr/bin/curl}]
+    endpoints: [{host: 198.51.100.10, ports: [443]}]
+Y
+$T policy check "$TMP/cred.yaml" >/dev/null 2>&1 || fail "check: a policy with credentials"
+out=$($T policy explain --policy "$TMP/cred.yaml" --binary /usr/bin/curl --dest 198.51.100.10:443)
+echo "$out" | grep -q 'credential GITHUB: GITHUB_TOKEN=tether-cred:GITHUB becomes the secret from file /etc/tether/gh' &&
+	echo "$out" | grep -q 'TLS inspected' || fail "explain credential: $out"
+out=$($T policy explain --policy "$TMP/cred.yaml" --binary /usr/bin/wget --dest 198.51.100.10:443)
+echo "$out" | grep -q credential && fail "wget may not spend GITHUB: $out"
+printf 'version: 1\ncredentials:\n  - {name: X, source: {file: rel}, binaries: [{path: /x}], endpoints: [{host: a.example, ports: [443]}]}\n' >"$TMP/bad.yaml"
+$T policy check "$TMP/bad.yaml" >/dev/null 2>&1 && fail "check: a relative source file"
 echo PASS
