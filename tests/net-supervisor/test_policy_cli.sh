@@ -96,4 +96,8 @@ out=$($T policy explain --policy "$TMP/cred.yaml" --binary /usr/bin/wget --dest 
 echo "$out" | grep -q credential && fail "wget may not spend GITHUB: $out"
 printf 'version: 1\ncredentials:\n  - {name: X, source: {file: rel}, binaries: [{path: /x}], endpoints: [{host: a.example, ports: [443]}]}\n' >"$TMP/bad.yaml"
 $T policy check "$TMP/bad.yaml" >/dev/null 2>&1 && fail "check: a relative source file"
+# tls: inspect reads HTTP: it does not go with protocol: tcp (any stream)
+printf 'version: 1\nnetwork:\n  policies:\n    - name: x\n      binaries: [{path: /usr/bin/curl}]\n      endpoints: [{host: a.example, ports: [443], tls: inspect, protocol: tcp}]\n' >"$TMP/tlstcp.yaml"
+out=$($T policy check "$TMP/tlstcp.yaml" 2>&1) && fail "check: tls: inspect with protocol: tcp loaded"
+echo "$out" | grep -q "does not go" || fail "tls+tcp message: $out"
 echo PASS
