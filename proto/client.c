@@ -428,9 +428,11 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 			proto_conn_close(conn, -EACCES);
 			return;
 		}
-		/* 1.2: the MAC key. A peer of 1.2 or later that answers our kx key
-		 * with none is a downgrade (something on the way stripped it):
-		 * refused, as is a transcript the instance key did not sign. */
+		/* 1.2: the MAC key. A peer of 1.2 or later that holds its instance
+		 * key (it signed the clock sample) and answers our kx key with none
+		 * is a downgrade (something on the way stripped it): refused, as is
+		 * a transcript the instance key did not sign. (A HelloAck stripped
+		 * of both costs speed only: every answer must then be signed.) */
 		c->mac = false;
 		if (c->sent_kx && m->u.hello_ack.has_kx) {
 			if (!mac_kx_verify(&ev.cert->instance, c->kx.pk, m->u.hello_ack.kx_public,
@@ -442,7 +444,7 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 			} else {
 				c->mac = true;
 			}
-		} else if (c->sent_kx && m->version_minor >= 2) {
+		} else if (c->sent_kx && m->version_minor >= 2 && m->u.hello_ack.has_clock) {
 			log_warn("%s: protocol 1.%u peer answered without a MAC key: downgrade refused (protocol_error)",
 				 c->ep.text, (unsigned)m->version_minor);
 			why = REASON_PROTOCOL_ERROR;

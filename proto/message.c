@@ -88,7 +88,9 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 {
 	tether__frame__init(f);
 	f->version_major = PROTO_VERSION_MAJOR;
-	f->version_minor = PROTO_VERSION_MINOR;
+	/* A test acting as an older peer may set a lower minor. */
+	f->version_minor = m->version_minor && m->version_minor < PROTO_VERSION_MINOR ? m->version_minor
+										       : PROTO_VERSION_MINOR;
 	switch (m->kind) {
 	case CTL_HELLO:
 		tether__hello__init(&s->hello);

@@ -50,7 +50,8 @@ struct ctl_env_var {
 
 struct ctl_msg {
 	enum ctl_kind kind;
-	uint32_t version_minor; /* the sender's minor version (decoded messages) */
+	uint32_t version_minor; /* the sender's minor version (decoded messages); encoding:
+	                         * 0 = ours, lower = act as that older minor (tests) */
 	union {
 		struct {
 			char role[CTL_MAX_ROLE];

@@ -111,7 +111,9 @@ static void on_conn_msg(struct proto_conn *c, struct ctl_msg *m, void *ud)
 			ack.u.hello_ack.has_clock = true;
 		}
 		/* 1.2: a per-channel MAC key, vouched for by the instance key. */
-		if (m->u.hello.has_kx && s->opts.instance && !s->opts.no_mac) {
+		ack.version_minor = s->opts.version_minor;
+		if (m->u.hello.has_kx && s->opts.instance && !s->opts.no_mac &&
+		    (!s->opts.version_minor || s->opts.version_minor >= 2)) {
 			struct mac_kx kx;
 			if (mac_kx_generate(&kx) == 0 && mac_key_proc(&kx, m->u.hello.kx_public, sc->mac_key) == 0) {
 				memcpy(ack.u.hello_ack.kx_public, kx.pk, PROTO_KX_PUBLIC_LEN);

@@ -69,6 +69,9 @@ struct proto_server_opts {
 	/* Do not agree MAC keys (answer a 1.2 Hello as 1.1 would: every answer
 	 * signed). For tests and measurements. */
 	bool no_mac;
+	/* Act as a peer of this older minor version in the HelloAck (tests of
+	 * compatibility; 1 = protocol 1.1: no MAC key); 0: ours. */
+	uint32_t version_minor;
 	void (*on_identity)(struct proto_server *s, struct proto_request *req, void *userdata);
 	void *userdata;
 };
