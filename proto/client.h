@@ -87,9 +87,17 @@ struct proto_client_opts {
 	/* 1.2: do not offer a MAC key in the Hello (every answer then comes
 	 * signed, as with a 1.1 peer). For tests and measurements. */
 	bool no_mac;
+	/* 1.2: verify each ContextSignature's Ed25519 signature as it comes
+	 * (offline-style, verifier_check_context). Off by default: the MAC
+	 * already authenticated the bytes on the live path; the client checks
+	 * only that the signature is over exactly those bytes by the channel's
+	 * instance key id, and the signature itself is for the audit, where
+	 * `tether verify-context` verifies it. */
+	bool check_signatures;
 	/* 1.2: the signature over a MAC'd answer (res->by_mac) came after it:
-	 * REASON_OK with sc (the SignedContext, verified offline-style over
-	 * exactly the bytes the MAC covered, valid during the call) and the
+	 * REASON_OK with sc (the SignedContext over exactly the bytes the MAC
+	 * covered, by the channel's key id; its signature verified too with
+	 * check_signatures; valid during the call) and the
 	 * channel's certificate; or why it will not come: identity_timeout (not
 	 * within 10 s), control_channel_lost, context_signature_invalid (the
 	 * channel is then closed), internal_error; sc NULL. Called once per

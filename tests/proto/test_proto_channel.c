@@ -319,7 +319,7 @@ static void client_start_mac(struct net *n, const char *ep, uint64_t timeout_ms,
 		.endpoint = ep, .verifier = n->v, .request_timeout_ms = timeout_ms,
 		.backoff_min_ms = 20, .backoff_max_ms = 100, .on_anchor = on_anchor,
 		.on_state = on_state, .on_signature = on_signature, .on_refused = on_refused_cb,
-		.no_mac = no_mac, .userdata = n,
+		.no_mac = no_mac, .check_signatures = true, .userdata = n,
 	};
 	assert_int_equal(proto_client_start(&n->loop, &o, &n->c), 0);
 }
