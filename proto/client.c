@@ -337,7 +337,14 @@ static void send_clock_request(struct proto_client *c)
 		c->probe_pending = true;
 }
 
-static void clock_timer_cb(uv_timer_t *t) { send_clock_request(t->data); }
+static void clock_timer_cb(uv_timer_t *t)
+{
+	struct proto_client *c = t->data;
+	/* Also report signatures overdue on an idle channel (else only the
+	 * next MAC'd answer or the channel's end would). */
+	sig_drop(c, false, REASON_IDENTITY_TIMEOUT);
+	send_clock_request(c);
+}
 
 static void handle_clock_response(struct proto_client *c, struct proto_conn *conn, struct ctl_msg *m)
 {
