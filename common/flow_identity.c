@@ -58,6 +58,7 @@ struct flow_identity *flow_identity_dup(const struct flow_identity *src)
 	id->pid = src->pid;
 	id->source = src->source;
 	id->anchor_epoch = src->anchor_epoch;
+	id->context_request_id = src->context_request_id;
 	if ((src->binary_path && !(id->binary_path = strdup(src->binary_path))) ||
 	    (src->process_key && !(id->process_key = strdup(src->process_key))))
 		goto fail;

@@ -36,6 +36,10 @@ struct flow_identity {
 	size_t n_ancestors;
 	uint8_t *signed_context;     /* delegated: the serialized SignedContext, else NULL */
 	size_t signed_context_len;
+	/* delegated over a MAC'd channel (protocol 1.2): no signed_context yet;
+	 * the signature over the same context comes later in the audit event
+	 * `context_signed` with this request id. 0 otherwise. */
+	uint64_t context_request_id;
 	/* The strategy's anchor_epoch when the request started: which anchor
 	 * instance vouched for this identity (set by the plumbing). */
 	uint64_t anchor_epoch;

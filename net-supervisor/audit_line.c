@@ -56,6 +56,10 @@ static json_t *identity_json(json_t *o, const struct flow_identity *id, enum flo
 			json_object_set_new(o, "signed_context", json_string(b64));
 			free(b64);
 		}
+	} else if (id->context_request_id) {
+		/* MAC'd answer: the signature is in the `context_signed` event
+		 * with the same context_request_id. */
+		json_object_set_new(o, "context_request_id", json_integer((json_int_t)id->context_request_id));
 	}
 	return o;
 }

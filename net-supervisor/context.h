@@ -93,6 +93,7 @@ struct netsup_config {
 	const char *provisioning_pubkey[4];    /* delegated: pinned key files */
 	size_t n_provisioning_pubkey;
 	uint64_t max_clock_skew_s;             /* delegated: --max-clock-skew (60 s) */
+	bool no_identity_mac;                  /* delegated: --no-identity-mac */
 	/* The workload's resolver (dns.h): --dns-listen (UDP and TCP, in
 	 * listen_netns like the proxy listeners), none = no resolver. */
 	const char *dns_listen[NETSUP_MAX_LISTEN];

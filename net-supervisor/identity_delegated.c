@@ -89,7 +89,7 @@ static int tuple_to_proto(const struct proxy_flow *t, struct proto_tuple *out)
 /* A verified context -> flow_identity. The context was validated at the
  * edge (context_decode) and its signature checked; copy, do not judge. */
 static struct flow_identity *identity_from_context(const struct identity_context *ctx,
-						   const struct signed_context *sc)
+						   const struct signed_context *sc, uint64_t mac_request_id)
 {
 	struct flow_identity *id = flow_identity_new();
 	if (!id)
@@ -113,6 +113,8 @@ static struct flow_identity *identity_from_context(const struct identity_context
 		/* The audit must be able to re-verify every delegated allow. */
 		goto fail;
 	}
+	if (!sc)
+		id->context_request_id = mac_request_id;
 	return id;
 fail:
 	flow_identity_free(id);
@@ -127,15 +129,17 @@ static void on_result(const struct proto_identity_result *res, void *userdata)
 	enum reason why = res->reason;
 	struct flow_identity *id = NULL;
 	if (why == REASON_OK) {
-		id = identity_from_context(res->ctx, res->signed_context);
+		id = identity_from_context(res->ctx, res->signed_context, res->by_mac ? res->request_id : 0);
 		if (!id)
 			why = REASON_INTERNAL_ERROR;
 	} else if (why == REASON_IDENTITY_UNAVAILABLE && p->sent_while_ready &&
 		   !proto_client_ready(s->client)) {
 		why = REASON_CONTROL_CHANNEL_LOST;
 	}
-	if (why == REASON_OK)
+	if (why == REASON_OK) {
 		s->stats.verified++;
+		s->stats.by_mac += res->by_mac;
+	}
 	else {
 		s->stats.denied++;
 		/* Each denial is in the audit log; this line adds the proc side's
@@ -238,6 +242,31 @@ static void on_anchor(struct proto_client *c, const struct anchor_event *ev, voi
 		s->cfg.on_anchor_event(ev->kind, anchor_event_kind_word(ev->kind), desc, s->cfg.data);
 }
 
+/* The signature after a MAC'd answer: to the audit (context_signed). */
+static void on_signature(struct proto_client *c, uint64_t request_id, enum reason why,
+			 const struct signed_context *sc, const struct signed_cert *anchor_cert, void *userdata)
+{
+	(void)c;
+	(void)anchor_cert;
+	struct delegated_strategy *s = userdata;
+	if (s->destroying)
+		return;
+	if (why == REASON_OK)
+		s->stats.signatures++;
+	else
+		s->stats.signatures_missing++;
+	if (!s->cfg.on_context_signed)
+		return;
+	uint8_t *packed = NULL;
+	size_t plen = 0;
+	char *b64 = NULL;
+	if (sc && (signed_context_pack(sc, &packed, &plen) < 0 || signed_base64_encode(packed, plen, &b64) < 0))
+		why = REASON_INTERNAL_ERROR;
+	s->cfg.on_context_signed(request_id, why, why == REASON_OK ? b64 : NULL, s->cfg.data);
+	free(packed);
+	free(b64);
+}
+
 static void on_refused(struct proto_client *c, enum reason why, void *userdata)
 {
 	(void)c;
@@ -315,6 +344,8 @@ int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_conf
 		.on_anchor = on_anchor,
 		.on_state = on_state,
 		.on_refused = on_refused,
+		.on_signature = on_signature,
+		.no_mac = cfg->no_mac,
 		.userdata = s,
 	};
 	r = proto_client_start(loop, &co, &s->client);

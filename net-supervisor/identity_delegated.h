@@ -12,6 +12,10 @@
  *     (signature, certificate, nonce, tuple, expiry, instance) before it
  *     becomes a flow_identity (source delegated, signed_context = the packed
  *     SignedContext, kept for the audit and `tether verify-context`);
+ *   - on a channel with a MAC key (protocol 1.2, proto/mac.h) the reply is
+ *     checked by MAC instead of the signature (every other check the same);
+ *     the flow_identity then has context_request_id and no signed_context,
+ *     and the signature that follows goes to on_context_signed;
  *   - failures are the verifier's / the proc side's reason word; a request in
  *     flight when a channel that was up drops is control_channel_lost, one
  *     that never had a channel identity_unavailable, no answer in time
@@ -48,6 +52,15 @@ struct identity_delegated_config {
 	 * Called once per distinct reason until an anchor is established
 	 * (every reconnect is refused the same way). May be NULL. */
 	void (*on_anchor_refused)(enum reason why, const char *detail, void *data);
+	/* Protocol 1.2: the Ed25519 signature over a context that was accepted
+	 * by the channel's MAC (flow_identity.context_request_id): why
+	 * REASON_OK and signed_context_b64 (base64 of the SignedContext, as in
+	 * the audit field `signed_context`), or why it did not come
+	 * (identity_timeout, control_channel_lost, context_signature_invalid,
+	 * internal_error) and NULL. May be NULL. */
+	void (*on_context_signed)(uint64_t request_id, enum reason why, const char *signed_context_b64,
+				  void *data);
+	bool no_mac; /* offer no MAC key: every answer signed (1.1 behaviour) */
 	void *data;
 };
 
@@ -57,6 +70,9 @@ int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_conf
 /* Counters for tests and metrics. */
 struct identity_delegated_stats {
 	uint64_t requests, verified, denied, anchor_changes, channel_losses;
+	uint64_t by_mac;             /* verified by the channel's MAC (1.2) */
+	uint64_t signatures;         /* signatures that followed MAC'd answers, verified */
+	uint64_t signatures_missing; /* ... that did not come or did not verify */
 };
 void identity_delegated_stats(const struct identity_strategy *s, struct identity_delegated_stats *out);
 /* The latest clock-skew measurement of the control channel (proto/verifier.h);

@@ -144,6 +144,10 @@ static void usage(FILE *out)
 "    --provisioning-pubkey FILE  pinned provisioning key (repeatable, up to 4)\n"
 "    --max-clock-skew SECONDS  how far the proc side's clock may be from ours\n"
 "                             (default 60); past it: not ready, flows denied clock_skew\n"
+"    --no-identity-mac        offer no per-channel MAC key: every answer is checked\n"
+"                             by its Ed25519 signature on the connect path (protocol\n"
+"                             1.1 behaviour; by default a 1.2 proc side's answers are\n"
+"                             MAC'd and the signature follows for the audit)\n"
 "  --identity-timeout MS      same as --identity-timeout-ms\n"
 "\n"
 "%s"
@@ -168,7 +172,7 @@ enum {
 	O_HTO, O_CTO, O_ITO, O_IDTO, O_RBUF, O_RMEM, O_AQ, O_FENCE, O_FENCEPORT, O_IDS, O_IDSHA,
 	O_IDANC, O_IDDELAY, O_IDANCHOR, O_NOSPLICE, O_IDMODE, O_ANCPID, O_ANCSOCK, O_ANCSHA, O_WNETNS, O_LISTEN_NETNS,
 	O_SBXCG, O_IDFEED, O_IDFEEDWAIT, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
-	O_MAXSKEW, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
+	O_MAXSKEW, O_NOMAC, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
 	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC, O_TLISTEN, O_TON, O_TPEEK,
 	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP, O_TLSCA, O_TLSBUNDLE, O_TLSSYS, O_UPCA,
 };
@@ -273,6 +277,7 @@ int main(int argc, char **argv)
 		{ "control", required_argument, NULL, O_CONTROL },
 		{ "provisioning-pubkey", required_argument, NULL, O_PROVPUB },
 		{ "max-clock-skew", required_argument, NULL, O_MAXSKEW },
+		{ "no-identity-mac", no_argument, NULL, O_NOMAC },
 		{ "identity-static", required_argument, NULL, O_IDS },
 		{ "identity-static-sha256", required_argument, NULL, O_IDSHA },
 		{ "identity-static-ancestor", required_argument, NULL, O_IDANC },
@@ -492,6 +497,9 @@ int main(int argc, char **argv)
 			if (parse_u64("--max-clock-skew", optarg, 86400, &v) < 0 || v == 0)
 				return 2;
 			cfg.max_clock_skew_s = v;
+			break;
+		case O_NOMAC:
+			cfg.no_identity_mac = true;
 			break;
 		case O_IDS:
 			sc.binary_path = optarg;

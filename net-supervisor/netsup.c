@@ -86,6 +86,21 @@ static void on_delegated_event(enum anchor_event_kind kind, const char *word, co
 	netsup_audit(ns, word, o);
 }
 
+/* delegated, protocol 1.2: the signature over a context the MAC let
+ * through; `tether verify-context` checks this line like any other with a
+ * signed_context. */
+static void on_context_signed(uint64_t request_id, enum reason why, const char *b64, void *data)
+{
+	struct netsup *ns = data;
+	json_t *o = json_object();
+	json_object_set_new(o, "strategy", json_string("delegated"));
+	json_object_set_new(o, "context_request_id", json_integer((json_int_t)request_id));
+	json_object_set_new(o, "reason", json_string(why == REASON_OK ? "ok" : reason_word(why)));
+	if (b64)
+		json_object_set_new(o, "signed_context", json_string(b64));
+	netsup_audit(ns, "context_signed", o);
+}
+
 static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)
 {
 	if (strcmp(cfg->identity_mode, "local") == 0) {
@@ -135,6 +150,8 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 		.max_clock_skew_ns = cfg->max_clock_skew_s * 1000000000ull,
 		.on_anchor_event = on_delegated_event,
 		.on_anchor_refused = on_delegated_refused,
+		.on_context_signed = on_context_signed,
+		.no_mac = cfg->no_identity_mac,
 		.data = ns,
 	};
 	int r = identity_delegated_new(loop, &dc, &ns->identity);

@@ -27,6 +27,16 @@ struct request {
 	void *ud;
 };
 
+/* A MAC'd answer whose signature is still to come (1.2). */
+struct sigwait {
+	struct sigwait *next;
+	uint64_t id;
+	uint64_t deadline; /* uv_now() ms */
+	uint8_t hash[crypto_generichash_BYTES]; /* of the MAC'd context bytes */
+};
+
+#define SIGWAIT_MS 10000
+
 struct proto_client {
 	uv_loop_t *loop;
 	struct proto_client_opts opts;
@@ -49,6 +59,12 @@ struct proto_client {
 	uint64_t clock_sent_ns;
 	bool peer_clock;    /* the peer answered the Hello's nonce (1.1) */
 	bool probe_pending; /* a ClockRequest is unanswered */
+	/* 1.2: the Hello's ephemeral kx key and the channel's MAC key. */
+	struct mac_kx kx;
+	bool sent_kx, mac;
+	uint8_t mac_key[PROTO_MAC_KEY_LEN];
+	struct sigwait *sig_head, *sig_tail;
+	size_t n_sig;
 	struct request *head, *tail;
 	size_t n_reqs;
 	uint64_t next_id;
@@ -86,21 +102,107 @@ static void req_append(struct proto_client *c, struct request *r)
 }
 
 /* Unlinked request -> callback -> free. */
-static void req_finish(struct proto_client *c, struct request *r, enum reason reason,
-		       const struct identity_context *ctx, const struct signed_context *sc,
-		       const char *message)
+static void req_finish_mac(struct proto_client *c, struct request *r, enum reason reason,
+			   const struct identity_context *ctx, const struct signed_context *sc, bool by_mac,
+			   const char *message)
 {
 	struct proto_identity_result res = {
 		.request_id = r->id,
 		.reason = reason,
 		.ctx = ctx,
 		.signed_context = sc,
+		.by_mac = by_mac,
 		.anchor_cert = c->state == ST_READY ? verifier_cert_for_key(c->opts.verifier, c->channel_key) : NULL,
 		.message = message ? message : reason_word(reason),
 	};
 	if (r->cb)
 		r->cb(&res, r->ud);
 	free(r);
+}
+
+static void req_finish(struct proto_client *c, struct request *r, enum reason reason,
+		       const struct identity_context *ctx, const struct signed_context *sc,
+		       const char *message)
+{
+	req_finish_mac(c, r, reason, ctx, sc, false, message);
+}
+
+/* Signatures that will not come: tell the owner (why), oldest first. */
+static void sig_drop(struct proto_client *c, bool all, enum reason why)
+{
+	uint64_t now = uv_now(c->loop);
+	while (c->sig_head && (all || c->sig_head->deadline <= now || c->n_sig > c->opts.max_inflight)) {
+		struct sigwait *w = c->sig_head;
+		c->sig_head = w->next;
+		if (!c->sig_head)
+			c->sig_tail = NULL;
+		c->n_sig--;
+		uint64_t id = w->id;
+		free(w);
+		if (c->opts.on_signature && c->state != ST_STOPPED)
+			c->opts.on_signature(c, id, all ? why : REASON_IDENTITY_TIMEOUT, NULL, NULL, c->opts.userdata);
+	}
+}
+
+static void sig_expect(struct proto_client *c, uint64_t id, const uint8_t *context, size_t len)
+{
+	struct sigwait *w = calloc(1, sizeof(*w));
+	if (w) {
+		w->id = id;
+		w->deadline = uv_now(c->loop) + SIGWAIT_MS;
+		crypto_generichash(w->hash, sizeof(w->hash), context, len, NULL, 0);
+		if (c->sig_tail)
+			c->sig_tail->next = w;
+		else
+			c->sig_head = w;
+		c->sig_tail = w;
+		c->n_sig++;
+	} else if (c->opts.on_signature) {
+		c->opts.on_signature(c, id, REASON_INTERNAL_ERROR, NULL, NULL, c->opts.userdata);
+	}
+	sig_drop(c, false, REASON_IDENTITY_TIMEOUT);
+}
+
+/* A ContextSignature: the Ed25519 signature over the bytes a MAC'd answer
+ * carried, for the audit. It must be over exactly those bytes by the
+ * channel's instance key id (and, with check_signatures, verify); anything
+ * else closes the channel. */
+static void handle_signature(struct proto_client *c, struct proto_conn *conn, struct ctl_msg *m)
+{
+	const struct signed_context *sc = &m->u.context_signature.context;
+	struct sigwait **pp = &c->sig_head, *prev = NULL;
+	while (*pp && (*pp)->id != m->u.context_signature.request_id) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	struct sigwait *w = *pp;
+	if (!w)
+		return; /* waited too long for it, already reported */
+	*pp = w->next;
+	if (c->sig_tail == w)
+		c->sig_tail = prev;
+	c->n_sig--;
+	uint8_t h[crypto_generichash_BYTES];
+	crypto_generichash(h, sizeof(h), sc->context, sc->context_len, NULL, 0);
+	enum reason why = REASON_OK;
+	struct identity_context *ctx = NULL;
+	if (sodium_memcmp(h, w->hash, sizeof(h)) != 0 || memcmp(sc->key_id, c->channel_key, PROTO_KEY_ID_LEN) != 0) {
+		why = REASON_CONTEXT_SIGNATURE_INVALID;
+	} else if (c->opts.check_signatures) {
+		struct verify_expect ex = { .instance_key_id = c->channel_key, .offline = true };
+		why = verifier_check_context(c->opts.verifier, sc, &ex, &ctx);
+		context_free(ctx);
+	}
+	uint64_t id = w->id;
+	free(w);
+	if (c->opts.on_signature)
+		c->opts.on_signature(c, id, why, why == REASON_OK ? sc : NULL,
+				     verifier_cert_for_key(c->opts.verifier, c->channel_key), c->opts.userdata);
+	if (why != REASON_OK) {
+		log_warn("%s: the signature after MAC'd answer %llu is not good (%s): closing", c->ep.text,
+			 (unsigned long long)id, reason_word(why));
+		proto_conn_close(conn, -EPROTO);
+	}
 }
 
 /* Fail a set of requests; callbacks may add or cancel others meanwhile. */
@@ -171,6 +273,10 @@ static void fail_all(struct proto_client *c)
 static void set_state_down(struct proto_client *c, enum reason why)
 {
 	bool was_ready = c->state == ST_READY;
+	sig_drop(c, true, REASON_CONTROL_CHANNEL_LOST);
+	c->mac = c->sent_kx = false;
+	sodium_memzero(c->mac_key, sizeof(c->mac_key));
+	mac_kx_clear(&c->kx);
 	c->peer_clock = false;
 	c->probe_pending = false;
 	if (c->state != ST_STOPPED)
@@ -231,7 +337,14 @@ static void send_clock_request(struct proto_client *c)
 		c->probe_pending = true;
 }
 
-static void clock_timer_cb(uv_timer_t *t) { send_clock_request(t->data); }
+static void clock_timer_cb(uv_timer_t *t)
+{
+	struct proto_client *c = t->data;
+	/* Also report signatures overdue on an idle channel (else only the
+	 * next MAC'd answer or the channel's end would). */
+	sig_drop(c, false, REASON_IDENTITY_TIMEOUT);
+	send_clock_request(c);
+}
 
 static void handle_clock_response(struct proto_client *c, struct proto_conn *conn, struct ctl_msg *m)
 {
@@ -277,8 +390,20 @@ static void handle_response(struct proto_client *c, struct ctl_msg *m)
 	}
 	struct verify_expect ex = { .nonce = r->nonce, .tuple = &r->tuple, .instance_key_id = c->channel_key };
 	struct identity_context *ctx = NULL;
-	enum reason why = verifier_check_context(c->opts.verifier, &m->u.identity_response.context, &ex, &ctx);
-	req_finish(c, r, why, ctx, &m->u.identity_response.context, NULL);
+	enum reason why;
+	if (m->u.identity_response.mac) {
+		/* 1.2: authenticated by the channel's MAC key; the signature follows. */
+		const struct mac_context *mc = &m->u.identity_response.mac_context;
+		why = c->mac ? verifier_check_context_mac(c->opts.verifier, mc, c->mac_key, &ex, &ctx)
+			     : REASON_PROTOCOL_ERROR;
+		if (why == REASON_OK)
+			sig_expect(c, r->id, mc->context, mc->context_len);
+		req_finish_mac(c, r, why, ctx, NULL, true,
+			       c->mac ? NULL : "a MAC'd answer on a channel without a MAC key");
+	} else {
+		why = verifier_check_context(c->opts.verifier, &m->u.identity_response.context, &ex, &ctx);
+		req_finish(c, r, why, ctx, &m->u.identity_response.context, NULL);
+	}
 	context_free(ctx);
 	/* A context outside its time window on a fresh nonce: the clocks may
 	 * have moved since the last sample; measure again now. */
@@ -311,6 +436,34 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 			proto_conn_close(conn, -EACCES);
 			return;
 		}
+		/* 1.2: the MAC key. A peer of 1.2 or later that holds its instance
+		 * key (it signed the clock sample) and answers our kx key with none
+		 * is a downgrade (something on the way stripped it): refused, as is
+		 * a transcript the instance key did not sign. (A HelloAck stripped
+		 * of both costs speed only: every answer must then be signed.) */
+		c->mac = false;
+		if (c->sent_kx && m->u.hello_ack.has_kx) {
+			if (!mac_kx_verify(&ev.cert->instance, c->kx.pk, m->u.hello_ack.kx_public,
+					   m->u.hello_ack.kx_signature) ||
+			    mac_key_net(&c->kx, m->u.hello_ack.kx_public, c->mac_key) < 0) {
+				log_warn("%s: MAC key agreement not signed by the anchor's instance key: protocol_error",
+					 c->ep.text);
+				why = REASON_PROTOCOL_ERROR;
+			} else {
+				c->mac = true;
+			}
+		} else if (c->sent_kx && m->version_minor >= 2 && m->u.hello_ack.has_clock) {
+			log_warn("%s: protocol 1.%u peer answered without a MAC key: downgrade refused (protocol_error)",
+				 c->ep.text, (unsigned)m->version_minor);
+			why = REASON_PROTOCOL_ERROR;
+		}
+		mac_kx_clear(&c->kx);
+		if (why != REASON_OK) {
+			if (c->opts.on_refused)
+				c->opts.on_refused(c, why, c->opts.userdata);
+			proto_conn_close(conn, -EACCES);
+			return;
+		}
 		memcpy(c->channel_key, ev.cert->instance.id, PROTO_KEY_ID_LEN);
 		uv_timer_stop(&c->state_timer);
 		c->state = ST_READY;
@@ -329,6 +482,10 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 	}
 	if (c->state == ST_READY && m->kind == CTL_IDENTITY_RESPONSE) {
 		handle_response(c, m);
+		return;
+	}
+	if (c->state == ST_READY && m->kind == CTL_CONTEXT_SIGNATURE && c->mac) {
+		handle_signature(c, conn, m);
 		return;
 	}
 	if (c->state == ST_READY && m->kind == CTL_CLOCK_RESPONSE) {
@@ -427,6 +584,12 @@ static void start_conn(struct proto_client *c, int fd)
 	randombytes_buf(c->clock_nonce, sizeof(c->clock_nonce));
 	memcpy(hello.u.hello.clock_nonce, c->clock_nonce, PROTO_CLOCK_NONCE_LEN);
 	hello.u.hello.has_clock_nonce = true;
+	c->sent_kx = false;
+	if (!c->opts.no_mac && mac_kx_generate(&c->kx) == 0) {
+		memcpy(hello.u.hello.kx_public, c->kx.pk, PROTO_KX_PUBLIC_LEN);
+		hello.u.hello.has_kx = true;
+		c->sent_kx = true;
+	}
 	c->clock_sent_ns = now_real_ns();
 	proto_conn_send(c->conn, &hello);
 	/* connect + handshake share one timeout; it keeps running */
@@ -602,6 +765,9 @@ void proto_client_stop(struct proto_client *c, void (*done)(void *), void *userd
 	c->done = done;
 	c->done_ud = userdata;
 	fail_where(c, pred_all, UINT64_MAX);
+	sig_drop(c, true, REASON_CONTROL_CHANNEL_LOST);
+	sodium_memzero(c->mac_key, sizeof(c->mac_key));
+	mac_kx_clear(&c->kx);
 	if (c->channel) {
 		verifier_channel_closed(c->opts.verifier, c->channel);
 		c->channel = 0;

@@ -28,6 +28,14 @@
  * the verifier's bound refuses the channel with clock_skew (on_refused,
  * then closed and retried after the backoff, which measures again).
  *
+ * MAC'd answers (protocol 1.2, proto/mac.h): the Hello offers an ephemeral
+ * kx key; a peer that answers with its own, signed by the instance key,
+ * gives the channel a MAC key, and its answers are then checked by MAC
+ * (every check of verifier_check_context_mac) instead of Ed25519. The
+ * signature over the same bytes follows in a ContextSignature and goes to
+ * on_signature. A 1.1 peer (no kx in its HelloAck) is served as before; a
+ * 1.2 peer that drops the kx is refused (protocol_error).
+ *
  * Not thread-safe: one loop thread owns the client and its verifier. */
 #pragma once
 
@@ -50,6 +58,7 @@ struct proto_identity_result {
 	enum reason reason;                          /* REASON_OK: ctx verified */
 	const struct identity_context *ctx;          /* valid during the callback */
 	const struct signed_context *signed_context; /* as received, for the audit log; may be NULL */
+	bool by_mac; /* 1.2: authenticated by the channel's MAC; the signature comes to on_signature */
 	const struct signed_cert *anchor_cert;       /* the channel's certificate; may be NULL */
 	const char *message;                         /* detail for logs; never NULL */
 };
@@ -75,6 +84,26 @@ struct proto_client_opts {
 	/* The peer's certificate was refused (why: the verifier's word); the
 	 * channel is closed and retried after the backoff. May be NULL. */
 	void (*on_refused)(struct proto_client *c, enum reason why, void *userdata);
+	/* 1.2: do not offer a MAC key in the Hello (every answer then comes
+	 * signed, as with a 1.1 peer). For tests and measurements. */
+	bool no_mac;
+	/* 1.2: verify each ContextSignature's Ed25519 signature as it comes
+	 * (offline-style, verifier_check_context). Off by default: the MAC
+	 * already authenticated the bytes on the live path; the client checks
+	 * only that the signature is over exactly those bytes by the channel's
+	 * instance key id, and the signature itself is for the audit, where
+	 * `tether verify-context` verifies it. */
+	bool check_signatures;
+	/* 1.2: the signature over a MAC'd answer (res->by_mac) came after it:
+	 * REASON_OK with sc (the SignedContext over exactly the bytes the MAC
+	 * covered, by the channel's key id; its signature verified too with
+	 * check_signatures; valid during the call) and the
+	 * channel's certificate; or why it will not come: identity_timeout (not
+	 * within 10 s), control_channel_lost, context_signature_invalid (the
+	 * channel is then closed), internal_error; sc NULL. Called once per
+	 * by_mac answer while the client runs. May be NULL. */
+	void (*on_signature)(struct proto_client *c, uint64_t request_id, enum reason why,
+			     const struct signed_context *sc, const struct signed_cert *anchor_cert, void *userdata);
 	void *userdata;
 };
 

@@ -19,6 +19,7 @@ static const char *domain_label(enum sign_domain d)
 	case SIGN_DOMAIN_CONTEXT: return "tether-context-v1";
 	case SIGN_DOMAIN_CERTIFICATE: return "tether-anchor-cert-v1";
 	case SIGN_DOMAIN_CLOCK: return "tether-clock-v1";
+	case SIGN_DOMAIN_MAC_KX: return "tether-mac-kx-v1";
 	}
 	return "tether-invalid-domain";
 }

@@ -27,6 +27,7 @@ const char *ctl_kind_name(enum ctl_kind k)
 	case CTL_EXEC_DATA: return "ExecData";
 	case CTL_CLOCK_REQUEST: return "ClockRequest";
 	case CTL_CLOCK_RESPONSE: return "ClockResponse";
+	case CTL_CONTEXT_SIGNATURE: return "ContextSignature";
 	}
 	return "?";
 }
@@ -47,6 +48,8 @@ struct enc_scratch {
 	Tether__FlowTuple tuple;
 	Tether__IdentityResponse iresp;
 	Tether__SignedContext sctx;
+	Tether__MacContext mctx;
+	Tether__ContextSignature csig;
 	Tether__Error err;
 	Tether__ExecRequest ereq;
 	ProtobufCBinaryData *argv;
@@ -85,7 +88,9 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 {
 	tether__frame__init(f);
 	f->version_major = PROTO_VERSION_MAJOR;
-	f->version_minor = PROTO_VERSION_MINOR;
+	/* A test acting as an older peer may set a lower minor. */
+	f->version_minor = m->version_minor && m->version_minor < PROTO_VERSION_MINOR ? m->version_minor
+										       : PROTO_VERSION_MINOR;
 	switch (m->kind) {
 	case CTL_HELLO:
 		tether__hello__init(&s->hello);
@@ -93,6 +98,8 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		s->hello.software = (char *)m->u.hello.software;
 		if (m->u.hello.has_clock_nonce)
 			s->hello.clock_nonce = bin(m->u.hello.clock_nonce, PROTO_CLOCK_NONCE_LEN);
+		if (m->u.hello.has_kx)
+			s->hello.kx_public = bin(m->u.hello.kx_public, PROTO_KX_PUBLIC_LEN);
 		f->msg_case = TETHER__FRAME__MSG_HELLO;
 		f->hello = &s->hello;
 		return 0;
@@ -106,6 +113,10 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		s->hello_ack.certificate = &s->cert;
 		if (m->u.hello_ack.has_clock)
 			s->hello_ack.clock = clock_to_pb(&m->u.hello_ack.clock, &s->clock);
+		if (m->u.hello_ack.has_kx) {
+			s->hello_ack.kx_public = bin(m->u.hello_ack.kx_public, PROTO_KX_PUBLIC_LEN);
+			s->hello_ack.kx_signature = bin(m->u.hello_ack.kx_signature, PROTO_SIG_LEN);
+		}
 		f->msg_case = TETHER__FRAME__MSG_HELLO_ACK;
 		f->hello_ack = &s->hello_ack;
 		return 0;
@@ -122,7 +133,17 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 	case CTL_IDENTITY_RESPONSE:
 		tether__identity_response__init(&s->iresp);
 		s->iresp.request_id = m->u.identity_response.request_id;
-		if (m->u.identity_response.ok) {
+		if (m->u.identity_response.ok && m->u.identity_response.mac) {
+			const struct mac_context *mc = &m->u.identity_response.mac_context;
+			if (!mc->context || !mc->context_len)
+				return -EINVAL;
+			tether__mac_context__init(&s->mctx);
+			s->mctx.context = bin(mc->context, mc->context_len);
+			s->mctx.mac = bin(mc->mac, PROTO_MAC_LEN);
+			s->mctx.instance_key_id = bin(mc->key_id, PROTO_KEY_ID_LEN);
+			s->iresp.result_case = TETHER__IDENTITY_RESPONSE__RESULT_MAC_CONTEXT;
+			s->iresp.mac_context = &s->mctx;
+		} else if (m->u.identity_response.ok) {
 			const struct signed_context *sc = &m->u.identity_response.context;
 			if (!sc->context || !sc->context_len)
 				return -EINVAL;
@@ -145,6 +166,21 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		f->msg_case = TETHER__FRAME__MSG_IDENTITY_RESPONSE;
 		f->identity_response = &s->iresp;
 		return 0;
+	case CTL_CONTEXT_SIGNATURE: {
+		const struct signed_context *sc = &m->u.context_signature.context;
+		if (!sc->context || !sc->context_len)
+			return -EINVAL;
+		tether__signed_context__init(&s->sctx);
+		s->sctx.context = bin(sc->context, sc->context_len);
+		s->sctx.signature = bin(sc->signature, PROTO_SIG_LEN);
+		s->sctx.instance_key_id = bin(sc->key_id, PROTO_KEY_ID_LEN);
+		tether__context_signature__init(&s->csig);
+		s->csig.request_id = m->u.context_signature.request_id;
+		s->csig.context = &s->sctx;
+		f->msg_case = TETHER__FRAME__MSG_CONTEXT_SIGNATURE;
+		f->context_signature = &s->csig;
+		return 0;
+	}
 	case CTL_EXEC_REQUEST: {
 		const typeof(m->u.exec_request) *e = &m->u.exec_request;
 		if (e->argc == 0 || e->argc > CTL_MAX_ARGV || e->n_env > CTL_MAX_ENV)
@@ -292,6 +328,21 @@ static bool env_name_valid(const char *n)
 	return true;
 }
 
+static int signed_context_from_pb(const Tether__SignedContext *c, struct signed_context *sc)
+{
+	if (!c || c->context.len == 0 || c->context.len > PROTO_MAX_SIGNED_LEN || c->signature.len != PROTO_SIG_LEN ||
+	    c->instance_key_id.len != PROTO_KEY_ID_LEN)
+		return -EBADMSG;
+	sc->context = malloc(c->context.len);
+	if (!sc->context)
+		return -ENOMEM;
+	memcpy(sc->context, c->context.data, c->context.len);
+	sc->context_len = c->context.len;
+	memcpy(sc->signature, c->signature.data, PROTO_SIG_LEN);
+	memcpy(sc->key_id, c->instance_key_id.data, PROTO_KEY_ID_LEN);
+	return 0;
+}
+
 static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 {
 	int r;
@@ -306,6 +357,12 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 				return -EBADMSG;
 			memcpy(m->u.hello.clock_nonce, f->hello->clock_nonce.data, PROTO_CLOCK_NONCE_LEN);
 			m->u.hello.has_clock_nonce = true;
+		}
+		if (f->hello->kx_public.len) {
+			if (f->hello->kx_public.len != PROTO_KX_PUBLIC_LEN)
+				return -EBADMSG;
+			memcpy(m->u.hello.kx_public, f->hello->kx_public.data, PROTO_KX_PUBLIC_LEN);
+			m->u.hello.has_kx = true;
 		}
 		return 0;
 	case TETHER__FRAME__MSG_HELLO_ACK: {
@@ -324,6 +381,14 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 			if (clock_from_pb(f->hello_ack->clock, &m->u.hello_ack.clock) < 0)
 				return -EBADMSG;
 			m->u.hello_ack.has_clock = true;
+		}
+		if (f->hello_ack->kx_public.len || f->hello_ack->kx_signature.len) {
+			if (f->hello_ack->kx_public.len != PROTO_KX_PUBLIC_LEN ||
+			    f->hello_ack->kx_signature.len != PROTO_SIG_LEN)
+				return -EBADMSG;
+			memcpy(m->u.hello_ack.kx_public, f->hello_ack->kx_public.data, PROTO_KX_PUBLIC_LEN);
+			memcpy(m->u.hello_ack.kx_signature, f->hello_ack->kx_signature.data, PROTO_SIG_LEN);
+			m->u.hello_ack.has_kx = true;
 		}
 		return 0;
 	}
@@ -353,19 +418,26 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 		const Tether__IdentityResponse *p = f->identity_response;
 		m->u.identity_response.request_id = p->request_id;
 		if (p->result_case == TETHER__IDENTITY_RESPONSE__RESULT_CONTEXT) {
-			const Tether__SignedContext *c = p->context;
-			if (c->context.len == 0 || c->context.len > PROTO_MAX_SIGNED_LEN ||
-			    c->signature.len != PROTO_SIG_LEN || c->instance_key_id.len != PROTO_KEY_ID_LEN)
-				return -EBADMSG;
-			struct signed_context *sc = &m->u.identity_response.context;
-			sc->context = malloc(c->context.len);
-			if (!sc->context)
-				return -ENOMEM;
-			memcpy(sc->context, c->context.data, c->context.len);
-			sc->context_len = c->context.len;
-			memcpy(sc->signature, c->signature.data, PROTO_SIG_LEN);
-			memcpy(sc->key_id, c->instance_key_id.data, PROTO_KEY_ID_LEN);
+			if ((r = signed_context_from_pb(p->context, &m->u.identity_response.context)) < 0)
+				return r;
 			m->u.identity_response.ok = true;
+			return 0;
+		}
+		if (p->result_case == TETHER__IDENTITY_RESPONSE__RESULT_MAC_CONTEXT) {
+			const Tether__MacContext *c = p->mac_context;
+			if (c->context.len == 0 || c->context.len > PROTO_MAX_SIGNED_LEN ||
+			    c->mac.len != PROTO_MAC_LEN || c->instance_key_id.len != PROTO_KEY_ID_LEN)
+				return -EBADMSG;
+			struct mac_context *mc = &m->u.identity_response.mac_context;
+			mc->context = malloc(c->context.len);
+			if (!mc->context)
+				return -ENOMEM;
+			memcpy(mc->context, c->context.data, c->context.len);
+			mc->context_len = c->context.len;
+			memcpy(mc->mac, c->mac.data, PROTO_MAC_LEN);
+			memcpy(mc->key_id, c->instance_key_id.data, PROTO_KEY_ID_LEN);
+			m->u.identity_response.ok = true;
+			m->u.identity_response.mac = true;
 			return 0;
 		}
 		if (p->result_case == TETHER__IDENTITY_RESPONSE__RESULT_ERROR) {
@@ -380,6 +452,10 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 		}
 		return -EBADMSG;
 	}
+	case TETHER__FRAME__MSG_CONTEXT_SIGNATURE:
+		m->kind = CTL_CONTEXT_SIGNATURE;
+		m->u.context_signature.request_id = f->context_signature->request_id;
+		return signed_context_from_pb(f->context_signature->context, &m->u.context_signature.context);
 	case TETHER__FRAME__MSG_EXEC_REQUEST: {
 		m->kind = CTL_EXEC_REQUEST;
 		const Tether__ExecRequest *q = f->exec_request;
@@ -489,6 +565,10 @@ void ctl_msg_clear(struct ctl_msg *m)
 		break;
 	case CTL_IDENTITY_RESPONSE:
 		signed_context_clear(&m->u.identity_response.context);
+		free(m->u.identity_response.mac_context.context);
+		break;
+	case CTL_CONTEXT_SIGNATURE:
+		signed_context_clear(&m->u.context_signature.context);
 		break;
 	case CTL_EXEC_REQUEST:
 		if (m->u.exec_request.argv)

@@ -18,7 +18,9 @@
 #include "common/reason.h"
 #include "proto/clock.h"
 #include "proto/context.h"
+#include "proto/mac.h"
 #include "proto/signed.h"
+#include "proto/verifier.h"
 
 #define CTL_MAX_ARGV 4096
 #define CTL_MAX_ENV 1024
@@ -38,6 +40,7 @@ enum ctl_kind {
 	CTL_EXEC_DATA,
 	CTL_CLOCK_REQUEST,
 	CTL_CLOCK_RESPONSE,
+	CTL_CONTEXT_SIGNATURE, /* 1.2 */
 };
 
 struct ctl_env_var {
@@ -47,18 +50,24 @@ struct ctl_env_var {
 
 struct ctl_msg {
 	enum ctl_kind kind;
-	uint32_t version_minor; /* the sender's minor version (decoded messages) */
+	uint32_t version_minor; /* the sender's minor version (decoded messages); encoding:
+	                         * 0 = ours, lower = act as that older minor (tests) */
 	union {
 		struct {
 			char role[CTL_MAX_ROLE];
 			char software[CTL_MAX_ROLE];
 			bool has_clock_nonce; /* 1.1 */
 			uint8_t clock_nonce[PROTO_CLOCK_NONCE_LEN];
+			bool has_kx; /* 1.2 */
+			uint8_t kx_public[PROTO_KX_PUBLIC_LEN];
 		} hello;
 		struct {
 			struct signed_cert cert;
 			bool has_clock; /* 1.1: answer to the Hello's clock_nonce */
 			struct clock_sample clock;
+			bool has_kx; /* 1.2: answer to the Hello's kx_public */
+			uint8_t kx_public[PROTO_KX_PUBLIC_LEN];
+			uint8_t kx_signature[PROTO_SIG_LEN];
 		} hello_ack;
 		struct {
 			uint8_t nonce[PROTO_CLOCK_NONCE_LEN];
@@ -74,11 +83,17 @@ struct ctl_msg {
 		} identity_request;
 		struct {
 			uint64_t request_id;
-			bool ok;                      /* context set, else reason/message */
+			bool ok;                      /* context (or mac_context) set, else reason/message */
+			bool mac;                     /* 1.2: ok, and mac_context set instead of context */
 			struct signed_context context;
+			struct mac_context mac_context;
 			enum reason reason;           /* an unknown word decodes as protocol_error */
 			char message[CTL_MAX_ERROR_MESSAGE];
 		} identity_response;
+		struct {
+			uint64_t request_id;
+			struct signed_context context;
+		} context_signature;
 		struct {
 			char **argv; /* argc entries, argc >= 1 */
 			size_t argc;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -18,6 +19,8 @@ struct server_conn {
 	int refs; /* 1 while the conn lives + 1 per outstanding request */
 	size_t inflight;
 	bool hello_done;
+	bool mac;                             /* 1.2: a MAC key was agreed at the Hello */
+	uint8_t mac_key[PROTO_MAC_KEY_LEN];
 	uint64_t last_active; /* uv_hrtime() at accept, at each frame read or answered */
 };
 
@@ -52,8 +55,10 @@ struct proto_server {
 
 static void sconn_unref(struct server_conn *sc)
 {
-	if (--sc->refs == 0)
+	if (--sc->refs == 0) {
+		sodium_memzero(sc->mac_key, sizeof(sc->mac_key));
 		free(sc);
+	}
 }
 
 static void maybe_finish(struct proto_server *s)
@@ -104,6 +109,19 @@ static void on_conn_msg(struct proto_conn *c, struct ctl_msg *m, void *ud)
 		if (m->u.hello.has_clock_nonce && s->opts.instance) {
 			clock_sample_sign(s->opts.instance, m->u.hello.clock_nonce, 0, &ack.u.hello_ack.clock);
 			ack.u.hello_ack.has_clock = true;
+		}
+		/* 1.2: a per-channel MAC key, vouched for by the instance key. */
+		ack.version_minor = s->opts.version_minor;
+		if (m->u.hello.has_kx && s->opts.instance && !s->opts.no_mac &&
+		    (!s->opts.version_minor || s->opts.version_minor >= 2)) {
+			struct mac_kx kx;
+			if (mac_kx_generate(&kx) == 0 && mac_key_proc(&kx, m->u.hello.kx_public, sc->mac_key) == 0) {
+				memcpy(ack.u.hello_ack.kx_public, kx.pk, PROTO_KX_PUBLIC_LEN);
+				mac_kx_sign(s->opts.instance, m->u.hello.kx_public, kx.pk, ack.u.hello_ack.kx_signature);
+				ack.u.hello_ack.has_kx = true;
+				sc->mac = true;
+			}
+			mac_kx_clear(&kx);
 		}
 		proto_conn_send(c, &ack);
 		return;
@@ -369,6 +387,50 @@ int proto_request_reply(struct proto_request *req, const struct signed_context *
 	m.u.identity_response.ok = true;
 	m.u.identity_response.context = *sc;
 	return answer(req, &m);
+}
+
+bool proto_request_wants_mac(const struct proto_request *req) { return req->conn->mac; }
+
+int proto_request_reply_mac(struct proto_request *req, const uint8_t *context, size_t len,
+			    const uint8_t key_id[PROTO_KEY_ID_LEN])
+{
+	struct server_conn *sc = req->conn;
+	if (!sc->mac || !context || !len || req->mac_answered)
+		return -EINVAL;
+	struct ctl_msg m = { .kind = CTL_IDENTITY_RESPONSE };
+	m.u.identity_response.request_id = req->request_id;
+	m.u.identity_response.ok = true;
+	m.u.identity_response.mac = true;
+	struct mac_context *mc = &m.u.identity_response.mac_context;
+	mc->context = (uint8_t *)context;
+	mc->context_len = len;
+	memcpy(mc->key_id, key_id, PROTO_KEY_ID_LEN);
+	context_mac(sc->mac_key, context, len, mc->mac);
+	int r = -ENOTCONN;
+	if (sc->conn && !proto_conn_is_closing(sc->conn)) {
+		r = proto_conn_send(sc->conn, &m);
+		sc->last_active = uv_hrtime();
+	}
+	req->mac_answered = true;
+	sc->inflight--; /* the answer is out; the signature is not a request */
+	return r;
+}
+
+int proto_request_signature(struct proto_request *req, const struct signed_context *signed_ctx)
+{
+	struct server_conn *sc = req->conn;
+	int r = -ENOTCONN;
+	if (signed_ctx && sc->conn && !proto_conn_is_closing(sc->conn)) {
+		struct ctl_msg m = { .kind = CTL_CONTEXT_SIGNATURE };
+		m.u.context_signature.request_id = req->request_id;
+		m.u.context_signature.context = *signed_ctx;
+		r = proto_conn_send(sc->conn, &m);
+	}
+	if (!req->mac_answered)
+		sc->inflight--;
+	sconn_unref(sc);
+	free(req);
+	return r;
 }
 
 int proto_request_fail(struct proto_request *req, enum reason reason, const char *message)

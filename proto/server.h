@@ -42,6 +42,7 @@ struct proto_request {
 	struct proto_tuple tuple;
 	uint64_t socket_cookie;
 	struct server_conn *conn; /* private */
+	bool mac_answered;        /* private */
 };
 
 struct proto_server_opts {
@@ -65,6 +66,12 @@ struct proto_server_opts {
 	/* Signs clock samples (borrowed, must outlive the server); NULL: none
 	 * are sent and a ClockRequest closes the connection. */
 	const struct sign_key *instance;
+	/* Do not agree MAC keys (answer a 1.2 Hello as 1.1 would: every answer
+	 * signed). For tests and measurements. */
+	bool no_mac;
+	/* Act as a peer of this older minor version in the HelloAck (tests of
+	 * compatibility; 1 = protocol 1.1: no MAC key); 0: ours. */
+	uint32_t version_minor;
 	void (*on_identity)(struct proto_server *s, struct proto_request *req, void *userdata);
 	void *userdata;
 };
@@ -88,3 +95,17 @@ uint64_t proto_server_evictions(const struct proto_server *s);
 /* Answer and free req. -ENOTCONN when the connection is gone meanwhile. */
 int proto_request_reply(struct proto_request *req, const struct signed_context *sc);
 int proto_request_fail(struct proto_request *req, enum reason reason, const char *message);
+
+/* Protocol 1.2 (proto/mac.h): the request came on a channel with a MAC key
+ * (the net side sent a kx key in its Hello and `instance` is set). Then
+ * answer with proto_request_reply_mac() — the context bytes (serialized
+ * ProcessIdentityContext, not yet signed) MAC'd with the channel's key,
+ * req stays alive — and, off the connect path, once the context is signed,
+ * with proto_request_signature(), which sends the ContextSignature and
+ * frees req. proto_request_signature(req, NULL) only frees it (signing
+ * failed or was cancelled; the net side then has no signature for its
+ * audit line and says so). */
+bool proto_request_wants_mac(const struct proto_request *req);
+int proto_request_reply_mac(struct proto_request *req, const uint8_t *context, size_t len,
+			    const uint8_t key_id[PROTO_KEY_ID_LEN]);
+int proto_request_signature(struct proto_request *req, const struct signed_context *signed_ctx);

@@ -408,6 +408,11 @@ const struct signed_cert *verifier_cert_for_key(const struct verifier *v,
 	return e ? &e->signed_cert : NULL;
 }
 
+/* Every check after the context's bytes are known authentic (signature or
+ * channel MAC): the same for both. */
+static enum reason check_authentic(struct verifier *v, struct anchor_entry *e, const uint8_t *bytes, size_t len,
+				   const struct verify_expect *ex, struct identity_context **out);
+
 enum reason verifier_check_context(struct verifier *v, const struct signed_context *sc,
 				   const struct verify_expect *ex, struct identity_context **out)
 {
@@ -423,9 +428,34 @@ enum reason verifier_check_context(struct verifier *v, const struct signed_conte
 	if (!verify_detached(&e->cert.instance, SIGN_DOMAIN_CONTEXT, sc->context, sc->context_len,
 			     sc->signature))
 		return REASON_CONTEXT_SIGNATURE_INVALID;
+	return check_authentic(v, e, sc->context, sc->context_len, ex, out);
+}
 
+enum reason verifier_check_context_mac(struct verifier *v, const struct mac_context *mc,
+				       const uint8_t mac_key[PROTO_MAC_KEY_LEN], const struct verify_expect *ex,
+				       struct identity_context **out)
+{
+	*out = NULL;
+	if (!mc->context || mc->context_len == 0 || mc->context_len > PROTO_MAX_SIGNED_LEN)
+		return REASON_PROTOCOL_ERROR;
+	/* A MAC proves only the channel: the offline path needs a signature. */
+	if (ex->offline || !ex->instance_key_id || !mac_key)
+		return REASON_CONTEXT_SIGNATURE_INVALID;
+	if (memcmp(ex->instance_key_id, mc->key_id, PROTO_KEY_ID_LEN) != 0)
+		return REASON_ANCHOR_UNKNOWN;
+	struct anchor_entry *e = entry_for_key(v, mc->key_id);
+	if (!e)
+		return REASON_ANCHOR_UNKNOWN;
+	if (!context_mac_verify(mac_key, mc->context, mc->context_len, mc->mac))
+		return REASON_CONTEXT_SIGNATURE_INVALID;
+	return check_authentic(v, e, mc->context, mc->context_len, ex, out);
+}
+
+static enum reason check_authentic(struct verifier *v, struct anchor_entry *e, const uint8_t *bytes, size_t len,
+				   const struct verify_expect *ex, struct identity_context **out)
+{
 	struct identity_context *c = NULL;
-	if (context_decode(sc->context, sc->context_len, &c) < 0)
+	if (context_decode(bytes, len, &c) < 0)
 		return REASON_PROTOCOL_ERROR;
 	enum reason r = REASON_OK;
 	uint64_t skew = v->opts.clock_skew_ns;

@@ -48,6 +48,7 @@
 #include "proto/clock.h"
 #include "proto/context.h"
 #include "proto/keys.h"
+#include "proto/mac.h"
 #include "proto/signed.h"
 
 struct verifier;
@@ -151,3 +152,22 @@ struct verify_expect {
 /* REASON_OK and *out (context_free()) or a reason; *out NULL then. */
 enum reason verifier_check_context(struct verifier *v, const struct signed_context *sc,
 				   const struct verify_expect *ex, struct identity_context **out);
+
+/* A context authenticated by the channel's MAC (protocol 1.2, proto/mac.h):
+ * the context bytes, the MAC and the instance key id as received. */
+struct mac_context {
+	uint8_t *context;
+	size_t context_len;
+	uint8_t mac[PROTO_MAC_LEN];
+	uint8_t key_id[PROTO_KEY_ID_LEN];
+};
+
+/* verifier_check_context() for a MAC'd answer on a live channel: the MAC
+ * under that channel's key (mac_key) in place of the signature, then every
+ * same check (anchor, nonce, tuple, times, certificate, replay window).
+ * ex->instance_key_id is required (the channel's certificate) and
+ * ex->offline is refused: a MAC proves nothing to a third party. A MAC
+ * that does not verify is REASON_CONTEXT_SIGNATURE_INVALID. */
+enum reason verifier_check_context_mac(struct verifier *v, const struct mac_context *mc,
+				       const uint8_t mac_key[PROTO_MAC_KEY_LEN], const struct verify_expect *ex,
+				       struct identity_context **out);

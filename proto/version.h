@@ -4,5 +4,7 @@
 #pragma once
 
 #define PROTO_VERSION_MAJOR 1
-/* 1.1: signed clock samples in Hello/HelloAck and ClockRequest/Response */
-#define PROTO_VERSION_MINOR 1
+/* 1.1: signed clock samples in Hello/HelloAck and ClockRequest/Response
+ * 1.2: per-channel MAC key (kx in Hello/HelloAck), MacContext answers and
+ *      ContextSignature frames (proto/mac.h) */
+#define PROTO_VERSION_MINOR 2

@@ -41,6 +41,11 @@
 #                     ready (/readyz says clock_skew), anchor_refused
 #                     audited clock_skew, flows denied clock_skew; the clock
 #                     put right, ready and allowed again.
+#   mac_audit / no_mac  protocol 1.2: three allows let through by the
+#                     channel's MAC, each decision naming context_request_id,
+#                     each followed by a context_signed event whose
+#                     signature `tether verify-context` accepts; no_mac
+#                     (--no-identity-mac): the decisions carry the signature.
 #   clock_step        ready and allowed; then the net side's clock steps
 #                     30 s ahead on the live channel: the next flow fails
 #                     its time check, the skew is measured again, the
@@ -186,6 +191,36 @@ print(v if v is not None else "")
 PY
 }
 # Every audit file we collected: topology, identity_source.
+# sig_lines FROM PREFIX: for each delegated allow after audit line FROM,
+# the line that carries its signature, into PREFIX1.jsonl, PREFIX2.jsonl...:
+# the decision itself (signed_context, protocol 1.1 or --no-identity-mac),
+# or, for an answer the channel's MAC let through (context_request_id), the
+# `context_signed` event of that request (reason ok). Prints how many;
+# exits 1 while a MAC'd allow has no good context_signed yet.
+sig_lines() {
+	python3 - "$AUDIT" "$1" "$2" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+signed = {e.get("context_request_id"): e for e in lines if e.get("event") == "context_signed"}
+n = 0
+for i, e in enumerate(lines, 1):
+    if i <= int(sys.argv[2]) or e.get("event") != "egress_decision" or e.get("decision") != "allow":
+        continue
+    if e.get("identity_source") != "delegated":
+        sys.exit(1)
+    if e.get("signed_context"):
+        out = e
+    else:
+        s = signed.get(e.get("context_request_id"))
+        if not e.get("context_request_id") or not s or s.get("reason") != "ok" or not s.get("signed_context"):
+            sys.exit(1)
+        out = s
+    n += 1
+    open(f"{sys.argv[3]}{n}.jsonl", "w").write(json.dumps(out) + "\n")
+print(n)
+PY
+}
+
 check_all_audits() {
 	local a=$AUDIT f
 	for f in "$a" "$WORK"/proc*.jsonl; do
@@ -223,17 +258,8 @@ restart_new_cert)
 	wait_for 5 sh -c "grep -q '\"decision\":\"allow\"' $AUDIT" || fail "no allow in the audit"
 	expect_decision /usr/bin/curl allow:allowed
 	# the allow carries the signed context the proc side issued
-	python3 - "$AUDIT" "$WORK/old_ctx.jsonl" <<'PY' || fail "the allowed flow has no signed_context"
-import json, sys
-for l in open(sys.argv[1]):
-    e = json.loads(l)
-    if e.get("event") == "egress_decision" and e.get("decision") == "allow":
-        if e.get("identity_source") != "delegated" or not e.get("signed_context"):
-            sys.exit(1)
-        open(sys.argv[2], "w").write(l)
-        sys.exit(0)
-sys.exit(1)
-PY
+	wait_for 5 sig_lines 0 "$WORK/oldctx" || fail "the allowed flow has no signed context"
+	cp "$WORK/oldctx1.jsonl" "$WORK/old_ctx.jsonl"
 	KID1=$(json_field "$WORK/proc1.jsonl" anchor_established instance_key_id)
 	[ -n "$KID1" ] || fail "proc-supervisor 1 audited no instance_key_id"
 	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/cert1.jsonl"
@@ -276,16 +302,8 @@ PY
 	# (no anchor_changed is required: the new proc-supervisor has a new PID
 	# namespace, a new anchor for the verifier, unless the kernel happens to
 	# reuse the old namespace's inode number)
-	python3 - "$AUDIT" "$L" "$WORK/new_ctx.jsonl" <<'PY' || fail "the new allow is not delegated or unsigned"
-import json, sys
-for n, l in enumerate(open(sys.argv[1]), 1):
-    e = json.loads(l)
-    if n > int(sys.argv[2]) and e.get("event") == "egress_decision" and e.get("decision") == "allow":
-        ok = e.get("identity_source") == "delegated" and e.get("signed_context")
-        open(sys.argv[3], "w").write(l)
-        sys.exit(0 if ok else 1)
-sys.exit(1)
-PY
+	wait_for 5 sig_lines "$L" "$WORK/newctx" || fail "the new allow is not delegated or unsigned"
+	cp "$WORK/newctx1.jsonl" "$WORK/new_ctx.jsonl"
 	grep '"event":"anchor_established"' "$WORK/proc2.jsonl" >"$WORK/cert2.jsonl"
 	stop_workload
 
@@ -326,16 +344,8 @@ cert_renewal)
 	grep -q '"event":"anchor_renewed"' "$AUDIT" || fail "the net side audited no anchor_renewed"
 	grep -q "lost" "$WORK/out" && fail "the control channel was lost: $(grep lost "$WORK/out")"
 	[ "$(grep -c '"event":"anchor_established"' "$AUDIT")" = 1 ] || fail "the net side anchored more than once"
-	python3 - "$AUDIT" "$WORK" <<'PY' || fail "fewer than two delegated allows with a signed_context"
-import json, sys
-n = 0
-for l in open(sys.argv[1]):
-    e = json.loads(l)
-    if e.get("event") == "egress_decision" and e.get("decision") == "allow" and e.get("signed_context"):
-        n += 1
-        open(f"{sys.argv[2]}/ctx{n}.jsonl", "w").write(l)
-sys.exit(0 if n == 2 else 1)
-PY
+	wait_for 5 sig_lines 0 "$WORK/ctx" >/dev/null || fail "a delegated allow without a signed context"
+	[ "$(sig_lines 0 "$WORK/ctx")" = 2 ] || fail "not two delegated allows with a signed context"
 	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/cert1.jsonl"
 	grep '"event":"anchor_renewed"' "$WORK/proc1.jsonl" | head -1 >"$WORK/certr.jsonl"
 	PUB="$WORK/keys/provisioning.pub"
@@ -376,6 +386,42 @@ cert_renewal_fails)
 	wait_for 5 grep -qs '"event":"anchor_renewed"' "$WORK/proc1.jsonl" || fail "no renewal after the key file was fixed"
 	wait_for 5 grep -qs '"event":"anchor_renewed"' "$AUDIT" || fail "the net side audited no anchor_renewed"
 	[ "$(req 3)" = 200 ] || fail "request 3, after the renewal, not allowed: $(cat "$WORK/rw/curl.3")"
+	stop_workload
+	check_all_audits
+	;;
+mac_audit|no_mac)
+	# protocol 1.2: the allow was let through by the channel's MAC; its
+	# decision line names context_request_id and the context_signed event
+	# of that request carries the signature, which verifies offline.
+	# no_mac: --no-identity-mac, the decision line carries the signature.
+	[ "$CASE" = no_mac ] && NS_EXTRA="--no-identity-mac"
+	start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "net-supervisor never ready"
+	for i in 1 2 3; do
+		[ "$(req $i)" = 200 ] || fail "request $i not allowed: $(cat "$WORK/rw/curl.$i")"
+	done
+	wait_for 5 sh -c "[ \$(grep -c '\"decision\":\"allow\"' $AUDIT) -ge 3 ]" || fail "three allows not audited"
+	wait_for 5 sig_lines 0 "$WORK/ctx" >/dev/null || fail "an allow without its signed context"
+	[ "$(sig_lines 0 "$WORK/ctx")" = 3 ] || fail "not three signed contexts"
+	nmac=$(grep '"decision":"allow"' "$AUDIT" | grep -c '"context_request_id"')
+	nsig=$(grep '"event":"context_signed"' "$AUDIT" | grep -c '"reason":"ok"')
+	echo "$CASE: allows by MAC $nmac, context_signed ok $nsig"
+	if [ "$CASE" = mac_audit ]; then
+		[ "$nmac" = 3 ] && [ "$nsig" = 3 ] || fail "the allows were not MAC'd with signatures after them"
+		grep '"decision":"allow"' "$AUDIT" | grep -q '"signed_context"' && fail "a MAC'd allow carries a signature"
+	else
+		[ "$nmac" = 0 ] && [ "$nsig" = 0 ] || fail "--no-identity-mac: MAC'd allows"
+	fi
+	# the proc side's identity_issued lines carry the signature too
+	[ "$(grep '"event":"identity_issued"' "$WORK/proc1.jsonl" | grep -c '"signed_context"')" -ge 3 ] ||
+		fail "the proc side's identity_issued lines lack signed_context"
+	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/v.jsonl"
+	cat "$WORK/ctx1.jsonl" "$WORK/ctx2.jsonl" "$WORK/ctx3.jsonl" >>"$WORK/v.jsonl"
+	"$TETHER" verify-context --pubkey "$WORK/keys/provisioning.pub" "$WORK/v.jsonl" >"$WORK/v.out" 2>&1 ||
+		fail "the signed contexts do not verify: $(cat "$WORK/v.out")"
+	[ "$(grep -c ': valid' "$WORK/v.out")" = 3 ] || fail "verify-context: $(cat "$WORK/v.out")"
+	cat "$WORK/v.out"
 	stop_workload
 	check_all_audits
 	;;
@@ -435,7 +481,8 @@ clock_behind|clock_ahead)
 	grep -q "clock_skew" "$AUDIT" && fail "clock_skew audited within the bound"
 	# the allowed context verifies offline (tether verify-context)
 	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/v.jsonl"
-	grep '"decision":"allow"' "$AUDIT" | head -1 >>"$WORK/v.jsonl"
+	wait_for 5 sig_lines 0 "$WORK/vctx" >/dev/null || fail "the allow has no signed context"
+	cat "$WORK/vctx1.jsonl" >>"$WORK/v.jsonl"
 	"$TETHER" verify-context --pubkey "$WORK/keys/provisioning.pub" "$WORK/v.jsonl" >"$WORK/v.out" 2>&1 ||
 		fail "the allowed context does not verify: $(cat "$WORK/v.out")"
 	stop_workload

@@ -194,7 +194,8 @@ int main(int argc, char **argv)
 		      b.id->binary_path);
 		CHECK(b.id->pid == gchild, "pid %d want %d", b.id->pid, (int)gchild);
 		CHECK(b.id->n_ancestors == 1 && b.id->ancestors[0].pid == w, "ancestors %zu", b.id->n_ancestors);
-		CHECK(b.id->sha256[0] && b.id->signed_context_len > 0, "hash and context");
+		/* protocol 1.2: MAC'd, the signature follows (context_request_id) */
+		CHECK(b.id->sha256[0] && (b.id->signed_context_len > 0 || b.id->context_request_id), "hash and context");
 		CHECK(b.id->source == FLOW_SOURCE_DELEGATED, "source");
 	}
 	flow_identity_free(b.id);

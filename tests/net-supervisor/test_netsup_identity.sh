@@ -178,7 +178,17 @@ if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
 	D=$(grep '"event":"egress_decision"' "$TMP/deleg.audit" | head -1)
 	check "delegated: audit allow" grep -q '"decision":"allow"' <<<"$D"
 	check "delegated: identity_source delegated" grep -q '"identity_source":"delegated"' <<<"$D"
-	check "delegated: signed context kept" grep -q '"signed_context":"' <<<"$D"
+	# protocol 1.2: the allow was MAC'd; its signature is in the
+	# context_signed event of the same context_request_id
+	check "delegated: signed context kept (decision or context_signed)" python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+d = json.loads(sys.argv[2])
+if d.get("signed_context"):
+    sys.exit(0)
+rid = d.get("context_request_id")
+sys.exit(0 if rid and any(e.get("event") == "context_signed" and e.get("context_request_id") == rid
+                          and e.get("reason") == "ok" and e.get("signed_context") for e in lines) else 1)' "$TMP/deleg.audit" "$D"
 	# issue 19 item 6: a tunnel held by a process the supervisor started;
 	# the supervisor is SIGKILLed; the proxy closes the tunnel.
 	A0=$(holder_count accept); E0=$(holder_count eof)

@@ -28,7 +28,7 @@
 #include "proto/server.h"
 #include "tests/proto/fixture.h"
 
-enum srv_mode { ANSWER, ANSWER_LATER, NEVER, ERROR, WRONG_TUPLE };
+enum srv_mode { ANSWER, ANSWER_LATER, NEVER, ERROR, WRONG_TUPLE, BAD_SIG };
 
 struct peer_seen {
 	int calls;
@@ -74,6 +74,21 @@ static void answer(struct srv *s, struct proto_request *req)
 		.nonce = req->nonce, .request_id = req->request_id,
 	};
 	struct signed_context sc;
+	if (proto_request_wants_mac(req)) {
+		/* 1.2: MAC'd answer, then the signature (BAD_SIG: by another key) */
+		memset(&sc, 0, sizeof(sc));
+		if (context_encode(&in, &sc.context, &sc.context_len) < 0) {
+			proto_request_fail(req, REASON_INTERNAL_ERROR, "encode failed");
+			return;
+		}
+		memcpy(sc.key_id, s->inst->id, PROTO_KEY_ID_LEN);
+		proto_request_reply_mac(req, sc.context, sc.context_len, sc.key_id);
+		sign_detached(s->mode == BAD_SIG ? s->f->prov : s->inst, SIGN_DOMAIN_CONTEXT, sc.context,
+			      sc.context_len, sc.signature);
+		proto_request_signature(req, &sc);
+		signed_context_clear(&sc);
+		return;
+	}
 	if (context_sign(s->inst, &in, &sc) < 0) {
 		proto_request_fail(req, REASON_INTERNAL_ERROR, "sign failed");
 		return;
@@ -97,6 +112,7 @@ static void on_identity(struct proto_server *ps, struct proto_request *req, void
 	switch (s->mode) {
 	case ANSWER:
 	case WRONG_TUPLE:
+	case BAD_SIG:
 		answer(s, req);
 		return;
 	case ERROR:
@@ -199,6 +215,8 @@ struct waiter {
 	char path[PATH_MAX];
 	bool had_signed;
 	bool had_cert;
+	bool by_mac;
+	uint64_t id;
 };
 
 static void got(const struct proto_identity_result *res, void *ud)
@@ -210,6 +228,8 @@ static void got(const struct proto_identity_result *res, void *ud)
 		strcpy(w->path, res->ctx->subject.exe.path);
 	w->had_signed = res->signed_context != NULL;
 	w->had_cert = res->anchor_cert != NULL;
+	w->by_mac = res->by_mac;
+	w->id = res->request_id;
 }
 
 static bool guard_fired;
@@ -237,7 +257,46 @@ struct net {
 	int anchors_changed;
 	int anchor_events;
 	int stopped;
+	int signatures;        /* on_signature calls */
+	enum reason sig_reason; /* the last one's */
+	uint64_t sig_id;
+	bool sig_had_sc;
+	int refused;
+	enum reason refused_why;
 };
+
+static void on_signature(struct proto_client *c, uint64_t id, enum reason why, const struct signed_context *sc,
+			 const struct signed_cert *cert, void *ud)
+{
+	struct net *n = ud;
+	n->signatures++;
+	n->sig_reason = why;
+	n->sig_id = id;
+	n->sig_had_sc = sc != NULL;
+	if (sc) {
+		/* what the audit gets verifies offline against the certificate */
+		struct verifier *v;
+		struct fixture f;
+		assert_int_equal(fix_init(&f), 0);
+		assert_int_equal(verifier_new(&f.prov_pub, 1, NULL, &v), 0);
+		uint64_t ch = verifier_channel_open(v);
+		struct anchor_event ev;
+		assert_int_equal(verifier_install_cert(v, cert, ch, 0, &ev), REASON_OK);
+		struct verify_expect ex = { .offline = true };
+		struct identity_context *ctx = NULL;
+		assert_int_equal(verifier_check_context(v, sc, &ex, &ctx), REASON_OK);
+		context_free(ctx);
+		verifier_free(v);
+		fix_free(&f);
+	}
+}
+
+static void on_refused_cb(struct proto_client *c, enum reason why, void *ud)
+{
+	struct net *n = ud;
+	n->refused++;
+	n->refused_why = why;
+}
 
 static void on_anchor(struct proto_client *c, const struct anchor_event *ev, void *ud)
 {
@@ -254,14 +313,20 @@ static void on_state(struct proto_client *c, bool ready, enum reason why, void *
 		n->ready++;
 }
 
-static void client_start(struct net *n, const char *ep, uint64_t timeout_ms)
+static void client_start_mac(struct net *n, const char *ep, uint64_t timeout_ms, bool no_mac)
 {
 	struct proto_client_opts o = {
 		.endpoint = ep, .verifier = n->v, .request_timeout_ms = timeout_ms,
 		.backoff_min_ms = 20, .backoff_max_ms = 100, .on_anchor = on_anchor,
-		.on_state = on_state, .userdata = n,
+		.on_state = on_state, .on_signature = on_signature, .on_refused = on_refused_cb,
+		.no_mac = no_mac, .check_signatures = true, .userdata = n,
 	};
 	assert_int_equal(proto_client_start(&n->loop, &o, &n->c), 0);
+}
+
+static void client_start(struct net *n, const char *ep, uint64_t timeout_ms)
+{
+	client_start_mac(n, ep, timeout_ms, false);
 }
 
 static void stopped_cb(void *ud) { ((struct net *)ud)->stopped = 1; }
@@ -1242,6 +1307,79 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+/* Protocol 1.2 end to end: MAC'd answers with the signature after them; a
+ * net side that offers no MAC key and a 1.1 proc side get signed answers;
+ * a 1.2 proc side holding its key that drops the MAC key is refused; a
+ * signature that does not match the MAC'd bytes closes the channel. */
+static void mac_case(struct fixture *f, const char *name, enum srv_mode mode, uint32_t srv_minor, bool srv_no_mac,
+		     bool cli_no_mac, struct net *n, struct waiter *w)
+{
+	struct srv *s = srv_start(f, name, 0x71, 0x1002, mode, NULL);
+	s->o.instance = s->inst;
+	s->o.version_minor = srv_minor;
+	s->o.no_mac = srv_no_mac;
+	srv_run(s);
+	net_init(n, f);
+	client_start_mac(n, s->ep, 2000, cli_no_mac);
+	struct proto_tuple t = flow(41001);
+	assert_int_equal(proto_client_request(n->c, &t, 9, got, w, NULL), 0);
+	assert_true(run_until(&n->loop, &w->done, 1, 5000));
+	if (w->reason == REASON_OK && w->by_mac)
+		assert_true(run_until(&n->loop, &n->signatures, 1, 5000));
+	client_stop(n);
+	net_fini(n);
+	srv_stop(s);
+}
+
+static void test_mac_negotiation(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct net n;
+	struct waiter w = { 0 };
+	/* both 1.2: MAC'd, signature follows and verifies offline */
+	mac_case(&f, "mac.sock", ANSWER, 0, false, false, &n, &w);
+	assert_int_equal(w.reason, REASON_OK);
+	assert_string_equal(w.path, "/usr/bin/curl");
+	assert_true(w.by_mac);
+	assert_false(w.had_signed);
+	assert_int_equal(n.signatures, 1);
+	assert_int_equal(n.sig_reason, REASON_OK);
+	assert_true(n.sig_had_sc);
+	assert_int_equal(n.sig_id, w.id);
+	/* the net side offers no MAC key: signed */
+	memset(&w, 0, sizeof(w));
+	mac_case(&f, "nomac.sock", ANSWER, 0, false, true, &n, &w);
+	assert_int_equal(w.reason, REASON_OK);
+	assert_false(w.by_mac);
+	assert_true(w.had_signed);
+	assert_int_equal(n.signatures, 0);
+	/* a 1.1 proc side: signed, still works */
+	memset(&w, 0, sizeof(w));
+	mac_case(&f, "old.sock", ANSWER, 1, false, false, &n, &w);
+	assert_int_equal(w.reason, REASON_OK);
+	assert_false(w.by_mac);
+	assert_true(w.had_signed);
+	assert_int_equal(n.refused, 0);
+	/* a 1.2 proc side with its instance key that answers without a MAC
+	 * key: downgrade refused */
+	memset(&w, 0, sizeof(w));
+	mac_case(&f, "down.sock", ANSWER, 0, true, false, &n, &w);
+	assert_int_not_equal(w.reason, REASON_OK);
+	assert_true(n.refused >= 1);
+	assert_int_equal(n.refused_why, REASON_PROTOCOL_ERROR);
+	assert_int_equal(n.ready, 0);
+	/* the signature after a MAC'd answer is by another key */
+	memset(&w, 0, sizeof(w));
+	mac_case(&f, "badsig.sock", BAD_SIG, 0, false, false, &n, &w);
+	assert_int_equal(w.reason, REASON_OK);
+	assert_true(w.by_mac);
+	assert_int_equal(n.signatures, 1);
+	assert_int_equal(n.sig_reason, REASON_CONTEXT_SIGNATURE_INVALID);
+	assert_false(n.sig_had_sc);
+	fix_free(&f);
+}
+
 int main(void)
 {
 	/* libuv writes with write(2): a peer that closed first must give
@@ -1250,6 +1388,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_endpoints),
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_mac_negotiation),
 		cmocka_unit_test(test_errors_and_timeouts),
 		cmocka_unit_test(test_drop_and_reconnect),
 		cmocka_unit_test(test_anchor_replaced),

@@ -413,6 +413,96 @@ static void test_clock_messages(void **state)
 	fix_free(&f);
 }
 
+/* Protocol 1.2: kx keys in Hello/HelloAck, MacContext answers and
+ * ContextSignature frames; wrong sizes are malformed; an older minor can
+ * be written (tests acting as a 1.1 peer). */
+static void test_mac_messages(void **state)
+{
+	struct fixture f;
+	assert_int_equal(fix_init(&f), 0);
+	struct ctl_msg out;
+	struct ctl_msg h = { .kind = CTL_HELLO };
+	strcpy(h.u.hello.role, "net-supervisor");
+	memset(h.u.hello.kx_public, 0x33, PROTO_KX_PUBLIC_LEN);
+	h.u.hello.has_kx = true;
+	roundtrip(&h, &out);
+	assert_true(out.u.hello.has_kx);
+	assert_memory_equal(out.u.hello.kx_public, h.u.hello.kx_public, PROTO_KX_PUBLIC_LEN);
+	assert_int_equal(out.version_minor, PROTO_VERSION_MINOR);
+	ctl_msg_clear(&out);
+
+	struct ctl_msg ack = { .kind = CTL_HELLO_ACK, .version_minor = 1 };
+	ack.u.hello_ack.cert = f.cert;
+	memset(ack.u.hello_ack.kx_public, 0x44, PROTO_KX_PUBLIC_LEN);
+	memset(ack.u.hello_ack.kx_signature, 0x55, PROTO_SIG_LEN);
+	ack.u.hello_ack.has_kx = true;
+	roundtrip(&ack, &out);
+	assert_int_equal(out.version_minor, 1);
+	assert_true(out.u.hello_ack.has_kx);
+	assert_memory_equal(out.u.hello_ack.kx_signature, ack.u.hello_ack.kx_signature, PROTO_SIG_LEN);
+	ctl_msg_clear(&out);
+
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&f, NULL, NULL, NULL, 0, &sc), 0);
+	struct ctl_msg r = { .kind = CTL_IDENTITY_RESPONSE };
+	r.u.identity_response.request_id = 12;
+	r.u.identity_response.ok = true;
+	r.u.identity_response.mac = true;
+	struct mac_context *mc = &r.u.identity_response.mac_context;
+	mc->context = sc.context;
+	mc->context_len = sc.context_len;
+	memset(mc->mac, 0x66, PROTO_MAC_LEN);
+	memcpy(mc->key_id, sc.key_id, PROTO_KEY_ID_LEN);
+	roundtrip(&r, &out);
+	assert_true(out.u.identity_response.ok && out.u.identity_response.mac);
+	assert_int_equal(out.u.identity_response.mac_context.context_len, sc.context_len);
+	assert_memory_equal(out.u.identity_response.mac_context.context, sc.context, sc.context_len);
+	assert_memory_equal(out.u.identity_response.mac_context.mac, mc->mac, PROTO_MAC_LEN);
+	ctl_msg_clear(&out);
+
+	struct ctl_msg cs = { .kind = CTL_CONTEXT_SIGNATURE };
+	cs.u.context_signature.request_id = 12;
+	cs.u.context_signature.context = sc;
+	roundtrip(&cs, &out);
+	assert_int_equal(out.kind, CTL_CONTEXT_SIGNATURE);
+	assert_int_equal(out.u.context_signature.request_id, 12);
+	assert_memory_equal(out.u.context_signature.context.signature, sc.signature, PROTO_SIG_LEN);
+	ctl_msg_clear(&out);
+
+	uint8_t buf[4096], junk[64] = { 0 };
+	Tether__Frame fr = TETHER__FRAME__INIT;
+	fr.version_major = PROTO_VERSION_MAJOR;
+	fr.version_minor = PROTO_VERSION_MINOR;
+	Tether__Hello hh = TETHER__HELLO__INIT;
+	hh.kx_public.data = junk;
+	hh.kx_public.len = 31;
+	fr.msg_case = TETHER__FRAME__MSG_HELLO;
+	fr.hello = &hh;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG);
+	Tether__IdentityResponse ir = TETHER__IDENTITY_RESPONSE__INIT;
+	Tether__MacContext m = TETHER__MAC_CONTEXT__INIT;
+	m.context.data = sc.context;
+	m.context.len = sc.context_len;
+	m.mac.data = junk;
+	m.mac.len = 31;
+	m.instance_key_id.data = junk;
+	m.instance_key_id.len = PROTO_KEY_ID_LEN;
+	ir.result_case = TETHER__IDENTITY_RESPONSE__RESULT_MAC_CONTEXT;
+	ir.mac_context = &m;
+	fr.msg_case = TETHER__FRAME__MSG_IDENTITY_RESPONSE;
+	fr.identity_response = &ir;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG);
+	m.mac.len = PROTO_MAC_LEN;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), 0);
+	ctl_msg_clear(&out);
+	Tether__ContextSignature csig = TETHER__CONTEXT_SIGNATURE__INIT;
+	fr.msg_case = TETHER__FRAME__MSG_CONTEXT_SIGNATURE;
+	fr.context_signature = &csig;
+	assert_int_equal(ctl_decode(buf, tether__frame__pack(&fr, buf), &out), -EBADMSG); /* no context */
+	signed_context_clear(&sc);
+	fix_free(&f);
+}
+
 static void test_procref_wire(void **state)
 {
 	struct procref r, back;
@@ -477,6 +567,7 @@ int main(void)
 		cmocka_unit_test(test_exec_messages),
 		cmocka_unit_test(test_identity_messages),
 		cmocka_unit_test(test_clock_messages),
+		cmocka_unit_test(test_mac_messages),
 		cmocka_unit_test(test_procref_wire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "identity.pb-c.h"
+#include "proto/mac.h"
 #include "proto/verifier.h"
 #include "tests/proto/fixture.h"
 
@@ -619,6 +620,92 @@ static void test_clock_skew(void **state)
 	fix_free(&f);
 }
 
+/* Protocol 1.2: a per-channel MAC key agreed under the instance key, and
+ * MAC'd contexts held to every check a signed one is. */
+static void test_mac_channel(void **state)
+{
+	struct vfix *x = *state;
+	struct mac_kx net, proc;
+	assert_int_equal(mac_kx_generate(&net), 0);
+	assert_int_equal(mac_kx_generate(&proc), 0);
+	uint8_t sig[PROTO_SIG_LEN];
+	mac_kx_sign(x->f.inst, net.pk, proc.pk, sig);
+	assert_true(mac_kx_verify(&x->f.inst_pub, net.pk, proc.pk, sig));
+	/* not by the provisioning key, not for swapped or substituted keys */
+	assert_false(mac_kx_verify(&x->f.prov_pub, net.pk, proc.pk, sig));
+	assert_false(mac_kx_verify(&x->f.inst_pub, proc.pk, net.pk, sig));
+	struct mac_kx evil;
+	assert_int_equal(mac_kx_generate(&evil), 0);
+	assert_false(mac_kx_verify(&x->f.inst_pub, net.pk, evil.pk, sig));
+	/* a context signature is no transcript signature (domains differ) */
+	uint8_t csig[PROTO_SIG_LEN];
+	sign_detached(x->f.inst, SIGN_DOMAIN_CONTEXT, net.pk, sizeof(net.pk), csig);
+	assert_false(mac_kx_verify(&x->f.inst_pub, net.pk, proc.pk, csig));
+
+	uint8_t kn[PROTO_MAC_KEY_LEN], kp[PROTO_MAC_KEY_LEN], ke[PROTO_MAC_KEY_LEN];
+	assert_int_equal(mac_key_net(&net, proc.pk, kn), 0);
+	assert_int_equal(mac_key_proc(&proc, net.pk, kp), 0);
+	assert_memory_equal(kn, kp, PROTO_MAC_KEY_LEN);
+	assert_int_equal(mac_key_net(&net, evil.pk, ke), 0);
+	assert_memory_not_equal(kn, ke, PROTO_MAC_KEY_LEN);
+
+	struct signed_context sc;
+	assert_int_equal(fix_sign(&x->f, NULL, NULL, NULL, 0, &sc), 0);
+	struct mac_context mc = { .context = sc.context, .context_len = sc.context_len };
+	memcpy(mc.key_id, sc.key_id, PROTO_KEY_ID_LEN);
+	context_mac(kp, mc.context, mc.context_len, mc.mac);
+	struct verify_expect ex = { .nonce = x->f.nonce, .tuple = &x->f.tuple,
+				    .instance_key_id = x->f.inst_pub.id, .now_ns = FIX_T0 + 2 * SEC };
+	struct identity_context *c = NULL;
+	/* wrong key: refused before anything is parsed */
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, ke, &ex, &c), REASON_CONTEXT_SIGNATURE_INVALID);
+	assert_null(c);
+	/* one flipped byte of the context */
+	mc.context[mc.context_len / 2] ^= 1;
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &ex, &c), REASON_CONTEXT_SIGNATURE_INVALID);
+	mc.context[mc.context_len / 2] ^= 1;
+	/* offline (a third party) never accepts a MAC */
+	struct verify_expect off = ex;
+	off.offline = true;
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &off, &c), REASON_CONTEXT_SIGNATURE_INVALID);
+	/* another channel's certificate */
+	struct verify_expect other_key = ex;
+	other_key.instance_key_id = x->f.prov_pub.id;
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &other_key, &c), REASON_ANCHOR_UNKNOWN);
+	/* tuple mismatch */
+	struct proto_tuple t = x->f.tuple;
+	t.sport++;
+	struct verify_expect wrong_tuple = ex;
+	wrong_tuple.tuple = &t;
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &wrong_tuple, &c), REASON_CONTEXT_TUPLE_MISMATCH);
+	/* another request's nonce */
+	uint8_t other[PROTO_NONCE_LEN];
+	memset(other, 0x01, sizeof(other));
+	struct verify_expect wrong_nonce = ex;
+	wrong_nonce.nonce = other;
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &wrong_nonce, &c), REASON_CONTEXT_REPLAYED);
+	/* expired */
+	struct verify_expect late = ex;
+	late.now_ns = FIX_T0 + 1000 + 7 * SEC;
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &late, &c), REASON_CONTEXT_EXPIRED);
+	/* good */
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &ex, &c), REASON_OK);
+	assert_non_null(c);
+	assert_string_equal(c->subject.exe.path, "/usr/bin/curl");
+	context_free(c);
+	c = NULL;
+	/* replayed: by MAC, and then the same context by signature */
+	assert_int_equal(verifier_check_context_mac(x->v, &mc, kn, &ex, &c), REASON_CONTEXT_REPLAYED);
+	assert_int_equal(verifier_check_context(x->v, &sc, &ex, &c), REASON_CONTEXT_REPLAYED);
+	/* the signature that follows for the audit verifies offline */
+	assert_int_equal(verifier_check_context(x->v, &sc, &off, &c), REASON_OK);
+	context_free(c);
+	signed_context_clear(&sc);
+	mac_kx_clear(&net);
+	mac_kx_clear(&proc);
+	mac_kx_clear(&evil);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -634,6 +721,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_signed_context, setup, teardown),
 		cmocka_unit_test(test_clock_math),
 		cmocka_unit_test(test_clock_skew),
+		cmocka_unit_test_setup_teardown(test_mac_channel, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
