@@ -22,6 +22,8 @@ PKGS=(
   # interpreters for tests/proc-supervisor/test_runtime_inject.sh (code-loading variables)
   ruby lua5.4 php-cli
   libfaketime
+  # bench/tls_bench.sh: the reference TLS interceptor
+  mitmproxy
 )
 # npm: Debian's package, unless the installed nodejs bundles one (NodeSource's
 # does, and conflicts with it)

@@ -373,6 +373,8 @@ int cmd_run(int argc, char **argv)
 	struct policy *pol = NULL;
 	if (load_policy(files, n_files, agent, &pol) < 0)
 		return EXIT_TETHER;
+	/* the secrets we can see never reach our output (--dry-run, errors) */
+	credentials_register_values(policy_section_data(pol, "credentials"));
 	/* The warnings the net-supervisor will have: symlinked binary paths
 	 * resolve in the workload's root, which is ours here. */
 	int rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -1,5 +1,9 @@
 #include "common/audit.h"
+
+#include <errno.h>
+#include <string.h>
 #include "common/log.h"
+#include "common/secrets.h"
 #include "common/util.h"
 
 #include <fcntl.h>
@@ -172,8 +176,39 @@ char *audit_format(const struct audit_log *log, const char *event, json_t *field
 	if (!line)
 		return NULL;
 	*len = strlen(line);
-	line[(*len)++] = '\n'; /* json_dumps leaves room: we rewrite the NUL */
+	/* the registered secret values (common/secrets.h), raw or as JSON
+	 * escapes them (audit_secret_add registers both) */
+	char *red = NULL;
+	size_t rn = 0;
+	int r = secrets_scrub(line, *len, &red, &rn);
+	if (r != 0) {
+		free(line);
+		if (r < 0)
+			return NULL;
+		line = red;
+		*len = rn;
+	}
+	line[(*len)++] = '\n'; /* json_dumps (and secrets_scrub) leave room: we rewrite the NUL */
 	return line;
+}
+
+int audit_secret_add(const char *v)
+{
+	int r = secrets_add(v, strlen(v));
+	if (r < 0)
+		return r;
+	json_t *s = json_string(v);
+	if (!s)
+		return -EINVAL; /* not UTF-8: JSON never carries it as it is */
+	char *j = json_dumps(s, JSON_ENCODE_ANY);
+	json_decref(s);
+	if (!j)
+		return -ENOMEM;
+	size_t n = strlen(j);
+	r = n >= 2 ? secrets_add(j + 1, n - 2) : 0; /* without the quotes */
+	explicit_bzero(j, n);
+	free(j);
+	return r;
 }
 
 /* "ENOSPC (No space left on device)": the name an operator searches for. */

@@ -53,5 +53,10 @@ uint64_t audit_failures(const struct audit_log *log);
 bool audit_writable(const struct audit_log *log);
 /* Failure episodes so far (each warned once). */
 uint64_t audit_failure_episodes(const struct audit_log *log);
+/* Register a secret value (common/secrets.h) as it is and as a JSON string
+ * escapes it, so neither form reaches an audit line or a log line. The
+ * value is a NUL-terminated UTF-8 string (invalid UTF-8: -EINVAL after the
+ * raw form is registered). 0, -ENOMEM or -EINVAL. */
+int audit_secret_add(const char *v);
 /* Format the RFC 3339 UTC timestamp with milliseconds ("2026-12-01T19:41:43.123Z"). */
 void audit_format_ts(uint64_t real_ns, char out[32]);

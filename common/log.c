@@ -1,11 +1,15 @@
 #include "common/log.h"
 
+#include <stdlib.h>
+
 #include <poll.h>
 #include <stdatomic.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "common/secrets.h"
 
 /* Process-wide logging settings: set once at startup by main(). */
 static const char *program = "tether";
@@ -65,6 +69,27 @@ static void emit(const char *out, size_t n)
 			if (m > 0 && write(STDERR_FILENO, note, (size_t)m) < 0)
 				return;
 		}
+	}
+	/* the registered secret values never leave (common/secrets.h) */
+	char *red = NULL;
+	size_t rn = 0;
+	int r = secrets_scrub(out, n, &red, &rn);
+	if (r < 0) {
+		char note[160];
+		int m = snprintf(note, sizeof(note), "%s: error: a log line was dropped: out of memory redacting it\n",
+				 program);
+		if (m > 0)
+			(void)!write(STDERR_FILENO, note, (size_t)m);
+		return;
+	}
+	if (r > 0) {
+		if (rn > 4000) { /* one write of at most PIPE_BUF bytes */
+			rn = 4000;
+			red[rn - 1] = '\n';
+		}
+		(void)!write(STDERR_FILENO, red, rn);
+		free(red);
+		return;
 	}
 	(void)!write(STDERR_FILENO, out, n);
 }

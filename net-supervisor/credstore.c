@@ -9,6 +9,7 @@
 
 #include <sodium.h>
 
+#include "common/audit.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/credsub.h"
@@ -90,6 +91,13 @@ static bool set_value(struct entry *e, const char *buf, size_t n, const char *cr
 	wipe(e);
 	e->value = v;
 	e->value_len = n;
+	/* never printed from now on, even after it rotates (common/secrets.h) */
+	int r = audit_secret_add(v);
+	if (r == -ENOMEM) {
+		wipe(e);
+		log_error("credential %s: out of memory registering the value with the redactor", cred);
+		return false;
+	}
 	return true;
 }
 
@@ -158,4 +166,10 @@ const char *credstore_secret(struct credstore *cs, const struct credential *cred
 		return NULL;
 	e->failed = false;
 	return e->value;
+}
+
+void credstore_prime(struct credstore *cs, const struct credential_set *set)
+{
+	for (size_t i = 0; set && i < set->n; i++)
+		(void)credstore_secret(cs, &set->v[i]);
 }

@@ -17,3 +17,8 @@ void credstore_free(struct credstore *cs);
 /* The current value of cred's source (owned by cs: valid until the next
  * call for this credential), or NULL (logged). */
 const char *credstore_secret(struct credstore *cs, const struct credential *cred);
+/* Read every credential of set now (failures logged as by
+ * credstore_secret), so that each value is registered with the redactor
+ * (common/secrets.h) before any request could carry it: called at start
+ * and at every policy load. */
+void credstore_prime(struct credstore *cs, const struct credential_set *set);

@@ -172,6 +172,9 @@ static void on_policy(struct policystore *ps, bool ok, const char *msg, void *da
 	json_object_set_new(o, "files", files);
 	if (ok) {
 		ns->metrics.policy_reloads_ok++;
+		/* every secret registered with the redactor before a request can carry it */
+		if (ns->creds)
+			credstore_prime(ns->creds, policystore_credentials(ps));
 		const struct network_policy *np = policystore_network(ps);
 		json_object_set_new(o, "mode", json_string(np && np->learn ? "learn"
 						       : np && np->mode == NETPOL_AUDIT ? "audit" : "enforce"));

@@ -1,10 +1,14 @@
 #include "policy/credentials.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+
+#include "common/audit.h"
 
 #include "policy/netpolicy.h"
 #include "policy/policy.h"
@@ -142,4 +146,36 @@ bool credential_permits(const struct credential *cred, const struct flow_identit
 {
 	struct netpolicy_decision d = netpolicy_decide(cred->access, id, host, port, ip);
 	return d.allow && !d.audit_mode;
+}
+
+void credentials_register_values(const struct credential_set *set)
+{
+	for (size_t i = 0; set && i < set->n; i++) {
+		const struct credential *c = &set->v[i];
+		if (c->source_env) {
+			const char *v = getenv(c->source_env);
+			if (v && *v)
+				(void)audit_secret_add(v);
+			continue;
+		}
+		if (!c->source_file)
+			continue;
+		int fd = open(c->source_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		char buf[8192 + 1];
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		size_t len = (size_t)n;
+		if (buf[len - 1] == '\n')
+			len--;
+		if (len && buf[len - 1] == '\r')
+			len--;
+		buf[len] = '\0';
+		if (len)
+			(void)audit_secret_add(buf);
+		explicit_bzero(buf, sizeof(buf));
+	}
 }

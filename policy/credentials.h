@@ -51,3 +51,11 @@ const struct credential *credential_for_variable(const struct credential_set *se
 /* May id spend cred on host:port (ip the address connected to, or NULL)? */
 bool credential_permits(const struct credential *cred, const struct flow_identity *id, const char *host,
 			uint16_t port, const struct netaddr *ip);
+
+/* Register with the redactor (common/secrets.h, audit_secret_add) every
+ * secret of set this process can see: a source variable of its own
+ * environment, a source file it may read (8 KiB at most, one trailing
+ * newline dropped, as the net-supervisor reads it). What it cannot read it
+ * cannot print either way; nothing is logged. For `tether run` (--dry-run,
+ * errors) and the proc-supervisor (argv in audit events). */
+void credentials_register_values(const struct credential_set *set);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/secrets.h"
 #include "common/util.h"
 
 struct sb {
@@ -190,7 +191,7 @@ static size_t redact_value(struct sb *o, const char *s, size_t i)
 	return j;
 }
 
-char *redact_line(const char *s)
+static char *redact_shapes(const char *s)
 {
 	struct sb o = { 0 };
 	size_t i = 0, n = strlen(s);
@@ -294,6 +295,20 @@ char *redact_line(const char *s)
 	return sb_done(&o);
 }
 
+char *redact_line(const char *s)
+{
+	char *r = redact_shapes(s);
+	if (!r)
+		return NULL;
+	char *x = NULL;
+	size_t xl = 0;
+	int k = secrets_scrub(r, strlen(r), &x, &xl);
+	if (k == 0)
+		return r;
+	free(r);
+	return x; /* NULL on ENOMEM */
+}
+
 static const char *base_name(const char *p)
 {
 	const char *s = strrchr(p, '/');
@@ -368,6 +383,15 @@ char **redact_argv(char *const *argv)
 		}
 		r = redact_line(a);
 store:
+		if (r) { /* the kept part (a user name) may hold a registered value too */
+			char *x = NULL;
+			size_t xl = 0;
+			int k = secrets_scrub(r, strlen(r), &x, &xl);
+			if (k != 0) {
+				free(r);
+				r = x;
+			}
+		}
 		if (!r) {
 			redact_argv_free(out);
 			return NULL;

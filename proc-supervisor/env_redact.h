@@ -11,6 +11,8 @@
  *   tokens     sk-…, ghp_/gho_/ghs_/ghu_/ghr_/github_pat_…, glpat-…, xox?-…,
  *              AKIA/ASIA + 16, AIza + 35, JWTs (eyJ….….)
  *   PEM        the body between -----BEGIN X----- and -----END X-----
+ *   values     every value registered in common/secrets.h (the secrets of
+ *              `credentials:` this process knows), wherever it occurs
  * It cannot know every secret format; it never promises that a line is
  * clean, and it does not change what the child itself sees in
  * /proc/<pid>/cmdline. Secrets belong in the credential broker, not argv. */

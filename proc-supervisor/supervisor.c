@@ -516,6 +516,8 @@ static int load_policy(struct procsup *ps)
 		log_error("%s", diag.msg);
 		return r;
 	}
+	/* the secrets we can see never reach the audit (argv) or a log line */
+	credentials_register_values(policy_section_data(ps->policy, "credentials"));
 	for (size_t i = 0; i < ps->policy->n_warnings; i++)
 		log_warn("%s", ps->policy->warnings[i]);
 	if (ps->cfg.trust_bundle) {

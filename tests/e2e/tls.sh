@@ -18,7 +18,8 @@
 #                curl's request arrives with the real secret (server log),
 #                python3's with the same placeholder is refused
 #                credential_not_permitted; the secret is in no output, audit
-#                line, --dry-run or file of the workload. git clones over
+#                line, --dry-run or file of the workload (a --dry-run whose
+#                argv carries it prints [REDACTED]). git clones over
 #                HTTPS (fakenet.py, 8446) a repository that needs the token
 #                as Basic x-access-token:SECRET: git's credential helper
 #                gives it the placeholder, the proxy swaps it for
@@ -135,7 +136,14 @@ grep '"event":"egress_decision"' "$AUDIT" | grep '"capture":"transparent"' | gre
 	fail "no egress_decision tls_inspect_needs_connect for the captured flow"
 inside timeout 30 "$TETHER" run --topology "$TOPO" --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" \
 	--dry-run -- /bin/sh "$WORK/w.sh" >"$WORK/dry" 2>&1 || fail "--dry-run: $(tail -5 "$WORK/dry")"
-for f in "$WORK/out" "$AUDIT" "$WORK/dry" "$WORK/w.sh" "$WORK/policy.yaml" "$WORK/rw/clone/.git/config"; do
+# the redactor knows the configured secret: a command line that carries
+# it (in no shape the redactor would recognise) is printed [REDACTED]
+inside timeout 30 "$TETHER" run --topology "$TOPO" --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" \
+	--dry-run -- curl -H "X-Custom: $SECRET" "https://198.51.100.10:8443/$SECRET" >"$WORK/dry2" 2>&1 ||
+	fail "--dry-run with the secret in argv: $(tail -5 "$WORK/dry2")"
+grep -qF 'X-Custom: [REDACTED]' "$WORK/dry2" && grep -qF 'https://198.51.100.10:8443/[REDACTED]' "$WORK/dry2" ||
+	fail "--dry-run did not redact the secret: $(grep command: "$WORK/dry2")"
+for f in "$WORK/out" "$AUDIT" "$WORK/dry" "$WORK/dry2" "$WORK/w.sh" "$WORK/policy.yaml" "$WORK/rw/clone/.git/config"; do
 	grep -qF "$SECRET" "$f" && fail "the secret is in $f"
 done
 # behind a corporate proxy (tinyproxy at 198.51.100.20:8888): the inspected

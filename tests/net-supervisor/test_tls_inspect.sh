@@ -242,8 +242,21 @@ grep -q "Bearer $SECRET2" "$D/c6" && ok "rotation: the new value after the file 
 chmod 644 "$D/gh-token"
 touch -d '+1 sec' "$D/gh-token"
 refused "a source file others can read" credential_unavailable -H 'Authorization: Bearer tether-cred:GITHUB' "$E/cred7"
+# --- the redactor knows every secret value: provoke lines that echo what
+# the client sent (a path, a denied path, a CONNECT host) with a rotated-out
+# value (SECRET1), the current one (SECRET2) and one never spent (MODELKEY:
+# registered when the policy loaded)
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" "$E/leak/$SECRET1/$SECRET2" -o "$D/o11" 2>"$D/e11"
+grep -q "\"path\": \"/leak/$SECRET1/$SECRET2\"" "$D/o11" || fail "leak path did not arrive: $(cat "$D/e11")"
+refused "a denied path echoing a secret" http_rule_deny "$R/allowed/secret/$MODELKEY"
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" "https://$MODELKEY.tether.test:8443/" -o /dev/null 2>"$D/e12"
+http_line "/leak/[REDACTED]/[REDACTED]" | grep -q '"decision":"allow"' &&
+	http_line "/allowed/secret/[REDACTED]" | grep -q '"decision":"deny"' &&
+	grep '"event":"egress_decision"' "$D/a.jsonl" | grep -q '"host":"\[REDACTED\].tether.test"' &&
+	ok "audit lines echo the paths and the host with the secrets as [REDACTED]" ||
+	fail "redacted audit lines: $(grep -c REDACTED "$D/a.jsonl") $(tail -3 "$D/a.jsonl")"
 for v in "$SECRET1" "$SECRET2" "$MODELKEY"; do
-	grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log"
+	grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log: $(grep -h "$v" "$D/a.jsonl" "$D/ns.err" | head -3)"
 done
 ok "no secret value in the audit or the log"
 m=$(inp curl -s --noproxy '*' "http://127.0.0.1:$ADMIN/metrics")
