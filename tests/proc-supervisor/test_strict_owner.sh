@@ -45,7 +45,7 @@ YAML
 cat >"$D/outsider.py" <<'PYEOF'
 import array, socket, sys
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-srv.bind(sys.argv[1]); srv.listen(1); srv.settimeout(15)
+srv.bind(sys.argv[1]); srv.listen(1); srv.settimeout(40)
 c, _ = srv.accept()
 fds = array.array("i")
 msg, anc, _, _ = c.recvmsg(32, socket.CMSG_LEN(fds.itemsize))
@@ -62,7 +62,7 @@ while time.monotonic() < deadline:
     except OSError:
         break
     time.sleep(0.01)
-s = socket.socket(fileno=fds[0]); s.settimeout(10)
+s = socket.socket(fileno=fds[0]); s.settimeout(20)
 s.sendall(f"GET http://127.0.0.1:{sys.argv[2]}/ HTTP/1.1\r\nHost: 127.0.0.1:{sys.argv[2]}\r\nConnection: close\r\n\r\n".encode())
 print(s.recv(100).split(b"\r\n")[0].decode())
 PYEOF
@@ -76,7 +76,7 @@ u.sendmsg([str(os.getpid()).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, a
 PYEOF
 cat >"$D/own.py" <<'PYEOF'
 import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.settimeout(10)
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.settimeout(20)
 s.sendall(f"GET http://127.0.0.1:{sys.argv[2]}/ HTTP/1.1\r\nHost: 127.0.0.1:{sys.argv[2]}\r\nConnection: close\r\n\r\n".encode())
 print(s.recv(100).split(b"\r\n")[0].decode())
 PYEOF
@@ -94,12 +94,12 @@ for mode in default strict; do
 	BG_PIDS+=("$OUTP")
 	extra=()
 	[ "$mode" = strict ] && extra=(--strict-socket-owner)
-	timeout 30 "$PS" --audit "$D/ps.$mode.jsonl" --cgroup none "${extra[@]}" --control "unix:$D/ctl.sock" \
+	timeout 60 "$PS" --audit "$D/ps.$mode.jsonl" --cgroup none "${extra[@]}" --control "unix:$D/ctl.sock" \
 		--provisioning-key "$D/keys/provisioning.key" -- sh -c "
-		i=0; while ! grep -q 'ready:' $D/ns.out && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i+1)); done
-		while [ ! -S $D/hand.sock ] && [ \$i -lt 300 ]; do sleep 0.05; i=\$((i+1)); done
+		i=0; while ! grep -q 'ready:' $D/ns.out && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done
+		while [ ! -S $D/hand.sock ] && [ \$i -lt 600 ]; do sleep 0.05; i=\$((i+1)); done
 		$PY $D/handoff.py $D/hand.sock $PPORT
-		i=0; while [ ! -s $D/outsider.$mode ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i+1)); done
+		i=0; while [ ! -s $D/outsider.$mode ] && [ \$i -lt 400 ]; do sleep 0.05; i=\$((i+1)); done
 		$PY $D/own.py $PPORT $UP" >"$D/own.$mode" 2>&1
 	wait "$OUTP" 2>/dev/null
 	kill "$NSP" 2>/dev/null; wait "$NSP" 2>/dev/null
