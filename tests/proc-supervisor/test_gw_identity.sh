@@ -29,7 +29,7 @@ wait_file "$TMP/port" 50 || fail "query client did not listen"
 PORT=$(cat "$TMP/port")
 timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c1.out" 2>>"$TMP/bg.err" &
 PIDS+=($!)
-for _ in $(seq 1 60); do [ "$(wc -l <"$TMP/q1.out")" -ge 1 ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ "$(wc -l <"$TMP/q1.out")" -ge 1 ] && break; sleep 0.1; done
 L1=$(sed -n 1p "$TMP/q1.out")
 C1=$(awk '{print $1}' "$TMP/c1.out")
 echo "first: $L1"
@@ -49,7 +49,7 @@ BPID=$HPID
 touch "$TMP/restarted"
 timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- "$CONN" 127.0.0.1 "$PORT" 3 >"$TMP/c2.out" 2>>"$TMP/bg.err" &
 PIDS+=($!)
-for _ in $(seq 1 80); do [ "$(wc -l <"$TMP/q1.out")" -ge 3 ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ "$(wc -l <"$TMP/q1.out")" -ge 3 ] && break; sleep 0.1; done
 L2=$(sed -n 2p "$TMP/q1.out"); L3=$(sed -n 3p "$TMP/q1.out")
 C2=$(awk '{print $1}' "$TMP/c2.out")
 echo "second: $L2"; echo "old: $L3"
@@ -68,7 +68,7 @@ PIDS+=($!)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
 timeout 20 "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null 2>>"$TMP/bg.err" &
 PIDS+=($!)
-for _ in $(seq 1 60); do [ -s "$TMP/q3.out" ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ -s "$TMP/q3.out" ] && break; sleep 0.1; done
 L=$(sed -n 1p "$TMP/q3.out"); R=$(jget "$L" reason)
 echo "foreign: $L"
 check "foreign flow: refused ($R)" bash -c '[ "$1" = identity_unavailable ] || [ "$1" = foreign_process ]' _ "$R"
@@ -85,7 +85,7 @@ if [ "${GW_SUP:-harness}" = procsup ]; then
 	timeout 20 "$B/tether" exec --socket "$TMP/a.exec" -- sh -c 'echo $$; "$0" 127.0.0.1 "$1" 3; true' \
 		"$CONN" "$(cat "$TMP/port")" >"$TMP/c5.out" 2>>"$TMP/bg.err" &
 	PIDS+=($!)
-	for _ in $(seq 1 60); do [ -s "$TMP/q5.out" ] && break; sleep 0.1; done
+	for _ in $(seq 1 300); do [ -s "$TMP/q5.out" ] && break; sleep 0.1; done
 	L=$(sed -n 1p "$TMP/q5.out")
 	SHPID=$(sed -n 1p "$TMP/c5.out"); GPID=$(sed -n 2p "$TMP/c5.out" | awk '{print $1}')
 	echo "grandchild: $L"
@@ -103,7 +103,7 @@ PIDS+=($!)
 wait_file "$TMP/port" 50 || fail "query client did not listen"
 timeout 20 "$B/tether" exec --socket "$TMP/imp.exec" -- "$CONN" 127.0.0.1 "$(cat "$TMP/port")" 3 >/dev/null 2>>"$TMP/bg.err" &
 PIDS+=($!)
-for _ in $(seq 1 80); do [ -s "$TMP/q4.out" ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ -s "$TMP/q4.out" ] && break; sleep 0.1; done
 L=$(sed -n 1p "$TMP/q4.out")
 echo "impostor: $L"
 check "impostor: no verified context" bash -c '[ -n "$1" ] && [ "$1" != ok ]' _ "$(jget "$L" reason)"
