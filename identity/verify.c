@@ -1149,6 +1149,36 @@ done:
 	return bail;
 }
 
+int flow_verifier_hash_hop(struct flow_verifier *v, struct procref *h)
+{
+	if (h->exe.hashed)
+		return 0;
+	if (h->exe_err != 0)
+		return -ENOENT;
+	uint8_t hh[32];
+	if (exe_hash_cache_get(v->cache, &h->exe, hh) == 1) {
+		memcpy(h->exe.sha256, hh, sizeof(hh));
+		h->exe.hashed = true;
+		return 0;
+	}
+	char dir[32];
+	snprintf(dir, sizeof(dir), "/proc/%d", h->procfs_pid ? (int)h->procfs_pid : (int)h->pid);
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	int r = exe_tuple_hash(dfd, &h->exe, v->cache);
+	if (r < 0) {
+		h->exe.hashed = false;
+		return r;
+	}
+	/* the pid must still be that process for the hash to be its */
+	if (procref_match_pid(v->caps, h, h->pid) < 0) {
+		h->exe.hashed = false;
+		return -ESRCH;
+	}
+	return 0;
+}
+
 int flow_verifier_verify_cookie(struct flow_verifier *v, struct verify_ctx *w, uint64_t cookie,
 				struct verified_flow *out)
 {

@@ -151,6 +151,14 @@ void verified_flow_release(struct verified_flow *f);
 int flow_verifier_verify_cookie(struct flow_verifier *v, struct verify_ctx *c, uint64_t cookie,
 				struct verified_flow *out);
 
+/* Hash a recorded ancestor's image the way the walk's hops are hashed: the
+ * hash cache for its exe tuple, else its live /proc/PID/exe, checked to be
+ * still that tuple (-ESTALE) of still that process (-ESRCH). 0 with
+ * h->exe.sha256/hashed set (already hashed: 0 at once); -errno otherwise,
+ * h unhashed. Blocking (a worker thread's). A MEMBERS answer leaves
+ * ancestors unhashed; a policy that pins an ancestor needs its hash. */
+int flow_verifier_hash_hop(struct flow_verifier *v, struct procref *h);
+
 /* DESCENDANTS contexts: the socket cookie of the flow's socket, one exact
  * sock_diag query in the context's netns. -ENOENT: no such socket. */
 int flow_verifier_ctx_cookie(struct verify_ctx *c, const struct flow_tuple *ft, uint64_t *cookie);

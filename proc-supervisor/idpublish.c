@@ -181,6 +181,11 @@ static void *worker(void *arg)
 			if (w) {
 				(void)flow_verifier_verify_cookie(p->verifier, w, batch[i], &vf);
 				if (vf.reason == REASON_OK) {
+					/* ancestors carry their hash as on the proxy's own
+					 * path (a policy may pin one); one that cannot be
+					 * hashed goes without, and a pin on it is unmet */
+					for (size_t j = 0; j < vf.n_ancestors; j++)
+						(void)flow_verifier_hash_hop(p->verifier, &vf.ancestors[j]);
 					struct flow_identity *id = identity_of(&vf);
 					ok = id && idfeed_encode_id(batch[i], id, &line, &len) == 0;
 					flow_identity_free(id);
