@@ -66,11 +66,19 @@ podman run --rm --privileged --network "$NET" -v "$W:/t" "$IMAGE" \
 	timeout 60 tether run --policy /t/policy.yaml --audit /t/audit.jsonl -- sh -c '
 		curl -s -o /dev/null -w "allowed=%{http_code}\n" http://203.0.113.1:8080/
 		curl -s -o /dev/null -w "denied=%{http_code}\n" http://203.0.113.1:8081/
-		curl -s -o /dev/null --noproxy "*" --max-time 3 http://203.0.113.1:8080/ && echo direct=open || echo direct=blocked
+		curl -s -o /dev/null --noproxy "*" --max-time 3 http://203.0.113.1:8081/ && echo direct=open || echo direct=blocked
+		curl -s -o /dev/null -w "captured=%{http_code}\n" --noproxy "*" --max-time 10 http://203.0.113.1:8080/
 	' >"$W/run.log" 2>&1
 sed 's/^/    /' "$W/run.log"
 grep -qx allowed=200 "$W/run.log" && pass "sandbox in the image: allowed 200" || fail "allowed"
 grep -qx denied=403 "$W/run.log" && pass "sandbox in the image: denied 403" || fail "denied"
-grep -qx direct=blocked "$W/run.log" && pass "sandbox in the image: direct connection fails" || fail "direct"
+# a connection that ignores the proxy is captured (transparent capture is on
+# by default) and decided like any other: the denied port stays shut, the
+# allowed one is reached through the net-supervisor
+grep -qx direct=blocked "$W/run.log" && pass "sandbox in the image: a direct connection to a denied port fails" ||
+	fail "direct"
+grep -qx captured=200 "$W/run.log" && grep -q '"capture":"transparent"' "$W/audit.jsonl" 2>/dev/null &&
+	pass "sandbox in the image: a direct connection to an allowed destination is captured and allowed" ||
+	fail "captured"
 grep -q '"decision":"allow"' "$W/audit.jsonl" 2>/dev/null && pass "audit written" || fail "audit"
 finish
