@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +14,6 @@
 #include "common/log.h"
 #include "common/util.h"
 
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t size, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 /* ---------- parsing ---------- */
 
 int upstream_parse_url(const char *url, char *host, size_t host_size, uint16_t *port, char *err,
@@ -32,18 +21,18 @@ int upstream_parse_url(const char *url, char *host, size_t host_size, uint16_t *
 {
 	static const char scheme[] = "http://";
 	if (strncasecmp(url, scheme, sizeof(scheme) - 1) != 0)
-		return fail(err, err_size, -EINVAL, "'%s': expected http://HOST:PORT (only http:// proxies)", url);
+		return err_set(err, err_size, -EINVAL, "'%s': expected http://HOST:PORT (only http:// proxies)", url);
 	const char *p = url + sizeof(scheme) - 1;
 	size_t n = strcspn(p, "/?#");
 	if (p[n] && strcmp(p + n, "/") != 0)
-		return fail(err, err_size, -EINVAL, "'%s': no path in a proxy URL, expected http://HOST:PORT", url);
+		return err_set(err, err_size, -EINVAL, "'%s': no path in a proxy URL, expected http://HOST:PORT", url);
 	char auth[300];
 	if (n == 0 || n >= sizeof(auth))
-		return fail(err, err_size, -EINVAL, "'%s': expected http://HOST:PORT", url);
+		return err_set(err, err_size, -EINVAL, "'%s': expected http://HOST:PORT", url);
 	memcpy(auth, p, n);
 	auth[n] = 0;
 	if (strchr(auth, '@'))
-		return fail(err, err_size, -EINVAL,
+		return err_set(err, err_size, -EINVAL,
 			    "'%s': no credentials in the URL (they would show in process listings); "
 			    "use --upstream-proxy-auth-file", url);
 	char *colon;
@@ -51,32 +40,32 @@ int upstream_parse_url(const char *url, char *host, size_t host_size, uint16_t *
 	if (auth[0] == '[') {
 		char *close = strchr(auth, ']');
 		if (!close || close[1] != ':')
-			return fail(err, err_size, -EINVAL, "'%s': expected http://[V6ADDR]:PORT", url);
+			return err_set(err, err_size, -EINVAL, "'%s': expected http://[V6ADDR]:PORT", url);
 		*close = 0;
 		h = auth + 1;
 		colon = close + 1;
 		struct netaddr a;
 		if (netaddr_parse(h, &a) < 0 || a.family != AF_INET6)
-			return fail(err, err_size, -EINVAL, "'%s': '%s' is not an IPv6 address", url, h);
+			return err_set(err, err_size, -EINVAL, "'%s': '%s' is not an IPv6 address", url, h);
 	} else {
 		colon = strrchr(auth, ':');
 		if (!colon)
-			return fail(err, err_size, -EINVAL, "'%s': the port is required (http://HOST:PORT)", url);
+			return err_set(err, err_size, -EINVAL, "'%s': the port is required (http://HOST:PORT)", url);
 		*colon = 0;
 		for (const char *q = h; *q; q++)
 			if (!isalnum((unsigned char)*q) && *q != '-' && *q != '.' && *q != '_')
-				return fail(err, err_size, -EINVAL, "'%s': bad host name '%s'", url, h);
+				return err_set(err, err_size, -EINVAL, "'%s': bad host name '%s'", url, h);
 	}
 	if (!h[0])
-		return fail(err, err_size, -EINVAL, "'%s': empty host", url);
+		return err_set(err, err_size, -EINVAL, "'%s': empty host", url);
 	const char *ps = colon + 1;
 	char *end;
 	errno = 0;
 	unsigned long v = strtoul(ps, &end, 10);
 	if (!*ps || *end || errno || v == 0 || v > 65535 || !isdigit((unsigned char)ps[0]))
-		return fail(err, err_size, -EINVAL, "'%s': the port must be 1-65535", url);
+		return err_set(err, err_size, -EINVAL, "'%s': the port must be 1-65535", url);
 	if (strlen(h) >= host_size)
-		return fail(err, err_size, -EINVAL, "'%s': host too long", url);
+		return err_set(err, err_size, -EINVAL, "'%s': host too long", url);
 	strcpy(host, h);
 	*port = (uint16_t)v;
 	return 0;
@@ -117,12 +106,12 @@ int upstream_parse_bypass(struct upstream_proxy *up, const char *list, char *err
 			break;
 		char e[300];
 		if (n >= sizeof(e))
-			return fail(err, err_size, -EINVAL, "--no-upstream-proxy: entry too long");
+			return err_set(err, err_size, -EINVAL, "--no-upstream-proxy: entry too long");
 		memcpy(e, p, n);
 		e[n] = 0;
 		p += n;
 		if (up->n_bypass >= UPSTREAM_MAX_BYPASS)
-			return fail(err, err_size, -EINVAL, "--no-upstream-proxy: at most %d entries",
+			return err_set(err, err_size, -EINVAL, "--no-upstream-proxy: at most %d entries",
 				    UPSTREAM_MAX_BYPASS);
 		struct upstream_bypass *b = &up->bypass[up->n_bypass];
 		memset(b, 0, sizeof(*b));
@@ -132,13 +121,13 @@ int upstream_parse_bypass(struct upstream_proxy *up, const char *list, char *err
 		if (lit[0] == '[') {
 			size_t l = strlen(lit);
 			if (lit[l - 1] != ']')
-				return fail(err, err_size, -EINVAL, "--no-upstream-proxy: bad entry '%s'", e);
+				return err_set(err, err_size, -EINVAL, "--no-upstream-proxy: bad entry '%s'", e);
 			lit[l - 1] = 0;
 			memmove(lit, lit + 1, l - 1);
 		}
 		if (strchr(lit, '/') || strchr(lit, ':') || netaddr_parse(lit, &(struct netaddr){ 0 }) == 0) {
 			if (netcidr_parse(lit, &b->cidr) < 0)
-				return fail(err, err_size, -EINVAL,
+				return err_set(err, err_size, -EINVAL,
 					    "--no-upstream-proxy: '%s' is not an address or CIDR (host bits "
 					    "must be zero)", e);
 			b->is_cidr = true;
@@ -157,11 +146,11 @@ int upstream_parse_bypass(struct upstream_proxy *up, const char *list, char *err
 		if (nl && name[nl - 1] == '.')
 			nl--;
 		if (nl == 0 || nl >= sizeof(b->name))
-			return fail(err, err_size, -EINVAL, "--no-upstream-proxy: bad entry '%s'", e);
+			return err_set(err, err_size, -EINVAL, "--no-upstream-proxy: bad entry '%s'", e);
 		memcpy(b->name, name, nl);
 		b->name[nl] = 0;
 		if (!valid_name(b->name))
-			return fail(err, err_size, -EINVAL,
+			return err_set(err, err_size, -EINVAL,
 				    "--no-upstream-proxy: '%s' is not a host name, .suffix, address or CIDR", e);
 		lower_name(b->name);
 		up->n_bypass++;
@@ -206,20 +195,20 @@ int upstream_read_auth_file(const char *path, char **header, char *err, size_t e
 	*header = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	if (fd < 0)
-		return fail(err, err_size, -errno, "--upstream-proxy-auth-file %s: %s", path, strerror(errno));
+		return err_set(err, err_size, -errno, "--upstream-proxy-auth-file %s: %s", path, strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) < 0) {
 		int e = errno;
 		close(fd);
-		return fail(err, err_size, -e, "--upstream-proxy-auth-file %s: %s", path, strerror(e));
+		return err_set(err, err_size, -e, "--upstream-proxy-auth-file %s: %s", path, strerror(e));
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, err_size, -EINVAL, "--upstream-proxy-auth-file %s: not a regular file", path);
+		return err_set(err, err_size, -EINVAL, "--upstream-proxy-auth-file %s: not a regular file", path);
 	}
 	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
 		close(fd);
-		return fail(err, err_size, -EPERM,
+		return err_set(err, err_size, -EPERM,
 			    "--upstream-proxy-auth-file %s: mode %04o gives group or others access; "
 			    "chmod 600 it (and keep it outside the sandbox)", path,
 			    (unsigned)(st.st_mode & 07777));
@@ -228,10 +217,10 @@ int upstream_read_auth_file(const char *path, char **header, char *err, size_t e
 	ssize_t n = read(fd, buf, sizeof(buf));
 	close(fd);
 	if (n < 0)
-		return fail(err, err_size, -EIO, "--upstream-proxy-auth-file %s: %s", path, strerror(errno));
+		return err_set(err, err_size, -EIO, "--upstream-proxy-auth-file %s: %s", path, strerror(errno));
 	if ((size_t)n > UPSTREAM_AUTH_FILE_MAX) {
 		sodium_memzero(buf, sizeof(buf));
-		return fail(err, err_size, -EINVAL, "--upstream-proxy-auth-file %s: longer than %d bytes",
+		return err_set(err, err_size, -EINVAL, "--upstream-proxy-auth-file %s: longer than %d bytes",
 			    path, UPSTREAM_AUTH_FILE_MAX);
 	}
 	buf[n] = 0;
@@ -242,7 +231,7 @@ int upstream_read_auth_file(const char *path, char **header, char *err, size_t e
 	const char *colon = strchr(buf, ':');
 	if (!colon || colon == buf || strpbrk(buf, "\r\n")) {
 		sodium_memzero(buf, sizeof(buf));
-		return fail(err, err_size, -EINVAL,
+		return err_set(err, err_size, -EINVAL,
 			    "--upstream-proxy-auth-file %s: expected one line USER:PASSWORD", path);
 	}
 	size_t b64 = sodium_base64_encoded_len((size_t)n, sodium_base64_VARIANT_ORIGINAL);
@@ -354,7 +343,7 @@ int upstream_load(const char *url, const char *auth_file, const char *const *byp
 	else if (!strcmp(connect_by, "name"))
 		up->by = UPSTREAM_BY_NAME;
 	else {
-		r = fail(err, sizeof(err), -EINVAL, "--upstream-proxy-connect must be address or name");
+		r = err_set(err, sizeof(err), -EINVAL, "--upstream-proxy-connect must be address or name");
 		goto bad;
 	}
 	if (auth_file && (r = upstream_read_auth_file(auth_file, &up->auth_header, err, sizeof(err))) < 0)
@@ -365,7 +354,7 @@ int upstream_load(const char *url, const char *auth_file, const char *const *byp
 	snprintf(ps, sizeof(ps), "%u", up->port);
 	int g = getaddrinfo(up->host, ps, &hints, &res);
 	if (g != 0 || !res) {
-		r = fail(err, sizeof(err), -EHOSTUNREACH, "--upstream-proxy %s: cannot resolve: %s", up->host,
+		r = err_set(err, sizeof(err), -EHOSTUNREACH, "--upstream-proxy %s: cannot resolve: %s", up->host,
 			 gai_strerror(g));
 		goto bad;
 	}

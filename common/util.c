@@ -1,6 +1,7 @@
 #include "common/util.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
 #include <time.h>
 
 ssize_t read_file_at(int dirfd, const char *path, char *buf, size_t size)
@@ -84,3 +85,12 @@ int write_all(int fd, const void *buf, size_t len)
 
 unsigned long long now_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 unsigned long long now_real_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+int err_set(char *err, size_t size, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, size, fmt, ap);
+	va_end(ap);
+	return rc;
+}

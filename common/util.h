@@ -85,3 +85,8 @@ int hex_decode(const char *in, unsigned char *out, size_t len);
 /* Monotonic nanoseconds and wall-clock nanoseconds since the epoch. */
 unsigned long long now_mono_ns(void);
 unsigned long long now_real_ns(void);
+
+/* Write a sentence into err[size] (a caller's message buffer) and return rc:
+ * `return err_set(err, size, -EINVAL, "bad %s", what);` */
+__attribute__((format(printf, 4, 5)))
+int err_set(char *err, size_t size, int rc, const char *fmt, ...);

@@ -6,12 +6,13 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "common/util.h"
 
 #define TRUST_BUNDLE_MAX (8u << 20)
 
@@ -28,27 +29,17 @@ bool trust_bundle_var(const char *name)
 	return false;
 }
 
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t size, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 int trust_bundle_check(const char *path, char *err, size_t err_size)
 {
 	if (!path || path[0] != '/')
-		return fail(err, err_size, -EINVAL, "trust bundle '%s': not an absolute path", path ? path : "");
+		return err_set(err, err_size, -EINVAL, "trust bundle '%s': not an absolute path", path ? path : "");
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
-		return fail(err, err_size, -errno, "trust bundle %s: %s", path, strerror(errno));
+		return err_set(err, err_size, -errno, "trust bundle %s: %s", path, strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > TRUST_BUNDLE_MAX) {
 		close(fd);
-		return fail(err, err_size, -EINVAL, "trust bundle %s: not a regular file of at most %u bytes", path,
+		return err_set(err, err_size, -EINVAL, "trust bundle %s: not a regular file of at most %u bytes", path,
 			    TRUST_BUNDLE_MAX);
 	}
 	char *buf = malloc((size_t)st.st_size + 1);
@@ -86,14 +77,14 @@ int trust_bundle_check(const char *path, char *err, size_t err_size)
 	if (e && !at_end) {
 		char why[256];
 		ERR_error_string_n(e, why, sizeof(why));
-		rc = fail(err, err_size, -EINVAL, "trust bundle %s: certificate %d does not parse (%s)", path,
+		rc = err_set(err, err_size, -EINVAL, "trust bundle %s: certificate %d does not parse (%s)", path,
 			  certs + 1, why);
 	} else if (certs == 0) {
-		rc = fail(err, err_size, -EINVAL, "trust bundle %s: no PEM certificate in it "
+		rc = err_set(err, err_size, -EINVAL, "trust bundle %s: no PEM certificate in it "
 			  "(expected -----BEGIN CERTIFICATE----- blocks)", path);
 	} else if (strstr(buf, "PRIVATE KEY-----")) {
 		/* a key beside the CAs would be handed to every client that reads the file */
-		rc = fail(err, err_size, -EINVAL, "trust bundle %s: holds a private key; give the CA "
+		rc = err_set(err, err_size, -EINVAL, "trust bundle %s: holds a private key; give the CA "
 			  "certificates only", path);
 	}
 	ERR_clear_error();

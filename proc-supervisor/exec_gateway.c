@@ -63,6 +63,7 @@ struct exec_gw {
 	char *path;
 	char *shell;
 	char **extra;
+	struct peer_allow allow; /* copies of o.allow_uids / o.allow_gids */
 	int listen_fd;
 	uv_poll_t listen_poll;
 	bool listen_open;
@@ -614,8 +615,7 @@ static void gw_accept_one(struct exec_gw *gw, int fd)
 		close(fd);
 		return;
 	}
-	if (!exec_gw_peer_allowed(gw->o.allow_uids, gw->o.n_allow_uids, gw->o.allow_gids, gw->o.n_allow_gids,
-				  peer.uid, peer.gid) ||
+	if (!peer_allow_check(&gw->allow, peer.uid, peer.gid) ||
 	    (gw->o.caps->peer_pidfd && peer.pidfd < 0)) {
 		char line[160];
 		snprintf(line, sizeof(line), "tether exec: not allowed: uid %u gid %u is not in the gateway's allow list\n",
@@ -704,16 +704,11 @@ int exec_gw_start(uv_loop_t *loop, const struct exec_gw_opts *opts, struct exec_
 		if (!(gw->extra[i] = strdup(opts->extra_env_names[i])))
 			goto fail;
 	/* Copies of the allow lists, so the caller's arrays may go. */
-	uid_t *u = calloc(opts->n_allow_uids + 1, sizeof(*u));
-	gid_t *g = calloc(opts->n_allow_gids + 1, sizeof(*g));
-	if (!u || !g) {
-		free(u), free(g);
+	if (peer_allow_init(&gw->allow, opts->allow_uids, opts->n_allow_uids, opts->allow_gids,
+			    opts->n_allow_gids) < 0)
 		goto fail;
-	}
-	memcpy(u, opts->allow_uids ? opts->allow_uids : u, opts->n_allow_uids * sizeof(*u));
-	memcpy(g, opts->allow_gids ? opts->allow_gids : g, opts->n_allow_gids * sizeof(*g));
-	gw->o.allow_uids = u;
-	gw->o.allow_gids = g;
+	gw->o.allow_uids = gw->allow.uids;
+	gw->o.allow_gids = gw->allow.gids;
 	gw->o.path = gw->path;
 	gw->o.shell = gw->shell;
 
@@ -743,10 +738,7 @@ fail:
 	for (size_t i = 0; gw->extra && gw->extra[i]; i++)
 		free(gw->extra[i]);
 	free(gw->extra);
-	if (gw->o.allow_uids != opts->allow_uids)
-		free((void *)gw->o.allow_uids);
-	if (gw->o.allow_gids != opts->allow_gids)
-		free((void *)gw->o.allow_gids);
+	peer_allow_free(&gw->allow);
 	free(gw->path);
 	free(gw->shell);
 	free(gw);
@@ -762,8 +754,7 @@ static void gw_maybe_done(struct exec_gw *gw)
 	for (size_t i = 0; gw->extra && gw->extra[i]; i++)
 		free(gw->extra[i]);
 	free(gw->extra);
-	free((void *)gw->o.allow_uids);
-	free((void *)gw->o.allow_gids);
+	peer_allow_free(&gw->allow);
 	free(gw->path);
 	free(gw->shell);
 	free(gw);

@@ -29,8 +29,7 @@ struct idpublish {
 	uv_loop_t *loop;
 	struct idpublish_opts o;
 	char *path;
-	uid_t *uids;
-	gid_t *gids;
+	struct peer_allow allow;
 	int listen_fd;
 	uv_poll_t poll;
 	bool poll_open;
@@ -254,7 +253,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 		struct ucred uc;
 		socklen_t l = sizeof(uc);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 ||
-		    !exec_gw_peer_allowed(p->uids, p->o.n_allow_uids, p->gids, p->o.n_allow_gids, uc.uid, uc.gid)) {
+		    !peer_allow_check(&p->allow, uc.uid, uc.gid)) {
 			log_info("identity feed: refused uid %u", (unsigned)uc.uid);
 			close(fd);
 			continue;
@@ -307,15 +306,12 @@ int idpublish_start(uv_loop_t *loop, const struct idpublish_opts *opts, struct i
 	pthread_cond_init(&p->cond, NULL);
 	procref_copy_recorded(&p->anchor, opts->anchor);
 	p->path = strdup(opts->path);
-	p->uids = calloc(opts->n_allow_uids + 1, sizeof(uid_t));
-	p->gids = calloc(opts->n_allow_gids + 1, sizeof(gid_t));
 	int r = -ENOMEM;
-	if (!p->path || !p->uids || !p->gids)
+	if (!p->path)
 		goto fail;
-	if (opts->n_allow_uids)
-		memcpy(p->uids, opts->allow_uids, opts->n_allow_uids * sizeof(uid_t));
-	if (opts->n_allow_gids)
-		memcpy(p->gids, opts->allow_gids, opts->n_allow_gids * sizeof(gid_t));
+	if ((r = peer_allow_init(&p->allow, opts->allow_uids, opts->n_allow_uids, opts->allow_gids,
+				 opts->n_allow_gids)) < 0)
+		goto fail;
 	struct flow_verifier_config vc = {
 		.caps = opts->caps,
 		.candidates = FLOW_CANDIDATES_MEMBERS,
@@ -363,8 +359,7 @@ static void poll_closed(uv_handle_t *h)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
 	free(p->path);
-	free(p->uids);
-	free(p->gids);
+	peer_allow_free(&p->allow);
 	free(p);
 }
 

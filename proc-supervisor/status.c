@@ -25,8 +25,7 @@ struct status_srv {
 	uv_loop_t *loop;
 	struct status_opts o;
 	char *path;
-	uid_t *uids;
-	gid_t *gids;
+	struct peer_allow allow;
 	int listen_fd;
 	uv_poll_t poll;
 	bool poll_open;
@@ -43,8 +42,7 @@ static void srv_maybe_done(struct status_srv *s)
 	void (*done)(void *) = s->done;
 	void *ud = s->done_ud;
 	free(s->path);
-	free(s->uids);
-	free(s->gids);
+	peer_allow_free(&s->allow);
 	free(s);
 	if (done)
 		done(ud);
@@ -80,7 +78,7 @@ static void serve(struct status_srv *s, int fd)
 	}
 	if (peer.pidfd >= 0)
 		close(peer.pidfd);
-	if (!exec_gw_peer_allowed(s->uids, s->o.n_allow_uids, s->gids, s->o.n_allow_gids, peer.uid, peer.gid) ||
+	if (!peer_allow_check(&s->allow, peer.uid, peer.gid) ||
 	    (s->o.caps->peer_pidfd && peer.pidfd < 0)) {
 		log_info("status socket: refused uid %u", (unsigned)peer.uid);
 		close(fd);
@@ -137,15 +135,12 @@ int status_start(uv_loop_t *loop, const struct status_opts *opts, struct status_
 	s->o = *opts;
 	s->listen_fd = -1;
 	s->path = strdup(opts->path);
-	s->uids = calloc(opts->n_allow_uids + 1, sizeof(uid_t));
-	s->gids = calloc(opts->n_allow_gids + 1, sizeof(gid_t));
 	int r = -ENOMEM;
-	if (!s->path || !s->uids || !s->gids)
+	if (!s->path)
 		goto fail;
-	if (opts->n_allow_uids)
-		memcpy(s->uids, opts->allow_uids, opts->n_allow_uids * sizeof(uid_t));
-	if (opts->n_allow_gids)
-		memcpy(s->gids, opts->allow_gids, opts->n_allow_gids * sizeof(gid_t));
+	if ((r = peer_allow_init(&s->allow, opts->allow_uids, opts->n_allow_uids, opts->allow_gids,
+				 opts->n_allow_gids)) < 0)
+		goto fail;
 	char spec[4200];
 	snprintf(spec, sizeof(spec), "unix:%s", opts->path);
 	struct endpoint ep;
@@ -167,8 +162,7 @@ fail:
 		unlink(s->path);
 	}
 	free(s->path);
-	free(s->uids);
-	free(s->gids);
+	peer_allow_free(&s->allow);
 	free(s);
 	return r;
 }

@@ -123,20 +123,8 @@ fi
 ip netns exec "$INET" "$PY" "$SRC/tests/e2e/fakenet.py" "$F" "$WORK/srv.pem" "$WORK/srv.key" 198.51.100.10 8443 8444 \
 	>"$WORK/fakenet.log" 2>&1 &
 SERVER_PID="$SERVER_PID $!"
-mkdir -p /run/sshd
-ssh-keygen -q -t ed25519 -N '' -f "$WORK/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/rw/userkey" ||
-	fail "ssh-keygen"
-cp "$WORK/rw/userkey.pub" "$WORK/authorized_keys"
-printf '%s\n' "ListenAddress 198.51.100.10" "Port 2222" "HostKey $WORK/hostkey" "PidFile none" \
-	"AuthorizedKeysFile $WORK/authorized_keys" "PermitRootLogin prohibit-password" \
-	"PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" "StrictModes no" \
-	>"$WORK/sshd_config"
-ip netns exec "$INET" /usr/sbin/sshd -D -e -f "$WORK/sshd_config" 2>"$WORK/sshd.log" &
-SERVER_PID="$SERVER_PID $!"
-[ "$POD" = 1 ] && chown nobody "$WORK/rw/userkey"
-chmod 600 "$WORK/rw/userkey"
+start_sshd
 wait_for 30 grep -qx ready "$WORK/fakenet.log" || fail "fakenet.py did not start: $(cat "$WORK/fakenet.log")"
-wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2222' 2>/dev/null || fail "sshd did not start"
 inside curl -sS --cacert "$WORK/ca.pem" --noproxy '*' --max-time 10 https://198.51.100.10:8443/ | grep -q hello-https ||
 	fail "the fake HTTPS server does not answer with the test CA"
 

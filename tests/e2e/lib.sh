@@ -217,6 +217,27 @@ wait_for() { # wait_for SECONDS CMD...
 	return 1
 }
 
+# start_sshd: an sshd on 198.51.100.10:2222 in the fake internet that takes
+# the key $WORK/rw/userkey (made here, readable by the workload's uid: nobody
+# in the pod topologies); returns once it accepts connections (fails after
+# 30 s). Its log is $WORK/sshd.log.
+start_sshd() {
+	mkdir -p /run/sshd
+	ssh-keygen -q -t ed25519 -N '' -f "$WORK/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/rw/userkey" ||
+		fail "ssh-keygen"
+	cp "$WORK/rw/userkey.pub" "$WORK/authorized_keys"
+	printf '%s\n' "ListenAddress 198.51.100.10" "Port 2222" "HostKey $WORK/hostkey" "PidFile none" \
+		"AuthorizedKeysFile $WORK/authorized_keys" "PermitRootLogin prohibit-password" \
+		"PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" "StrictModes no" \
+		>"$WORK/sshd_config"
+	ip netns exec "$INET" /usr/sbin/sshd -D -e -f "$WORK/sshd_config" 2>"$WORK/sshd.log" &
+	SERVER_PID="$SERVER_PID $!"
+	[ "$POD" = 1 ] && chown nobody "$WORK/rw/userkey"
+	chmod 600 "$WORK/rw/userkey"
+	wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2222' 2>/dev/null ||
+		fail "sshd did not start: $(cat "$WORK/sshd.log")"
+}
+
 # udp_sink ADDR LOG SENDER: the fake internet answers UDP on ADDR:5353 and
 # logs "source payload" lines to LOG (what reaches it is a bypass); SENDER
 # is written as a script that sends its argument there, UDP_SEND runs it.

@@ -395,24 +395,9 @@ ssh_connect)
 	# to a real sshd in the fake internet; the flow is tether connect's,
 	# allowed by a policy that names ssh as its ancestor
 	for t in /usr/sbin/sshd /usr/bin/ssh ssh-keygen; do command -v "$t" >/dev/null || skip "$t missing"; done
-	mkdir -p /run/sshd
-	ssh-keygen -q -t ed25519 -N '' -f "$WORK/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/rw/userkey" ||
-		fail "ssh-keygen"
-	cp "$WORK/rw/userkey.pub" "$WORK/authorized_keys"
-	printf '%s\n' "ListenAddress 198.51.100.10" "Port 2222" "HostKey $WORK/hostkey" "PidFile none" \
-		"AuthorizedKeysFile $WORK/authorized_keys" "PermitRootLogin prohibit-password" \
-		"PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" "StrictModes no" \
-		>"$WORK/sshd_config"
-	ip netns exec "$INET" /usr/sbin/sshd -D -e -f "$WORK/sshd_config" 2>"$WORK/sshd.log" &
-	SERVER_PID="$SERVER_PID $!"
-	for _ in $(seq 50); do
-		ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2222' 2>/dev/null && break
-		sleep 0.1
-	done
+	start_sshd
 	# the workload runs tether from a path it can read whatever its uid
 	cp "$(readlink -f "$TETHER")" "$WORK/tether" && chmod 755 "$WORK/tether"
-	[ "$POD" = 1 ] && chown nobody "$WORK/rw/userkey"
-	chmod 600 "$WORK/rw/userkey"
 	{
 		cat "$WORK/p.yaml"
 		echo "    - name: ssh-tunnel"

@@ -60,18 +60,7 @@ while True:
     c, _ = s.accept(); c.sendall(b"220 banner-first\r\n"); c.close()' >"$WORK/banner.log" 2>&1 &
 	SERVER_PID="$SERVER_PID $!"
 	# sshd on :2222 and a bare repository for git clone
-	mkdir -p /run/sshd
-	ssh-keygen -q -t ed25519 -N '' -f "$WORK/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/rw/userkey" ||
-		fail "ssh-keygen"
-	cp "$WORK/rw/userkey.pub" "$WORK/authorized_keys"
-	printf '%s\n' "ListenAddress 198.51.100.10" "Port 2222" "HostKey $WORK/hostkey" "PidFile none" \
-		"AuthorizedKeysFile $WORK/authorized_keys" "PermitRootLogin prohibit-password" \
-		"PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" "StrictModes no" \
-		>"$WORK/sshd_config"
-	ip netns exec "$INET" /usr/sbin/sshd -D -e -f "$WORK/sshd_config" 2>"$WORK/sshd.log" &
-	SERVER_PID="$SERVER_PID $!"
-	[ "$POD" = 1 ] && chown nobody "$WORK/rw/userkey"
-	chmod 600 "$WORK/rw/userkey"
+	start_sshd
 	git init -q "$WORK/src" && echo transparent-git >"$WORK/src/README" &&
 		git -C "$WORK/src" add README && git -C "$WORK/src" -c user.name=t -c user.email=t@example.org commit -qm one &&
 		git clone -q --bare "$WORK/src" "$WORK/repo.git" || fail "git repository"
@@ -84,7 +73,6 @@ while True:
 	mv "$WORK/go-noproxy" "$WORK/go-http"
 	chmod 755 "$WORK"/go-*
 	wait_for 10 test -e "$WORK/dns.log.ready" || fail "DNS responder did not start: $(cat "$WORK/dns.err")"
-	wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2222' 2>/dev/null || fail "sshd did not start"
 	wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/8443' 2>/dev/null || fail "https server did not start"
 	wait_for 30 ip netns exec "$INET" bash -c 'exec 3<>/dev/tcp/198.51.100.10/2223' 2>/dev/null || fail "banner server did not start"
 }
