@@ -37,6 +37,7 @@ static void usage(FILE *out)
 		"       tether policy explain --policy FILE [--policy FILE]... --binary PATH\n"
 		"                             [--sha256 HEX] [--ancestor PATH]... --dest HOST:PORT\n"
 		"                             [--ip ADDR]... [--raw] [--root DIR]\n"
+		"                             [--method METHOD --path PATH [--websocket]]\n"
 		"       tether policy suggest AUDIT.jsonl... [--pin] [--merge FILE] [-o OUT]\n"
 		"                             [--root DIR]\n"
 		"\n"
@@ -49,6 +50,9 @@ static void usage(FILE *out)
 		"addresses. Exit 0 allow, 1 deny (audit mode: 0, with the would-be reason).\n"
 		"--raw: the flow is a captured (transparent) stream that is neither TLS\n"
 		"nor HTTP (ssh, a database), which only `protocol: tcp` endpoints admit.\n"
+		"--method and --path: also the decision on one HTTP request in the flow\n"
+		"(an inspected endpoint's `rules:`; --websocket: it asks to upgrade);\n"
+		"the exit status is then the request's (0 allow, 1 deny).\n"
 		"A --binary that is a symlink is decided as its target, a script as its\n"
 		"interpreter: what the proxy sees as the running binary.\n"
 		"check and explain resolve symlinked binary paths of the policy in DIR\n"
@@ -205,6 +209,25 @@ static void explain_binary(int rootfd, const char *root, const char *binary, cha
 		fprintf(stderr, "warning: %s: %s\n", binary, h->text);
 }
 
+/* One HTTP request inside an allowed flow: what the proxy's request gate
+ * decides (the same netpol_http_decide) when the endpoint is inspected; a
+ * passthrough endpoint never sees requests. Returns the exit status. */
+static int explain_request(const struct netpolicy_decision *flow, const char *method, const char *path,
+			   bool websocket)
+{
+	if (!flow->tls_inspect || !flow->endpoint) {
+		printf("  request %s %s: not decided on its own (the endpoint is tls: passthrough; "
+		       "only an inspected CONNECT tunnel's requests meet HTTP rules)\n",
+		       method, path);
+		return 0;
+	}
+	struct netpol_http_decision d = netpol_http_decide(&flow->endpoint->http, method, path, websocket);
+	printf("  request %s %s%s: %s, reason %s, rule %s%s\n", method, path, websocket ? " (websocket)" : "",
+	       d.allow ? "allow" : "deny", reason_word(d.reason), d.rule ? d.rule : "-",
+	       d.audit_mode ? " (audit mode: would be denied, allowed and logged)" : "");
+	return d.allow ? 0 : 1;
+}
+
 static int explain(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -212,13 +235,16 @@ static int explain(int argc, char **argv)
 		{ "sha256", required_argument, NULL, 's' }, { "ancestor", required_argument, NULL, 'a' },
 		{ "dest", required_argument, NULL, 'd' },   { "ip", required_argument, NULL, 'i' },
 		{ "root", required_argument, NULL, 'r' },   { "help", no_argument, NULL, 'h' },
-		{ "raw", no_argument, NULL, 'R' },
+		{ "raw", no_argument, NULL, 'R' },         { "method", required_argument, NULL, 'M' },
+		{ "path", required_argument, NULL, 'P' },  { "websocket", no_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum netpolicy_flow kind = NETPOLICY_FLOW_HTTP;
 	const char *files[MAX_FILES], *anc[MAX_ANC], *ips[16];
 	size_t nf = 0, na = 0, ni = 0;
 	const char *binary = NULL, *sha = NULL, *dest = NULL, *root = "/";
+	const char *method = NULL, *req_path = NULL;
+	bool websocket = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
@@ -238,6 +264,9 @@ static int explain(int argc, char **argv)
 		case 'd': dest = optarg; break;
 		case 'r': root = optarg; break;
 		case 'R': kind = NETPOLICY_FLOW_RAW; break;
+		case 'M': method = optarg; break;
+		case 'P': req_path = optarg; break;
+		case 'W': websocket = true; break;
 		case 'i':
 			if (ni == 16)
 				return 2;
@@ -253,6 +282,18 @@ static int explain(int argc, char **argv)
 	}
 	if (!nf || !binary || !dest) {
 		log_error("policy explain needs --policy, --binary and --dest (see --help)");
+		return 2;
+	}
+	if (!method != !req_path || (websocket && !method)) {
+		log_error("--method and --path go together (and --websocket needs them)");
+		return 2;
+	}
+	if (req_path && req_path[0] != '/') {
+		log_error("--path %s: expected an origin-form path starting with '/'", req_path);
+		return 2;
+	}
+	if (method && kind == NETPOLICY_FLOW_RAW) {
+		log_error("--method/--path describe an HTTP request: not with --raw");
 		return 2;
 	}
 	if (binary[0] != '/') {
@@ -373,6 +414,8 @@ static int explain(int argc, char **argv)
 			       final.tls_inspect ? "" : " (only in inspected requests: this endpoint is passthrough)");
 	}
 	int rc = final.allow ? 0 : 1;
+	if (method && final.allow)
+		rc = explain_request(&final, method, req_path, websocket);
 	flow_identity_free(id);
 	policy_free(p);
 	return rc;

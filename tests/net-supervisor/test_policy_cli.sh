@@ -94,6 +94,34 @@ echo "$out" | grep -q 'credential GITHUB: GITHUB_TOKEN=tether-cred:GITHUB become
 	echo "$out" | grep -q 'TLS inspected' || fail "explain credential: $out"
 out=$($T policy explain --policy "$TMP/cred.yaml" --binary /usr/bin/wget --dest 198.51.100.10:443)
 echo "$out" | grep -q credential && fail "wget may not spend GITHUB: $out"
+# one request inside an inspected flow: --method/--path (deny wins, rule named)
+cat >"$TMP/rules.yaml" <<'Y'
+version: 1
+network:
+  policies:
+    - name: api
+      binaries: [{path: /usr/bin/curl}]
+      endpoints:
+        - host: 198.51.100.10
+          ports: [443]
+          tls: inspect
+          rules:
+            - {method: GET, path: "/repos/**"}
+            - {method: "*", path: "/repos/*/admin/**", action: deny}
+        - {host: 198.51.100.11, ports: [443]}
+Y
+ex2() { $T policy explain --policy "$TMP/rules.yaml" --binary /usr/bin/curl "$@"; }
+out=$(ex2 --dest 198.51.100.10:443 --method GET --path /repos/a/b) || fail "GET /repos allowed: $out"
+echo "$out" | grep -q 'request GET /repos/a/b: allow, reason allowed, rule GET /repos/\*\*' || fail "allow line: $out"
+out=$(ex2 --dest 198.51.100.10:443 --method GET --path /repos/a/admin/x) && fail "deny wins: $out"
+echo "$out" | grep -q 'request GET /repos/a/admin/x: deny' || fail "deny line: $out"
+ex2 --dest 198.51.100.10:443 --method POST --path /repos/a >/dev/null && fail "POST matches no allow rule"
+ex2 --dest 198.51.100.10:443 --method GET --path '/repos/../x' >/dev/null && fail "dot segments"
+out=$(ex2 --dest 198.51.100.10:443 --method GET --path /repos/a --websocket) && fail "websocket without a rule: $out"
+out=$(ex2 --dest 198.51.100.11:443 --method GET --path /anything) || fail "passthrough endpoint: $out"
+echo "$out" | grep -q 'not decided on its own' || fail "passthrough line: $out"
+ex2 --dest 198.51.100.10:443 --method GET >/dev/null 2>&1; [ $? = 2 ] || fail "--method without --path"
+ex2 --dest 198.51.100.10:443 --method GET --path rel >/dev/null 2>&1; [ $? = 2 ] || fail "relative --path"
 printf 'version: 1\ncredentials:\n  - {name: X, source: {file: rel}, binaries: [{path: /x}], endpoints: [{host: a.example, ports: [443]}]}\n' >"$TMP/bad.yaml"
 $T policy check "$TMP/bad.yaml" >/dev/null 2>&1 && fail "check: a relative source file"
 # tls: inspect reads HTTP: it does not go with protocol: tcp (any stream)
