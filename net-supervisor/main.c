@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 
 #include "common/fdlimit.h"
+#include "common/harden.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net-supervisor/audit_line.h"
@@ -653,6 +654,17 @@ int main(int argc, char **argv)
 		cfg.identity_test_arg = &sc;
 	}
 #endif
+	/* The sandbox CA key and credential values live in this process:
+	 * no core file, no same-uid peer reading its memory or environ, and a
+	 * credential given in the environment no longer in
+	 * /proc/<pid>/environ (before any thread exists). */
+	int hr = harden_hide_environ();
+	if (hr == 0)
+		hr = harden_no_dumps(true);
+	if (hr < 0) {
+		log_error("cannot protect the process (environ, PR_SET_DUMPABLE, RLIMIT_CORE): %s", strerror(-hr));
+		return 1;
+	}
 	if (install_fence) {
 		for (size_t i = 0; i < cfg.n_listen; i++)
 			if ((fc.ports[fc.n_ports] = port_of(cfg.listen[i])))

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/kernel.h"
+#include "common/harden.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "identity/procfs.h"
@@ -20,32 +21,7 @@ int init_become_anchor(void)
 {
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		return -errno;
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		return -errno;
-	return 0;
-}
-
-int init_hide_environ(void)
-{
-	extern char **environ;
-	size_t n = 0;
-	while (environ && environ[n])
-		n++;
-	char **copy = calloc(n + 1, sizeof(*copy));
-	if (!copy)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (!(copy[i] = strdup(environ[i]))) {
-			while (i--)
-				free(copy[i]);
-			free(copy);
-			return -ENOMEM;
-		}
-	for (size_t i = 0; i < n; i++)
-		explicit_bzero(environ[i], strlen(environ[i]));
-	/* Owned by the process from now on (like the initial environment). */
-	environ = copy;
-	return 0;
+	return harden_no_dumps(false);
 }
 
 int init_reap(void (*cb)(void *user, pid_t pid, int wstatus), void *user, bool *no_children)

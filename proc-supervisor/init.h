@@ -15,12 +15,6 @@
 
 int init_become_anchor(void);
 
-/* Move the environment to the heap and zero the original strings, which is
- * the memory /proc/<pid>/environ shows: a workload that may open that file
- * (root with Landlock, which does not guard it) then reads only NULs. getenv
- * keeps working. Call once, early, before any thread exists. */
-int init_hide_environ(void);
-
 /* Call cb for every child that has exited (WNOHANG loop). Returns the number
  * reaped; *no_children set when waitpid reports ECHILD (the tree is empty). */
 int init_reap(void (*cb)(void *user, pid_t pid, int wstatus), void *user, bool *no_children);

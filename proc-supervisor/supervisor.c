@@ -18,6 +18,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "common/harden.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "proc-supervisor/env_build.h"
@@ -623,7 +624,7 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 	}
 	/* Kernel features were probed (TETHER_FORCE_FALLBACK read); hide the
 	 * supervisor's own environment from /proc/<pid>/environ. */
-	if ((r = init_hide_environ()) < 0)
+	if ((r = harden_hide_environ()) < 0)
 		return r;
 	/* Before anything is spawned, so no orphan can escape to PID 1. */
 	r = init_become_anchor();

@@ -259,6 +259,13 @@ for v in "$SECRET1" "$SECRET2" "$MODELKEY"; do
 	grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log: $(grep -h "$v" "$D/a.jsonl" "$D/ns.err" | head -3)"
 done
 ok "no secret value in the audit or the log"
+# the process holding them: its environ (where MODELKEY came from) is
+# zeroed, and it writes no core file
+nspid=$(cat "$D/hosts.pid")
+[ "$(readlink /proc/$nspid/exe)" = "$BIN/net-supervisor-testing" ] || fail "pid $nspid is not the net-supervisor"
+tr '\0' '\n' </proc/$nspid/environ | grep -q "$MODELKEY" && fail "the model key is in /proc/<net-supervisor>/environ"
+grep -q '^Max core file size *0 *0 ' /proc/$nspid/limits && ok "net-supervisor: environ zeroed, no core file" ||
+	fail "core limit: $(grep core /proc/$nspid/limits)"
 m=$(inp curl -s --noproxy '*' "http://127.0.0.1:$ADMIN/metrics")
 echo "$m" | grep -q '^tether_tls_errors_total{reason="upstream_cert_invalid"} 2$' &&
 	echo "$m" | grep -q '^tether_http_requests_total{decision="deny",reason="credential_not_permitted"} 3$' &&
