@@ -412,6 +412,9 @@ static int explain(int argc, char **argv)
 			       creds->v[i].variable, creds->v[i].name, creds->v[i].source_file ? "file " : "variable ",
 			       creds->v[i].source_file ? creds->v[i].source_file : creds->v[i].source_env,
 			       final.tls_inspect ? "" : " (only in inspected requests: this endpoint is passthrough)");
+		if (ok && creds->v[i].header)
+			printf("  credential %s: the proxy sets %s: %s (its {} the secret)\n", creds->v[i].name,
+			       creds->v[i].header, creds->v[i].header_format);
 	}
 	int rc = final.allow ? 0 : 1;
 	if (method && final.allow)

@@ -158,7 +158,14 @@ int credsub_head(const char *head, size_t len, const struct credsub_cred *creds,
 	memset(res, 0, sizeof(*res));
 	if (len < 4 || memcmp(head + len - 4, "\r\n\r\n", 4) != 0)
 		return -EINVAL;
-	if (!memmem(head, len, CREDSUB_PREFIX, PFX_LEN) && !strcasestr_n(head, len, "\nauthorization:"))
+	/* the credentials the proxy sets on this request (at most 64 do) */
+	bool inject[64] = { false };
+	bool any_inject = false;
+	for (size_t j = 0; j < n_creds && j < 64; j++)
+		if (creds[j].header && permitted(ctx, &creds[j]))
+			any_inject = inject[j] = true;
+	if (!any_inject && !memmem(head, len, CREDSUB_PREFIX, PFX_LEN) &&
+	    !strcasestr_n(head, len, "\nauthorization:"))
 		return CREDSUB_OK; /* the common case: nothing to do */
 	const char *eol = memmem(head, len, "\r\n", 2);
 	struct buf out = { 0 };
@@ -182,12 +189,36 @@ int credsub_head(const char *head, size_t len, const struct credsub_cred *creds,
 		size_t vstart = (size_t)(colon - line) + 1;
 		while (vstart < ln && (line[vstart] == ' ' || line[vstart] == '\t'))
 			vstart++;
+		bool ours = false;
+		for (size_t j = 0; j < n_creds && j < 64 && !ours; j++)
+			ours = inject[j] && strlen(creds[j].header) == (size_t)(colon - line) &&
+			       strncasecmp(creds[j].header, line, (size_t)(colon - line)) == 0;
+		if (ours) { /* the proxy's value replaces the client's */
+			i += ln + 2;
+			continue;
+		}
 		put(&out, line, vstart);
 		bool authz = (size_t)(colon - line) == 13 && strncasecmp(line, "Authorization", 13) == 0;
 		if (!(authz && swap_basic(line + vstart, ln - vstart, creds, n_creds, permitted, ctx, &out, res, &rc)))
 			rc = swap(line + vstart, ln - vstart, creds, n_creds, permitted, ctx, &out, res);
 		put(&out, "\r\n", 2);
 		i += ln + 2;
+	}
+	for (size_t j = 0; rc == CREDSUB_OK && j < n_creds && j < 64; j++) {
+		if (!inject[j])
+			continue;
+		const char *f = creds[j].format ? creds[j].format : "{}", *at = strstr(f, "{}");
+		put(&out, creds[j].header, strlen(creds[j].header));
+		put(&out, ": ", 2);
+		if (!at) {
+			rc = -EINVAL; /* the policy guarantees one */
+			break;
+		}
+		put(&out, f, (size_t)(at - f));
+		put(&out, creds[j].secret, strlen(creds[j].secret));
+		put(&out, at + 2, strlen(at + 2));
+		put(&out, "\r\n", 2);
+		res->n_swapped++;
 	}
 	if (rc == CREDSUB_OK)
 		put(&out, "\r\n", 2);

@@ -12,7 +12,13 @@
  * secrets in place. The request line is never changed (a placeholder there
  * passes as is: it is not a secret). One placeholder a credential does not
  * allow, or one naming no credential, refuses the whole request: nothing is
- * half-substituted. */
+ * half-substituted.
+ *
+ * A credential with a header (credentials.h `header:`) is also set by the
+ * proxy: when `permitted` allows it for this request, every header line of
+ * that name the client sent is dropped and `NAME: FORMAT` (its `{}` the
+ * secret) is added before the empty line; when it does not, nothing is
+ * added and the client's lines pass (they hold no secret of ours). */
 #pragma once
 
 #include <stdbool.h>
@@ -24,6 +30,8 @@
 struct credsub_cred {
 	const char *name;   /* [A-Za-z0-9_.-]{1,64} */
 	const char *secret; /* no CR, LF or NUL (credsub_secret_ok) */
+	const char *header; /* set by the proxy when permitted, or NULL */
+	const char *format; /* header's value, one "{}" for the secret (NULL: "{}") */
 };
 
 /* Whether the request may spend cred (binary, ancestors, endpoint: the

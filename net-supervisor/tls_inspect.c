@@ -174,6 +174,7 @@ struct cred_ctx {
 	const struct credential_set *set;
 	struct credsub_cred *arr;
 	bool unavailable;
+	const char *unavailable_name; /* the credential whose source gave nothing */
 };
 
 static bool cred_permitted(void *ctx, const struct credsub_cred *sc)
@@ -186,6 +187,7 @@ static bool cred_permitted(void *ctx, const struct credsub_cred *sc)
 	const char *secret = credstore_secret(c->ns->creds, cred);
 	if (!secret) {
 		x->unavailable = true;
+		x->unavailable_name = cred->name;
 		return false;
 	}
 	x->arr[sc - x->arr].secret = secret;
@@ -204,7 +206,10 @@ static int http_rewrite(void *ctx, const char *head, size_t len, char **out, siz
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++)
-		arr[i] = (struct credsub_cred){ .name = set->v[i].name, .secret = "" };
+		arr[i] = (struct credsub_cred){ .name = set->v[i].name,
+						.secret = "",
+						.header = set->v[i].header,
+						.format = set->v[i].header_format };
 	struct cred_ctx x = { .c = c, .set = set, .arr = arr };
 	struct credsub_result res;
 	int r = credsub_head(head, len, arr, n, cred_permitted, &x, &res);
@@ -217,6 +222,13 @@ static int http_rewrite(void *ctx, const char *head, size_t len, char **out, siz
 			if (strcmp(set->v[i].name, res.refused) == 0)
 				name = set->v[i].name;
 	free(arr);
+	if (r == CREDSUB_OK && x.unavailable) {
+		/* a header the proxy sets for this request, and its source gave
+		 * nothing: refused rather than sent without it */
+		credsub_result_done(&res);
+		r = CREDSUB_REFUSED;
+		name = x.unavailable_name;
+	}
 	if (r == CREDSUB_OK && res.head) {
 		*out = res.head;
 		*out_len = res.head_len;

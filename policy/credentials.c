@@ -24,6 +24,8 @@ static void credentials_free(void *data)
 		free(s->v[i].source_env);
 		free(s->v[i].origin);
 		free(s->v[i].variable);
+		free(s->v[i].header);
+		free(s->v[i].header_format);
 		network_policy_free(s->v[i].access);
 	}
 	free(s->v);
@@ -42,9 +44,48 @@ static bool cred_name_ok(const char *s)
 	return true;
 }
 
+/* `header: {name: N, format: F}` (credentials.h). */
+static int parse_header(struct pctx *ctx, const struct pnode *h, const char *w, struct credential *c)
+{
+	static const char *const keys[] = { "name", "format", NULL };
+	/* framing, routing and hop-by-hop: never ours to set */
+	static const char *const refused[] = { "host", "content-length", "transfer-encoding", "connection",
+					       "upgrade", "te", "trailer", "keep-alive", "proxy-connection",
+					       "proxy-authorization", "expect", NULL };
+	int r;
+	if ((r = pnode_expect_map(ctx, h, "header")) < 0 || (r = pmap_check_keys(ctx, h, "header", keys)) < 0)
+		return r;
+	const struct pnode *n = pmap_get(h, "name"), *f = pmap_get(h, "format");
+	const char *nm, *fm = "{}";
+	if (!n)
+		return pnode_error(ctx, h, "%s.header needs a 'name' (the HTTP header the proxy sets)", w);
+	if ((r = pnode_expect_string(ctx, n, "header.name", &nm)) < 0)
+		return r;
+	size_t nl = strlen(nm);
+	bool tok = nl > 0 && nl <= 64;
+	for (size_t i = 0; tok && i < nl; i++)
+		tok = (nm[i] >= 'A' && nm[i] <= 'Z') || (nm[i] >= 'a' && nm[i] <= 'z') ||
+		      (nm[i] >= '0' && nm[i] <= '9') || strchr("!#$%&'*+-.^_`|~", nm[i]);
+	if (!tok)
+		return pnode_error(ctx, n, "header.name '%s': an HTTP header name (1-64 token characters)", nm);
+	for (size_t i = 0; refused[i]; i++)
+		if (strcasecmp(nm, refused[i]) == 0)
+			return pnode_error(ctx, n, "header.name '%s': a framing or hop-by-hop header the proxy "
+					   "does not set", nm);
+	if (f && (r = pnode_expect_string(ctx, f, "header.format", &fm)) < 0)
+		return r;
+	const char *at = strstr(fm, "{}");
+	if (!at || strstr(at + 2, "{}") || strlen(fm) > 256 || strpbrk(fm, "\r\n"))
+		return pnode_error(ctx, f ? f : h, "header.format '%s': exactly one {} (the secret), at most 256 "
+				   "bytes, no CR or LF", fm);
+	if (!(c->header = strdup(nm)) || !(c->header_format = strdup(fm)))
+		return -ENOMEM;
+	return 0;
+}
+
 static int parse_one(struct pctx *ctx, const struct pnode *e, size_t idx, struct credential_set *s)
 {
-	static const char *const extra[] = { "source", "variable", NULL };
+	static const char *const extra[] = { "source", "variable", "header", NULL };
 	char w[48];
 	snprintf(w, sizeof(w), "credentials[%zu]", idx);
 	int r = pnode_expect_map(ctx, e, w);
@@ -85,6 +126,9 @@ static int parse_one(struct pctx *ctx, const struct pnode *e, size_t idx, struct
 					   s->v[i].name);
 	if (!(c->variable = strdup(vn)))
 		return -ENOMEM;
+	const struct pnode *hdr = pmap_get(e, "header");
+	if (hdr && (r = parse_header(ctx, hdr, w, c)) < 0)
+		return r;
 	if (!src)
 		return pnode_error(ctx, e, "%s needs a 'source' ({file: /path} or {env: NAME})", w);
 	static const char *const skeys[] = { "file", "env", NULL };

@@ -12,6 +12,15 @@
  *       ancestors: [...]                # optional, as in network rules
  *       endpoints: [{host: github.com, ports: [443]}]
  *       variable: GITHUB_TOKEN          # the workload's, = tether-cred:GITHUB (default: the name)
+ *       header: {name: Authorization, format: "Bearer {}"}   # optional: the proxy sets it
+ *
+ * With `header:` the proxy also sets that header itself on every inspected
+ * request the credential permits (replacing a value the client sent),
+ * format's one `{}` becoming the secret: the client needs no placeholder.
+ * The name is an HTTP token other than the framing and hop-by-hop headers
+ * (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, TE, ...);
+ * format (default "{}") has exactly one `{}`, at most 256 bytes, no CR,
+ * LF or NUL.
  *
  * binaries, ancestors and endpoints match exactly as a network rule's do
  * (a symlinked path matches its target too: netpol_resolve_binaries)
@@ -34,6 +43,8 @@ struct credential {
 	char *source_file; /* absolute, or NULL */
 	char *source_env;  /* a variable name, or NULL */
 	char *variable;    /* the workload's variable holding the placeholder (`variable:`, default the name) */
+	char *header;      /* `header.name`: set by the proxy on permitted requests, or NULL */
+	char *header_format; /* `header.format` ("{}" by default) when header is set */
 	struct network_policy *access; /* one rule, named after the credential */
 	char *origin;      /* FILE:LINE */
 };

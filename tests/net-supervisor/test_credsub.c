@@ -109,6 +109,42 @@ static void test_not_a_head(void **state)
 	assert_int_equal(sub("GET / HTTP/1.1\r\nno colon tether-cred:GITHUB\r\n\r\n", &r), -EINVAL);
 }
 
+/* header: the proxy sets it for a permitted credential (replacing the
+ * client's lines of that name, any case), not for one that is not */
+static void test_inject(void **state)
+{
+	(void)state;
+	const struct credsub_cred inj[] = {
+		{ .name = "GITHUB", .secret = "ghp_realsecret123", .header = "Authorization", .format = "Bearer {}" },
+		{ .name = "MODEL_KEY", .secret = "sk-live-abc", .header = "x-api-key" },
+	};
+	struct credsub_result r;
+	const char *h = "POST /v1 HTTP/1.1\r\nHost: a\r\nauthorization: Bearer mine\r\nAuthorization: x\r\n"
+			"x-api-key: client\r\nContent-Length: 2\r\n\r\n";
+	assert_int_equal(credsub_head(h, strlen(h), inj, 2, permitted, NULL, &r), CREDSUB_OK);
+	assert_non_null(r.head);
+	assert_int_equal(r.n_swapped, 1);
+	assert_string_equal(r.head, "POST /v1 HTTP/1.1\r\nHost: a\r\nx-api-key: client\r\nContent-Length: 2\r\n"
+				    "Authorization: Bearer ghp_realsecret123\r\n\r\n");
+	credsub_result_done(&r);
+	/* no header of that name sent: added all the same; format default {} */
+	const struct credsub_cred plain[] = { { .name = "GITHUB", .secret = "s3", .header = "X-Token" } };
+	h = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+	assert_int_equal(credsub_head(h, strlen(h), plain, 1, permitted, NULL, &r), CREDSUB_OK);
+	assert_string_equal(r.head, "GET / HTTP/1.1\r\nHost: a\r\nX-Token: s3\r\n\r\n");
+	credsub_result_done(&r);
+	/* not permitted: nothing added, the client's line passes */
+	const struct credsub_cred other[] = { { .name = "MODEL_KEY", .secret = "sk", .header = "x-api-key" } };
+	h = "GET / HTTP/1.1\r\nx-api-key: client\r\n\r\n";
+	assert_int_equal(credsub_head(h, strlen(h), other, 1, permitted, NULL, &r), CREDSUB_OK);
+	assert_null(r.head);
+	/* with a placeholder of a credential not permitted: still refused */
+	h = "GET / HTTP/1.1\r\nX-K: tether-cred:MODEL_KEY\r\n\r\n";
+	assert_int_equal(credsub_head(h, strlen(h), inj, 2, permitted, NULL, &r), CREDSUB_REFUSED);
+	assert_null(r.head);
+	assert_string_equal(r.refused, "MODEL_KEY");
+}
+
 static void test_secret_ok(void **state)
 {
 	(void)state;
@@ -123,7 +159,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bearer),     cmocka_unit_test(test_unchanged), cmocka_unit_test(test_refused),
-		cmocka_unit_test(test_basic),      cmocka_unit_test(test_not_a_head), cmocka_unit_test(test_secret_ok),
+		cmocka_unit_test(test_basic),      cmocka_unit_test(test_not_a_head), cmocka_unit_test(test_secret_ok), cmocka_unit_test(test_inject),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,6 +124,20 @@ ex2 --dest 198.51.100.10:443 --method GET >/dev/null 2>&1; [ $? = 2 ] || fail "-
 ex2 --dest 198.51.100.10:443 --method GET --path rel >/dev/null 2>&1; [ $? = 2 ] || fail "relative --path"
 printf 'version: 1\ncredentials:\n  - {name: X, source: {file: rel}, binaries: [{path: /x}], endpoints: [{host: a.example, ports: [443]}]}\n' >"$TMP/bad.yaml"
 $T policy check "$TMP/bad.yaml" >/dev/null 2>&1 && fail "check: a relative source file"
+# header: a token name, not a framing header; one {} in the format
+hdr() { printf 'version: 1\ncredentials:\n  - {name: X, source: {file: /k}, binaries: [{path: /x}], endpoints: [{host: a.example, ports: [443]}], header: %s}\n' "$1" >"$TMP/hdr.yaml"; $T policy check "$TMP/hdr.yaml" 2>&1; }
+hdr '{name: Authorization, format: "Bearer {}"}' >/dev/null || fail "check: a credential header"
+out=$(hdr '{name: Host}') && fail "header Host accepted"
+echo "$out" | grep -q "framing or hop-by-hop" || fail "header Host message: $out"
+out=$(hdr '{name: X-K, format: "a {} {}"}') && fail "two {} accepted"
+echo "$out" | grep -q "exactly one {}" || fail "format message: $out"
+hdr '{name: "X K"}' >/dev/null && fail "a header name with a space"
+hdr '{format: "{}"}' >/dev/null && fail "a header without a name"
+cat >>"$TMP/cred.yaml" <<'Y'
+    header: {name: Authorization, format: "token {}"}
+Y
+out=$($T policy explain --policy "$TMP/cred.yaml" --binary /usr/bin/curl --dest 198.51.100.10:443)
+echo "$out" | grep -q 'sets Authorization: token {}' || fail "explain header: $out"
 # tls: inspect reads HTTP: it does not go with protocol: tcp (any stream)
 printf 'version: 1\nnetwork:\n  policies:\n    - name: x\n      binaries: [{path: /usr/bin/curl}]\n      endpoints: [{host: a.example, ports: [443], tls: inspect, protocol: tcp}]\n' >"$TMP/tlstcp.yaml"
 out=$($T policy check "$TMP/tlstcp.yaml" 2>&1) && fail "check: tls: inspect with protocol: tcp loaded"

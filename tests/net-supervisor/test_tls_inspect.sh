@@ -80,6 +80,11 @@ credentials:
     source: {file: @D@/gh-token}
     binaries: [{path: /usr/bin/curl}]
     endpoints: [{host: echo.tether.test, ports: [8443]}]
+  - name: INJECTED
+    source: {file: @D@/inj-key}
+    binaries: [{path: /usr/bin/curl}]
+    endpoints: [{host: audit.tether.test, ports: [8443]}]
+    header: {name: X-Api-Key, format: "key={}"}
   - name: MODEL
     source: {env: TETHER_TEST_MODEL_KEY}
     binaries: [{path: /usr/bin/python3}]
@@ -87,7 +92,8 @@ credentials:
 Y
 sed -i "s#@D@#$D#" "$D/p.yaml"
 SECRET1=ghp-REAL-SECRET-$RANDOM$RANDOM SECRET2=ghp-ROTATED-$RANDOM$RANDOM MODELKEY=sk-model-$RANDOM$RANDOM
-(umask 077 && echo "$SECRET1" >"$D/gh-token")
+INJ=inj-$RANDOM$RANDOM$RANDOM
+(umask 077 && echo "$SECRET1" >"$D/gh-token" && echo "$INJ" >"$D/inj-key")
 printf '127.0.0.1 localhost\n203.0.113.10 echo.tether.test rules.tether.test audit.tether.test\n' >"$D/hosts"
 PORT=3128 ADMIN=3129
 # (`ip netns exec` may fork: the daemon's own pid comes from its shell)
@@ -234,6 +240,16 @@ refused "the credential on another endpoint" credential_not_permitted \
 refused "an unknown credential" credential_not_permitted -H 'X: tether-cred:NOPE' "$E/cred5"
 grep -q '/cred3\|/cred4\|/cred5' "$D/server.log" && fail "a refused credential request reached the server"
 http_line /cred3 | grep -q '"credential":"MODEL"' && ok "the refusal names the credential" || fail "$(http_line /cred3)"
+# header: the proxy sets X-Api-Key itself (no placeholder in the client),
+# replacing the client's value; never on another endpoint
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -H 'x-api-key: mine' https://audit.tether.test:8443/only \
+	-o "$D/c13" 2>"$D/ce13"
+grep -qi "\"X-Api-Key\": \"key=$INJ\"" "$D/c13" && ! grep -q '"mine"' "$D/c13" &&
+	http_line /only | grep -q '"credential":"INJECTED"' &&
+	ok "header: the proxy sets the credential's header on the permitted endpoint" || fail "inject: $(cat "$D/c13" "$D/ce13")"
+inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -H 'x-api-key: mine' "$E/inj2" -o "$D/c14" 2>"$D/ce14"
+grep -q '"mine"' "$D/c14" && ! grep -q "$INJ" "$D/c14" &&
+	ok "header: not set on another endpoint (the client's value passes)" || fail "inject elsewhere: $(cat "$D/c14")"
 # rotation: a changed file is read again
 (umask 077 && echo "$SECRET2" >"$D/gh-token.new") && mv "$D/gh-token.new" "$D/gh-token"
 inp curl -sS "${PX[@]}" --cacert "$D/bundle.pem" -H 'Authorization: Bearer tether-cred:GITHUB' "$E/cred6" \
@@ -255,7 +271,7 @@ http_line "/leak/[REDACTED]/[REDACTED]" | grep -q '"decision":"allow"' &&
 	grep '"event":"egress_decision"' "$D/a.jsonl" | grep -q '"host":"\[REDACTED\].tether.test"' &&
 	ok "audit lines echo the paths and the host with the secrets as [REDACTED]" ||
 	fail "redacted audit lines: $(grep -c REDACTED "$D/a.jsonl") $(tail -3 "$D/a.jsonl")"
-for v in "$SECRET1" "$SECRET2" "$MODELKEY"; do
+for v in "$SECRET1" "$SECRET2" "$MODELKEY" "$INJ"; do
 	grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log: $(grep -h "$v" "$D/a.jsonl" "$D/ns.err" | head -3)"
 done
 ok "no secret value in the audit or the log"
