@@ -14,8 +14,10 @@
 # its body both ways intact, 3 MiB); a client that does not trust the
 # sandbox CA fails and is audited client_tls_failed; passthrough is
 # untouched (the client sees the server's own certificate); a bad upstream
-# certificate (unknown CA, wrong name) is a 502 upstream_cert_invalid to
-# the CONNECT, audited, and the server never gets a request.
+# certificate (unknown CA, wrong name) is a 502 upstream_cert_invalid
+# (inside the client's TLS: the upstream handshake waits for the client's
+# ClientHello, whose ALPN offer it carries), audited, and the server never
+# gets a request.
 . "${TETHER_SRC:?}/tests/common/script_lib.sh" tlsinspect
 for t in openssl curl python3 unshare; do
 	command -v "$t" >/dev/null || { echo "SKIP: $t missing"; exit 77; }
@@ -153,10 +155,10 @@ grep -q '"path": "/pass"' "$D/out5" && grep -q 'issuer: CN=tether-test-ca' "$D/e
 	ok "passthrough: untouched (the server's own certificate)" || fail "passthrough: $(cat "$D/err5")"
 # --- bad upstream certificates: 502 upstream_cert_invalid, nothing relayed
 for port in 8444 8445; do
-	inp curl -sS -v "${PX[@]}" --cacert "$D/bundle.pem" "https://echo.tether.test:$port/secret" \
+	inp curl -sS -f -v "${PX[@]}" --cacert "$D/bundle.pem" "https://echo.tether.test:$port/secret" \
 		-o /dev/null 2>"$D/err$port" && fail "$port: the request went through"
 	grep -q '< HTTP/1.1 502' "$D/err$port" && grep -qi '< X-Tether-Reason: upstream_cert_invalid' "$D/err$port" &&
-		ok "$port: 502 upstream_cert_invalid to the CONNECT" || fail "$port: $(grep '^<' "$D/err$port")"
+		ok "$port: 502 upstream_cert_invalid" || fail "$port: $(grep '^<' "$D/err$port")"
 done
 grep -q '/secret' "$D/server.log" && fail "a request reached a server with a bad certificate"
 n=$(grep '"event":"egress_error"' "$D/a.jsonl" | grep -c '"reason":"upstream_cert_invalid"')
