@@ -16,6 +16,7 @@
 #include "net-supervisor/flowpeek.h"
 #include "net-supervisor/policystore.h"
 #include "net-supervisor/tls_ca.h"
+#include "net-supervisor/tls_h2.h"
 #include "net-supervisor/tls_http.h"
 #include "policy/credentials.h"
 #include "policy/netpolicy.h"
@@ -28,6 +29,7 @@
 struct tls_inspect {
 	SSL *up, *cl;
 	struct tls_http *http; /* the requests inside (tls_http.h) */
+	struct tls_h2 *h2;     /* or, when the upstream selected h2, its streams (tls_h2.h) */
 	bool up_done, cl_done, ending;
 	bool blocked[2]; /* reading stopped for backpressure: [0] client, [1] upstream */
 	/* before the client's session exists: its bytes so far, and its
@@ -77,6 +79,7 @@ void tls_inspect_free(struct conn *c)
 	if (!t)
 		return;
 	tls_http_free(t->http); /* records the requests no answer came for */
+	tls_h2_free(t->h2);
 	SSL_free(t->up);
 	SSL_free(t->cl);
 	free(t->hello);
@@ -86,6 +89,7 @@ void tls_inspect_free(struct conn *c)
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void end_both(struct conn *c);
+static int h2_out(struct conn *c);
 
 static int side_idx(const struct conn *c, const struct side *s) { return s == &c->up; }
 
@@ -115,6 +119,9 @@ static void written(uv_write_t *w, int status)
 		if (uv_read_start((uv_stream_t *)&s->tcp, conn_alloc_pooled, read_cb) < 0)
 			conn_close(c);
 	}
+	/* HTTP/2: what the sessions held back for the queue goes out now */
+	if (t && t->h2 && !t->ending && c->state == C_RELAY && h2_out(c) != 0)
+		end_both(c);
 	maybe_finish(c);
 }
 
@@ -285,6 +292,11 @@ static int pump(struct conn *c, bool from_client)
 	char buf[TLS_CHUNK];
 	for (;;) {
 		int n = SSL_read(from, buf, sizeof(buf));
+		if (n > 0 && t->h2) {
+			if (tls_h2_recv(t->h2, from_client, buf, (size_t)n) < 0)
+				return -1;
+			continue;
+		}
 		if (n > 0) {
 			if (from_client) {
 				enum tls_http_verdict v = tls_http_client(t->http, buf, (size_t)n);
@@ -310,12 +322,42 @@ static int pump(struct conn *c, bool from_client)
 		ERR_clear_error();
 		return e == SSL_ERROR_ZERO_RETURN ? 1 : -1;
 	}
+	if (t->h2) {
+		int r = h2_out(c);
+		if (r != 0)
+			return r;
+	}
 	int si = side_idx(c, src);
 	if (!t->blocked[si] && dst->tcp.write_queue_size > c->ns->cfg.high_water) {
 		t->blocked[si] = true;
 		uv_read_stop((uv_stream_t *)&src->tcp);
 	}
 	return 0;
+}
+
+/* HTTP/2: what each session has to send, through its TLS session, while
+ * its side's write queue is under --high-water (the rest stays in the
+ * session until written() calls again). 0, 1 when both sessions are done,
+ * -1 on an error. */
+static int h2_out(struct conn *c)
+{
+	struct tls_inspect *t = c->tls;
+	for (int i = 0; i < 2; i++) {
+		bool to_client = i == 0;
+		SSL *to = to_client ? t->cl : t->up;
+		struct side *dst = to_client ? &c->client : &c->up;
+		while (dst->tcp.write_queue_size <= c->ns->cfg.high_water) {
+			const uint8_t *data;
+			ssize_t n = tls_h2_send(t->h2, to_client, &data);
+			if (n < 0)
+				return -1;
+			if (n == 0)
+				break;
+			if (SSL_write(to, data, (int)n) != (int)n || flush(c, to, dst) < 0)
+				return -1;
+		}
+	}
+	return tls_h2_done(t->h2) ? 1 : 0;
 }
 
 /* Both directions, as far as each can go now. */
@@ -363,10 +405,18 @@ static void client_handshake(struct conn *c)
 	}
 	if (r == 1) {
 		t->cl_done = true;
-		if (t->up_fail)
+		if (t->up_fail) {
 			http_refuse(c, 502, t->up_fail, NULL);
-		else
-			pump_all(c);
+			return;
+		}
+		if (t->sel.len == 3 && memcmp(t->sel.proto, "\x02h2", 3) == 0) {
+			t->h2 = tls_h2_new(&http_ops, c, &c->ns->relay_held);
+			if (!t->h2) {
+				end_both(c);
+				return;
+			}
+		}
+		pump_all(c);
 		return;
 	}
 	if (e == SSL_ERROR_WANT_READ)
@@ -476,7 +526,10 @@ static void upstream_handshake(struct conn *c)
 }
 
 /* The protocols inspection carries (tls_inspect.h). */
-static bool carried(const uint8_t *p, size_t n) { return n == 8 && memcmp(p, "http/1.1", 8) == 0; }
+static bool carried(const uint8_t *p, size_t n)
+{
+	return (n == 8 && memcmp(p, "http/1.1", 8) == 0) || (n == 2 && memcmp(p, "h2", 2) == 0);
+}
 
 /* The client's ClientHello is in (or what came is not one): TLS to the
  * real server, offering what the client offered that inspection carries.
