@@ -11,6 +11,7 @@
 const fs = require('fs');
 const http = require('http');
 const http2 = require('http2');
+const net = require('net');
 const tls = require('tls');
 
 const args = process.argv.slice(2);
@@ -46,7 +47,7 @@ req.on('connect', (res, socket) => {
 		process.exit(1);
 	}
 	const session = http2.connect(`https://${target}`, {
-		createConnection: () => tls.connect({ socket, servername: host, ca, ALPNProtocols: ['h2'] }),
+		createConnection: () => tls.connect({ socket, host, servername: net.isIP(host) ? undefined : host, ca, ALPNProtocols: ['h2'] }),
 	});
 	session.on('error', (e) => {
 		console.log(`session error ${e.code}`);
