@@ -22,7 +22,8 @@
 #           goes straight to the server). h2load-first: one request on a
 #           new connection, time to first byte (both handshakes, the
 #           CONNECT), median of K; h2load-steady: N requests on one
-#           connection, 10 streams at a time: requests/s.
+#           connection (10 × N of them: they go fast), 10 streams at a
+#           time: requests/s.
 # The upstream for first/steady is HAProxy terminating TLS (ALPN h2 and
 # http/1.1) and answering every request itself ("http-request return").
 #   bench/tls_bench.sh BUILD_DIR [ROUNDS] [REQUESTS] [BULK_BYTES] [K]
@@ -251,7 +252,7 @@ for r in $(seq $ROUNDS); do
 				inp h2load -n 1 -c 1 "$(h2url $v)" 2>&1 | ttfb_ms >>$TMP/h2first
 			done
 			echo "h2load-first $v median_ms $(median <$TMP/h2first | awk '{printf "%.2f", $1}') (round $r, $(grep -c . $TMP/h2first) connections)"
-			inp h2load -n $REQS -c 1 -m 10 "$(h2url $v)" >$TMP/h2steady 2>&1 || true
+			inp h2load -n $((REQS * 10)) -c 1 -m 10 "$(h2url $v)" >$TMP/h2steady 2>&1 || true
 			echo "h2load-steady $v req_per_s $(awk '/^finished in/ {printf "%.0f", $4}' $TMP/h2steady) (round $r, $(grep -E '^requests:' $TMP/h2steady | sed 's/^requests: //'))"
 		fi
 	done
