@@ -50,6 +50,7 @@ struct tls_h2 {
 	nghttp2_session *cl, *up;
 	struct h2s *streams;
 	bool failed;
+	bool up_gone; /* the server's connection ended (tls_h2_upstream_closed) */
 };
 
 /* ---------- header lists ---------- */
@@ -624,8 +625,32 @@ int tls_h2_recv(struct tls_h2 *h, bool from_client, const char *buf, size_t len)
 	return 0;
 }
 
+void tls_h2_upstream_closed(struct tls_h2 *h)
+{
+	if (h->up_gone)
+		return;
+	h->up_gone = true;
+	for (struct h2s *s = h->streams, *next; s; s = next) {
+		next = s->next;
+		if (!s->up_open)
+			continue;
+		s->up_open = false;
+		half_drop(h, &s->req, h->cl, s->cid, s->cl_open);
+		if (s->cl_open && !(s->resp_started && s->resp.eof))
+			nghttp2_submit_rst_stream(h->cl, NGHTTP2_FLAG_NONE, s->cid, NGHTTP2_INTERNAL_ERROR);
+		maybe_free(s);
+	}
+	nghttp2_submit_goaway(h->cl, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->cl),
+			      NGHTTP2_NO_ERROR, NULL, 0);
+}
+
 ssize_t tls_h2_send(struct tls_h2 *h, bool to_client, const uint8_t **data)
 {
+	if (!to_client && h->up_gone) { /* nowhere to go: the session's output is dropped */
+		while (nghttp2_session_mem_send(h->up, data) > 0)
+			;
+		return 0;
+	}
 	ssize_t r = nghttp2_session_mem_send(to_client ? h->cl : h->up, data);
 	if (r < 0)
 		h->failed = true;
@@ -638,7 +663,10 @@ bool tls_h2_done(const struct tls_h2 *h)
 		return true;
 	if (!nghttp2_session_want_read(h->cl) && !nghttp2_session_want_write(h->cl))
 		return true;
-	return !h->streams && !nghttp2_session_want_read(h->up) && !nghttp2_session_want_write(h->up);
+	if (h->streams)
+		return false;
+	return h->up_gone ? !nghttp2_session_want_write(h->cl)
+			  : !nghttp2_session_want_read(h->up) && !nghttp2_session_want_write(h->up);
 }
 
 size_t tls_h2_buffered(const struct tls_h2 *h) { return h->buffered; }

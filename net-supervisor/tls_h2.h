@@ -59,8 +59,15 @@ int tls_h2_recv(struct tls_h2 *h, bool from_client, const char *buf, size_t len)
  * *data (valid until the next call), 0 nothing now, < 0 an error. */
 ssize_t tls_h2_send(struct tls_h2 *h, bool to_client, const uint8_t **data);
 
+/* The server's connection ended (EOF, or its TLS session closed): its
+ * streams that had not answered in full are reset toward the client
+ * (INTERNAL_ERROR), the answers already here are still delivered, then a
+ * GOAWAY; nothing more is sent toward the server. Idempotent. */
+void tls_h2_upstream_closed(struct tls_h2 *h);
+
 /* Both sessions are done (the client's ended, or the upstream's with no
- * stream left to finish): the connection may close. */
+ * stream left to finish, or its connection ended and every answer was
+ * delivered): the connection may close. */
 bool tls_h2_done(const struct tls_h2 *h);
 
 /* How many bytes of DATA wait here now (both directions). */

@@ -320,6 +320,12 @@ static int pump(struct conn *c, bool from_client)
 		if (e == SSL_ERROR_WANT_READ)
 			break;
 		ERR_clear_error();
+		if (e == SSL_ERROR_ZERO_RETURN && !from_client && t->h2) {
+			/* the server closed: its answers here still go out */
+			uv_read_stop((uv_stream_t *)&c->up.tcp);
+			tls_h2_upstream_closed(t->h2);
+			break;
+		}
 		return e == SSL_ERROR_ZERO_RETURN ? 1 : -1;
 	}
 	if (t->h2) {
@@ -642,6 +648,18 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 				audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 				end_both(c);
 			}
+			return;
+		}
+		if (up && t->h2 && t->cl_done) {
+			/* HTTP/2: what the server already answered still goes to
+			 * the client, at the client's pace; then the end */
+			pump_all(c);
+			if (t->ending || c->state != C_RELAY)
+				return;
+			uv_read_stop((uv_stream_t *)&c->up.tcp);
+			tls_h2_upstream_closed(t->h2);
+			if (h2_out(c) != 0)
+				end_both(c);
 			return;
 		}
 		pump_all(c);

@@ -10,7 +10,10 @@
  * does not read: what waits in the bridge stays within the connection
  * window and is counted in the memory counter, back to 0 at the end;
  * trailers pass; an upstream RST_STREAM reaches the client with its code,
- * an upstream GOAWAY becomes one toward the client; a client that opens
+ * an upstream GOAWAY becomes one toward the client; when the upstream's
+ * connection ends, a complete answer still waiting in the bridge is
+ * delivered in full, an unanswered stream is reset, then a GOAWAY and the
+ * end; a client that opens
  * 300 streams at once (before our SETTINGS) never has more than 100 open
  * upstream, and nothing crashes; extended CONNECT is refused. */
 #include <setjmp.h>
@@ -500,6 +503,53 @@ static void test_rst_goaway(void **state)
 	free(w);
 }
 
+static ssize_t never_ends(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+			  nghttp2_data_source *src, void *ud)
+{
+	(void)s;
+	(void)id;
+	(void)buf;
+	(void)length;
+	(void)flags;
+	(void)src;
+	(void)ud;
+	return NGHTTP2_ERR_DEFERRED;
+}
+
+static void test_upstream_closed(void **state)
+{
+	(void)state;
+	struct world *w = malloc(sizeof(*w));
+	world_init(w, 0);
+	w->answer_size = 200000; /* within our stream window, past the client's (65535) */
+	int32_t a = get(w, "/a", NULL);
+	nghttp2_nv nva[] = {
+		{ (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
+		{ (uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0 },
+		{ (uint8_t *)":authority", (uint8_t *)"x.test", 10, 6, 0 },
+		{ (uint8_t *)":path", (uint8_t *)"/open", 5, 5, 0 },
+	};
+	nghttp2_data_provider prd = { .read_callback = never_ends };
+	int32_t o = nghttp2_submit_request(w->cs, NULL, nva, 4, &prd, NULL);
+	w->stall_cl_once_ended = 1; /* stream 1 upstream: /a */
+	pump(w);
+	assert_true(w->held > 0); /* part of /a's answer waits in the bridge */
+	tls_h2_upstream_closed(w->h);
+	assert_false(tls_h2_done(w->h));
+	w->stall_cl_once_ended = 0;
+	pump(w);
+	assert_int_equal(w->cst[a].status, 200);
+	assert_int_equal(w->cst[a].body, 200000);
+	assert_int_equal(w->cst[a].rst, 0);
+	assert_true(w->cst[o].closed);
+	assert_int_equal(w->cst[o].rst, NGHTTP2_INTERNAL_ERROR);
+	assert_int_equal(w->goaways, 1);
+	assert_int_equal(w->held, 0);
+	assert_true(tls_h2_done(w->h));
+	world_free(w);
+	free(w);
+}
+
 /* CONNECT (a tunnel, or WebSocket over h2 were extended CONNECT enabled):
  * refused on its stream, never at the server */
 static void test_connect_refused(void **state)
@@ -558,6 +608,7 @@ int main(void)
 		cmocka_unit_test(test_flow_control_bounded),
 		cmocka_unit_test(test_rst_goaway),
 		cmocka_unit_test(test_connect_refused),
+		cmocka_unit_test(test_upstream_closed),
 		cmocka_unit_test(test_stream_flood),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
