@@ -51,6 +51,7 @@ struct tls_h2 {
 	struct h2s *streams;
 	bool failed;
 	bool up_gone; /* the server's connection ended (tls_h2_upstream_closed) */
+	enum reason refuse_all; /* no server (tls_h2_refuse_all): every stream 502 with this */
 };
 
 /* ---------- header lists ---------- */
@@ -239,16 +240,21 @@ static ssize_t body_read(nghttp2_session *session, int32_t stream_id, uint8_t *b
 	return (ssize_t)n;
 }
 
-/* A denied stream: status (403, 400) with the reason word, on it alone. */
+/* A denied stream: status (403, 400, 502) with the reason word, on it
+ * alone. */
 static void refuse(struct h2s *s, int status, const struct netpol_http_decision *d)
 {
 	struct tls_h2 *h = s->h;
 	s->d = *d;
-	record(s, status);
+	if (status == 502)
+		s->recorded = true; /* the connection's egress_error says it (as for HTTP/1.1) */
+	else
+		record(s, status);
 	const char *word = reason_word(d->reason);
+	const char *text = status == 403 ? "Forbidden" : status == 502 ? "Bad Gateway" : "Bad Request";
 	char b[512];
-	int bl = snprintf(b, sizeof(b), "{\"error\":\"%s\",\"reason\":\"%s\",\"rule\":%s%s%s}\n",
-			  status == 403 ? "Forbidden" : "Bad Request", word, d->rule ? "\"" : "",
+	int bl = snprintf(b, sizeof(b), "{\"error\":\"%s\",\"reason\":\"%s\",\"rule\":%s%s%s}\n", text, word,
+			  d->rule ? "\"" : "",
 			  d->rule ? d->rule : "null", d->rule ? "\"" : "");
 	if (bl < 0 || (size_t)bl >= sizeof(b))
 		bl = 0;
@@ -357,6 +363,10 @@ static void start_request(struct h2s *s, bool end_stream)
 	snprintf(s->method, sizeof(s->method), "%s", method ? method : "");
 	s->path = strdup(path ? path : "");
 	s->up_open = false;
+	if (h->refuse_all) {
+		refuse(s, 502, &(struct netpol_http_decision){ .reason = h->refuse_all });
+		return;
+	}
 	if (l->too_big || !method || !s->path) {
 		refuse(s, 400, &(struct netpol_http_decision){ .reason = REASON_HTTP_BAD_REQUEST });
 		return;
@@ -625,6 +635,12 @@ int tls_h2_recv(struct tls_h2 *h, bool from_client, const char *buf, size_t len)
 	return 0;
 }
 
+void tls_h2_refuse_all(struct tls_h2 *h, enum reason why)
+{
+	h->refuse_all = why;
+	h->up_gone = true;
+}
+
 void tls_h2_upstream_closed(struct tls_h2 *h)
 {
 	if (h->up_gone)
@@ -663,7 +679,7 @@ bool tls_h2_done(const struct tls_h2 *h)
 		return true;
 	if (!nghttp2_session_want_read(h->cl) && !nghttp2_session_want_write(h->cl))
 		return true;
-	if (h->streams)
+	if (h->streams || h->refuse_all)
 		return false;
 	return h->up_gone ? !nghttp2_session_want_write(h->cl)
 			  : !nghttp2_session_want_read(h->up) && !nghttp2_session_want_write(h->up);

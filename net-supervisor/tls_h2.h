@@ -65,6 +65,12 @@ ssize_t tls_h2_send(struct tls_h2 *h, bool to_client, const uint8_t **data);
  * GOAWAY; nothing more is sent toward the server. Idempotent. */
 void tls_h2_upstream_closed(struct tls_h2 *h);
 
+/* The server's handshake failed (why: upstream_cert_invalid,
+ * upstream_tls_failed): there is no server session; every stream the
+ * client opens is answered 502 with x-tether-reason: why (not recorded:
+ * the connection's egress_error says it), until the client goes. */
+void tls_h2_refuse_all(struct tls_h2 *h, enum reason why);
+
 /* Both sessions are done (the client's ended, or the upstream's with no
  * stream left to finish, or its connection ended and every answer was
  * delivered): the connection may close. */

@@ -373,7 +373,7 @@ static void pump_all(struct conn *c)
 	if (!t->cl_done || t->ending)
 		return;
 	int a = pump(c, true);
-	int b = a == 0 && !t->ending ? pump(c, false) : 0;
+	int b = a == 0 && !t->ending && !t->up_fail ? pump(c, false) : 0;
 	if (a != 0 || b != 0)
 		end_both(c);
 }
@@ -411,16 +411,19 @@ static void client_handshake(struct conn *c)
 	}
 	if (r == 1) {
 		t->cl_done = true;
-		if (t->up_fail) {
+		bool h2 = t->sel.len == 3 && memcmp(t->sel.proto, "\x02h2", 3) == 0;
+		if (t->up_fail && !h2) {
 			http_refuse(c, 502, t->up_fail, NULL);
 			return;
 		}
-		if (t->sel.len == 3 && memcmp(t->sel.proto, "\x02h2", 3) == 0) {
+		if (h2) {
 			t->h2 = tls_h2_new(&http_ops, c, &c->ns->relay_held);
 			if (!t->h2) {
 				end_both(c);
 				return;
 			}
+			if (t->up_fail)
+				tls_h2_refuse_all(t->h2, t->up_fail);
 		}
 		pump_all(c);
 		return;
@@ -485,8 +488,9 @@ static void offer_client(struct tls_inspect *t, const unsigned char *p, unsigned
 }
 
 /* The upstream handshake failed: audited with the CONNECT's 502; the
- * client's TLS is still terminated (offering http/1.1 if it did) so that
- * it reads the 502 and its reason; nothing of the server is relayed. */
+ * client's TLS is still terminated (offering http/1.1 if it did, else h2:
+ * each stream answered 502) so that it reads the 502 and its reason;
+ * nothing of the server is relayed. */
 static void upstream_failed(struct conn *c, enum reason why)
 {
 	struct tls_inspect *t = c->tls;
@@ -495,6 +499,8 @@ static void upstream_failed(struct conn *c, enum reason why)
 	c->ns->metrics.tls_errors[why]++;
 	audit_line_error(c, why, 502);
 	offer_client(t, (const unsigned char *)"http/1.1", 8);
+	if (!t->sel.len)
+		offer_client(t, (const unsigned char *)"h2", 2);
 	client_begin(c);
 }
 

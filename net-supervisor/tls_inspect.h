@@ -14,13 +14,16 @@
  *      system trust store or --upstream-ca. A failure is audited as
  *      egress_error with upstream_cert_invalid (verification) or
  *      upstream_tls_failed (anything else) and status 502; the client's
- *      TLS is still terminated (http/1.1 if it offered it) and answered
- *      502 with that reason inside it; nothing of the server is relayed.
+ *      TLS is still terminated (http/1.1 if it offered it, else h2: each
+ *      stream) and answered 502 with that reason inside it; nothing of
+ *      the server is relayed.
  *   3. TLS with the client using a leaf minted for that name by the
  *      sandbox CA (tls_ca.h), selecting by ALPN only what the upstream
  *      selected (none → none, as a real server would). A client that
  *      does not complete it is audited client_tls_failed.
- *   4. Plaintext moves between the two sessions (memory BIOs over the two
+ *   4. HTTP/1.1: plaintext through the request gate (tls_http.h);
+ *      HTTP/2 (the server selected h2): two nghttp2 sessions (tls_h2.h).
+ *      Plaintext moves between the two sessions (memory BIOs over the two
  *      libuv streams), bounded by --high-water per direction, with the
  *      relay's idle timeout (which also bounds steps 1-3); the conn is
  *      C_RELAY, so revocation closes it like any tunnel. Either side's

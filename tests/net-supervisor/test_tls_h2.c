@@ -13,7 +13,8 @@
  * an upstream GOAWAY becomes one toward the client; when the upstream's
  * connection ends, a complete answer still waiting in the bridge is
  * delivered in full, an unanswered stream is reset, then a GOAWAY and the
- * end; a client that opens
+ * end; without a server (its handshake failed) every stream is 502 with
+ * the reason; a client that opens
  * 300 streams at once (before our SETTINGS) has the ones past 100 reset
  * REFUSED_STREAM by nghttp2, never more than 100 open upstream; extended CONNECT is refused. */
 #include <setjmp.h>
@@ -550,6 +551,26 @@ static void test_upstream_closed(void **state)
 	free(w);
 }
 
+/* No server (its handshake failed): every stream 502 with the reason, not
+ * recorded (the connection's egress_error is), nothing toward the server. */
+static void test_refuse_all(void **state)
+{
+	(void)state;
+	struct world *w = malloc(sizeof(*w));
+	world_init(w, 0);
+	tls_h2_refuse_all(w->h, REASON_UPSTREAM_CERT_INVALID);
+	int32_t a = get(w, "/a", NULL), b = get(w, "/b", NULL);
+	pump(w);
+	assert_int_equal(w->cst[a].status, 502);
+	assert_string_equal(w->cst[a].reason, "upstream_cert_invalid");
+	assert_int_equal(w->cst[b].status, 502);
+	assert_int_equal(w->up_streams, 0);
+	assert_string_equal(w->log, "");
+	assert_false(tls_h2_done(w->h));
+	world_free(w);
+	free(w);
+}
+
 /* CONNECT (a tunnel, or WebSocket over h2 were extended CONNECT enabled):
  * refused on its stream, never at the server */
 static void test_connect_refused(void **state)
@@ -610,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_rst_goaway),
 		cmocka_unit_test(test_connect_refused),
 		cmocka_unit_test(test_upstream_closed),
+		cmocka_unit_test(test_refuse_all),
 		cmocka_unit_test(test_stream_flood),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

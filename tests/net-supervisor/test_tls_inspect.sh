@@ -27,7 +27,8 @@
 # http_rule_deny with x-tether-reason, the denied one never at the server;
 # a credential swapped in an h2 header (the server shows the secret) and
 # another binary's placeholder refused credential_not_permitted on its
-# stream; an upstream RST_STREAM reaches the client; trailers pass.
+# stream; an upstream RST_STREAM reaches the client; trailers pass; an
+# h2-only client to a server that fails verification gets 502 on its stream.
 . "${TETHER_SRC:?}/tests/common/script_lib.sh" tlsinspect
 for t in openssl curl python3 unshare; do
 	command -v "$t" >/dev/null || { echo "SKIP: $t missing"; exit 77; }
@@ -349,6 +350,12 @@ if [ "$H2" = 1 ]; then
 		fail "rst: $(cat "$D/n2")"
 	grep -q '^/trailers/t1 200 - x-checksum=ok ' "$D/n2" && grep -q '^/n1 200 ' "$D/n2" &&
 		ok "h2: trailers pass; the other streams go on" || fail "trailers: $(cat "$D/n2")"
+	# an h2-only client (no http/1.1 offered, as gRPC's) to a server failing verification: 502 on its stream
+	inp env HTTPS_PROXY="http://127.0.0.1:$PORT" H2_CA="$D/bundle.pem" node "$TETHER_SRC/tests/common/h2_client.js" \
+		echo.tether.test:8444 /h2bad >"$D/n3" 2>&1
+	grep -q '^/h2bad 502 upstream_cert_invalid ' "$D/n3" && grep -q '^alpn h2$' "$D/n3" &&
+		ok "h2-only client, bad upstream certificate: 502 upstream_cert_invalid on its stream" || fail "h2 502: $(cat "$D/n3")"
+	grep -q '/h2bad' "$D/server.log" && fail "a request reached the server with the bad certificate over h2"
 	for v in "$SECRET1" "$SECRET2" "$MODELKEY"; do
 		grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log after h2"
 	done
