@@ -27,8 +27,9 @@
  *      libuv streams), bounded by --high-water per direction, with the
  *      relay's idle timeout (which also bounds steps 1-3); the conn is
  *      C_RELAY, so revocation closes it like any tunnel. Either side's
- *      close (close_notify or EOF) ends
- *      both, after what is queued has been written. */
+ *      close (close_notify or EOF) ends both, after what is queued has
+ *      been written (HTTP/2: the server's close first lets the answers
+ *      already received reach the client). */
 #pragma once
 
 #include <stdbool.h>
