@@ -78,7 +78,7 @@ if command -v node >/dev/null; then
 	PIDS+=("$!")
 	for _ in $(seq 300); do grep -q ready "$D/h2server.log" 2>/dev/null && break; sleep 0.1; done
 	PIDS+=("$(cat "$D/h2server.pid")")
-	grep -q ready "$D/h2server.log" 2>/dev/null && H2=1 || echo "FAIL: h2 echo server: $(cat "$D/h2server.err")" >&2
+	grep -q ready "$D/h2server.log" 2>/dev/null && H2=1 || fail "h2 echo server: $(cat "$D/h2server.err")"
 else
 	echo "SKIP: node missing: no HTTP/2 checks"
 fi
