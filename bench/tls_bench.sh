@@ -12,9 +12,18 @@
 #           request; median of K connections, and the very first one
 #           (cold: the leaf is minted) apart
 #   steady  N requests over one connection (curl's URL range reuses it):
-#           requests/s, HTTP/1.1 and HTTP/2 (--http2: inspected tunnels
-#           answer ALPN http/1.1 only, so the inspected h2 row is h1 inside)
+#           requests/s, HTTP/1.1 and HTTP/2 (--http2: ALPN is carried
+#           through, so the inspected h2 row is h2 on both sides)
 #   bulk    one download of BYTES (a Python TLS server): MiB/s
+#   h2load  (Debian's nghttp2-client, when installed) HTTP/2 with h2load,
+#           which speaks to no proxy: a CONNECT forwarder in Python
+#           (asyncio, one per path) opens the tunnel for each of its
+#           connections, so the proxied rows share that extra hop (direct
+#           goes straight to the server). h2load-first: one request on a
+#           new connection, time to first byte (both handshakes, the
+#           CONNECT), median of K; h2load-steady: N requests on one
+#           connection (10 × N of them: they go fast), 10 streams at a
+#           time: requests/s.
 # The upstream for first/steady is HAProxy terminating TLS (ALPN h2 and
 # http/1.1) and answering every request itself ("http-request return").
 #   bench/tls_bench.sh BUILD_DIR [ROUNDS] [REQUESTS] [BULK_BYTES] [K]
@@ -47,6 +56,7 @@ inp() { ip netns exec $P "$@"; }
 ins() { ip netns exec $S "$@"; }
 SRV=203.0.113.10
 INS=19810 PAS=19811 BINS=19812 BPAS=19813 NSP=19820 NSA=19821 MITM=19830
+FWD_PAS=19840 FWD_INS=19841 FWD_MITM=19842
 
 # --- the test CA and a leaf for $SRV
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench-ca \
@@ -139,6 +149,64 @@ for _ in $(seq 300); do
 done
 [ -s $TMP/bundle.pem ] || { echo "tls_bench: net-supervisor: $(cat $TMP/ns.err)" >&2; exit 1; }
 [ $MITMOK = 1 ] && cat $TMP/ca.pem $TMP/mitm/mitmproxy-ca-cert.pem >$TMP/mitm-bundle.pem
+# --- h2load's CONNECT forwarders (h2load has no proxy support)
+H2LOAD=0
+if command -v h2load >/dev/null; then
+	cat >$TMP/fwd.py <<'PY'
+import asyncio, sys
+async def pipe(r, w):
+    try:
+        while True:
+            d = await r.read(65536)
+            if not d:
+                break
+            w.write(d)
+            await w.drain()
+    except OSError:
+        pass
+    finally:
+        w.close()
+def listener(proxy_port, target):
+    async def handle(cr, cw):
+        try:
+            pr, pw = await asyncio.open_connection("127.0.0.1", proxy_port)
+            pw.write(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target.encode(), target.encode()))
+            head = await pr.readuntil(b"\r\n\r\n")
+        except (OSError, asyncio.IncompleteReadError):
+            cw.close()
+            return
+        if b" 200 " not in head.split(b"\r\n")[0]:
+            cw.close()
+            pw.close()
+            return
+        await asyncio.gather(pipe(cr, pw), pipe(pr, cw))
+    return handle
+async def main():
+    for spec in sys.argv[1:]:  # LISTEN_PORT:PROXY_PORT:TARGET_HOST:TARGET_PORT
+        lp, pp, th, tp = spec.split(":")
+        await asyncio.start_server(listener(int(pp), "%s:%s" % (th, tp)), "127.0.0.1", int(lp))
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+PY
+	setsid ip netns exec $P python3 $TMP/fwd.py $FWD_PAS:$NSP:$SRV:$PAS $FWD_INS:$NSP:$SRV:$INS \
+		$FWD_MITM:$MITM:$SRV:$PAS >$TMP/fwd.log 2>&1 & PIDS+=($!)
+	for _ in $(seq 300); do grep -q ready $TMP/fwd.log && break; sleep 0.1; done
+	grep -q ready $TMP/fwd.log && H2LOAD=1 || echo "# h2load forwarder did not start: $(cat $TMP/fwd.log)"
+else
+	echo "# h2load not installed (nghttp2-client): no h2load rows"
+fi
+h2url() {
+	case $1 in
+	direct) echo "https://$SRV:$PAS/h2" ;;
+	passthrough) echo "https://127.0.0.1:$FWD_PAS/h2" ;;
+	inspect) echo "https://127.0.0.1:$FWD_INS/h2" ;;
+	mitmdump) echo "https://127.0.0.1:$FWD_MITM/h2" ;;
+	esac
+}
+# h2load's "time to 1st byte" mean, in ms
+ttfb_ms() { awk '/^time to 1st byte:/ { v = $7; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
+	printf "%.2f\n", u == "s" ? v * 1000 : u == "us" ? v / 1000 : v }'; }
 [ $MITMOK = 1 ] || echo "# mitmdump not installed: no mitmproxy rows"
 
 # via NAME → curl arguments for that path (the port is the caller's)
@@ -178,6 +246,15 @@ for r in $(seq $ROUNDS); do
 		bp=$(port_for $v $BINS $BPAS)
 		s=$(inp curl -s -o /dev/null --max-time 300 $(via $v) -w '%{speed_download} %{size_download}' "https://$SRV:$bp/bulk")
 		echo "bulk $v MiB_per_s $(echo $s | awk '{printf "%.0f", $1/1048576}') (round $r, $(echo $s | cut -d' ' -f2) bytes)"
+		if [ $H2LOAD = 1 ]; then
+			: >$TMP/h2first
+			for i in $(seq $K); do
+				inp h2load -n 1 -c 1 "$(h2url $v)" 2>&1 | ttfb_ms >>$TMP/h2first
+			done
+			echo "h2load-first $v median_ms $(median <$TMP/h2first | awk '{printf "%.2f", $1}') (round $r, $(grep -c . $TMP/h2first) connections)"
+			inp h2load -n $((REQS * 10)) -c 1 -m 10 "$(h2url $v)" >$TMP/h2steady 2>&1 || true
+			echo "h2load-steady $v req_per_s $(awk '/^finished in/ {printf "%.0f", $4}' $TMP/h2steady) (round $r, $(grep -E '^requests:' $TMP/h2steady | sed 's/^requests: //'))"
+		fi
 	done
 done
 m=$(inp curl -s "http://127.0.0.1:$NSA/metrics" | grep -E '^tether_tls_(inspected|errors)' | tr '\n' ' ')

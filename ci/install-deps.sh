@@ -11,7 +11,7 @@ PKGS=(
   libseccomp-dev
   libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
   libuv1-dev libyaml-dev libjansson-dev libhttp-parser-dev
-  libcmocka-dev libssl-dev
+  libcmocka-dev libssl-dev libnghttp2-dev
   nftables libnftables-dev
   iproute2 util-linux procps psmisc curl wget python3
   openssh-server openssh-client tinyproxy haproxy
@@ -24,6 +24,9 @@ PKGS=(
   libfaketime
   # bench/tls_bench.sh: the reference TLS interceptor
   mitmproxy
+  # HTTP/2 through TLS inspection: the test server (nghttpd) and clients
+  # (nghttp, h2load) of test_tls_inspect.sh, tests/e2e/tls.sh, tls_bench.sh
+  nghttp2-server nghttp2-client
 )
 # npm: Debian's package, unless the installed nodejs bundles one (NodeSource's
 # does, and conflicts with it)

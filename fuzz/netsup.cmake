@@ -8,3 +8,5 @@ tether_fuzz_target(fuzz_flowpeek SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_flowpeek
 tether_fuzz_target(fuzz_tls_http SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_tls_http.c LIBS tether_netsup)
 # credential placeholder substitution in request heads (credsub.h)
 tether_fuzz_target(fuzz_credsub SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_credsub.c LIBS tether_netsup)
+# HTTP/2 inside inspected TLS connections (tls_h2.h)
+tether_fuzz_target(fuzz_tls_h2 SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_tls_h2.c LIBS tether_netsup)

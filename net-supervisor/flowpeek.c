@@ -50,7 +50,39 @@ static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
 /* ---------- TLS ---------- */
 
-/* The SNI from a ClientHello body (after the 4-byte handshake header) of
+/* The ALPN extension's protocol_name_list (len bytes at e, all present):
+ * keep h2 and http/1.1 in the client's order, once each. A malformed list
+ * is no offer. */
+static void tls_alpn(const uint8_t *e, size_t len, struct flowpeek *out)
+{
+	if (len < 2 || 2 + be16(e) != len)
+		return;
+	bool h2 = false, h1 = false;
+	uint8_t keep[FLOWPEEK_ALPN_MAX];
+	size_t kl = 0;
+	for (size_t q = 2; q < len;) {
+		size_t nl = e[q++];
+		if (nl == 0 || q + nl > len)
+			return;
+		const uint8_t *nm = e + q;
+		q += nl;
+		if (nl == 2 && memcmp(nm, "h2", 2) == 0 && !h2) {
+			h2 = true;
+		} else if (nl == 8 && memcmp(nm, "http/1.1", 8) == 0 && !h1) {
+			h1 = true;
+		} else {
+			continue;
+		}
+		keep[kl++] = (uint8_t)nl;
+		memcpy(keep + kl, nm, nl);
+		kl += nl;
+	}
+	out->have_alpn = true;
+	memcpy(out->alpn, keep, kl);
+	out->alpn_len = kl;
+}
+
+/* The SNI and the ALPN offer from a ClientHello body (after the 4-byte handshake header) of
  * n bytes, all present. */
 static void tls_sni(const uint8_t *p, size_t n, struct flowpeek *out)
 {
@@ -70,31 +102,30 @@ static void tls_sni(const uint8_t *p, size_t n, struct flowpeek *out)
 	o += 2;
 	if (ext_end > n)
 		ext_end = n;
+	bool sni_seen = false;
 	while (o + 4 <= ext_end) {
 		uint32_t type = be16(p + o), len = be16(p + o + 2);
 		o += 4;
 		if (o + len > ext_end)
 			return;
-		if (type == 0) { /* server_name */
+		if (type == 16 && !out->have_alpn) /* application_layer_protocol_negotiation */
+			tls_alpn(p + o, len, out);
+		if (type == 0 && !sni_seen) { /* server_name: the first only */
+			sni_seen = true;
 			const uint8_t *e = p + o;
-			if (len < 2)
-				return;
-			size_t list_end = 2 + be16(e);
-			if (list_end > len)
-				return;
-			for (size_t q = 2; q + 3 <= list_end;) {
+			size_t list_end = len >= 2 ? 2 + be16(e) : 0;
+			for (size_t q = 2; list_end <= len && q + 3 <= list_end;) {
 				uint8_t nt = e[q];
 				size_t nl = be16(e + q + 1);
 				q += 3;
 				if (q + nl > list_end)
-					return;
+					break;
 				if (nt == 0) {
 					take_name(out, (const char *)e + q, nl);
-					return;
+					break;
 				}
 				q += nl;
 			}
-			return;
 		}
 		o += len;
 	}
@@ -230,6 +261,10 @@ enum flowpeek_kind flowpeek_parse(const uint8_t *buf, size_t len, struct flowpee
 	if (k != FLOWPEEK_TLS && k != FLOWPEEK_HTTP) {
 		out->have_name = false;
 		out->name[0] = '\0';
+	}
+	if (k != FLOWPEEK_TLS) {
+		out->have_alpn = false;
+		out->alpn_len = 0;
 	}
 	out->kind = k;
 	return k;

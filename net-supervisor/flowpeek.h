@@ -8,6 +8,8 @@
  * returns is lower case, without a trailing dot or a port, made only of
  * letters, digits, '-', '_' and '.', 1..253 characters; anything else
  * (an IP literal, an empty or malformed name) is reported as no name.
+ * From a ClientHello it also keeps the ALPN offer (the protocols TLS
+ * inspection can carry: h2 and http/1.1; tls_inspect.h).
  *
  * Not trusted on its own: a peeked name is a claim of the client. The
  * caller checks it against what the workload's own DNS lookups returned
@@ -29,10 +31,21 @@ enum flowpeek_kind {
 	FLOWPEEK_OTHER,         /* neither: a raw stream (ssh, a database, git://) */
 };
 
+/* The ALPN offer kept from a ClientHello: only "h2" and "http/1.1", in
+ * the client's order, each once, in wire format (a length byte, then the
+ * name): at most 1+2 + 1+8 bytes. */
+#define FLOWPEEK_ALPN_MAX 12
+
 struct flowpeek {
 	enum flowpeek_kind kind;
 	bool have_name;
 	char name[FLOWPEEK_NAME_MAX + 1];
+	/* TLS only: whether the hello had an ALPN extension at all (a
+	 * malformed one counts as none), and what of it is kept (alpn_len 0:
+	 * nothing known was offered) */
+	bool have_alpn;
+	uint8_t alpn[FLOWPEEK_ALPN_MAX];
+	size_t alpn_len;
 };
 
 /* Classify buf[0..len). NEED_MORE only while len < FLOWPEEK_MAX and the

@@ -215,15 +215,19 @@ int tls_ca_write(const struct tls_ca *ca, const char *path, const char *system_b
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
 		       unsigned int inlen, void *arg)
 {
-	(void)ssl;
 	(void)arg;
-	static const unsigned char ours[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+	static const unsigned char h1[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+	const struct tls_ca_alpn *a = SSL_get_app_data(ssl);
+	const unsigned char *ours = a ? a->proto : h1;
+	unsigned ours_len = a ? (unsigned)a->len : sizeof(h1);
 	unsigned char *sel = NULL;
-	if (SSL_select_next_proto(&sel, outlen, ours, sizeof(ours), in, inlen) != OPENSSL_NPN_NEGOTIATED)
+	if (ours_len == 0 || SSL_select_next_proto(&sel, outlen, ours, ours_len, in, inlen) != OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_NOACK;
 	*out = sel;
 	return SSL_TLSEXT_ERR_OK;
 }
+
+void tls_ca_set_alpn(SSL *ssl, const struct tls_ca_alpn *a) { SSL_set_app_data(ssl, (void *)a); }
 
 static SSL_CTX *mint(struct tls_ca *ca, const char *host)
 {

@@ -33,9 +33,22 @@ const char *tls_ca_cert_pem(const struct tls_ca *ca);
  * renamed over it (mode 0644: the workload reads it). 0 or -errno. */
 int tls_ca_write(const struct tls_ca *ca, const char *path, const char *system_bundle);
 
+/* The protocol a client session is to be given (tls_ca_set_alpn): wire
+ * format (a length byte, then the name), len 0 for none. */
+struct tls_ca_alpn {
+	unsigned char proto[16];
+	size_t len;
+};
+
+/* What the server session ssl selects by ALPN: a->proto when the client
+ * offers it, else none (a->len 0: none, as a server that speaks no ALPN).
+ * a is not copied: it must live as long as ssl. Without this call a
+ * session selects http/1.1 when the client offers it, else none. */
+void tls_ca_set_alpn(SSL *ssl, const struct tls_ca_alpn *a);
+
 /* A server SSL_CTX whose certificate names host (a DNS name or an IP
- * literal, as the client named it), minted or from the cache; ALPN: it
- * selects http/1.1 when the client offers it, else none. The caller owns
+ * literal, as the client named it), minted or from the cache; ALPN: see
+ * tls_ca_set_alpn. The caller owns
  * one reference (SSL_CTX_free). NULL when host is empty or minting failed
  * (logged). */
 SSL_CTX *tls_ca_server_ctx(struct tls_ca *ca, const char *host);

@@ -13,19 +13,35 @@
 #include "net-supervisor/relay.h"
 #include "net-supervisor/credstore.h"
 #include "net-supervisor/credsub.h"
+#include "net-supervisor/flowpeek.h"
 #include "net-supervisor/policystore.h"
 #include "net-supervisor/tls_ca.h"
+#include "net-supervisor/tls_h2.h"
 #include "net-supervisor/tls_http.h"
 #include "policy/credentials.h"
 #include "policy/netpolicy.h"
 
 #define TLS_CHUNK 16384
+/* The client's first bytes held until its ClientHello is read: a hello
+ * is one record in practice (flowpeek.h); more is not TLS we can carry. */
+#define HELLO_MAX (FLOWPEEK_MAX + 4096)
 
 struct tls_inspect {
 	SSL *up, *cl;
 	struct tls_http *http; /* the requests inside (tls_http.h) */
+	struct tls_h2 *h2;     /* or, when the upstream selected h2, its streams (tls_h2.h) */
 	bool up_done, cl_done, ending;
 	bool blocked[2]; /* reading stopped for backpressure: [0] client, [1] upstream */
+	/* before the client's session exists: its bytes so far, and its
+	 * ALPN offer once read */
+	char *hello;
+	size_t hello_len;
+	struct flowpeek fp;
+	/* what the client is given by ALPN: what the upstream selected */
+	struct tls_ca_alpn sel;
+	/* the upstream handshake failed (upstream_cert_invalid or
+	 * upstream_tls_failed): the client is answered 502 inside its TLS */
+	enum reason up_fail;
 };
 
 struct twrite {
@@ -39,11 +55,9 @@ SSL_CTX *tls_inspect_upstream_ctx(const char *ca_file)
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx)
 		return NULL;
-	static const unsigned char alpn[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
 	bool ok = SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) &&
 		  (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) == 1
-			   : SSL_CTX_set_default_verify_paths(ctx) == 1) &&
-		  SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn)) == 0;
+			   : SSL_CTX_set_default_verify_paths(ctx) == 1);
 	if (!ok) {
 		unsigned long e = ERR_get_error();
 		char why[256] = "unknown error";
@@ -65,14 +79,17 @@ void tls_inspect_free(struct conn *c)
 	if (!t)
 		return;
 	tls_http_free(t->http); /* records the requests no answer came for */
+	tls_h2_free(t->h2);
 	SSL_free(t->up);
 	SSL_free(t->cl);
+	free(t->hello);
 	free(t);
 	c->tls = NULL;
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void end_both(struct conn *c);
+static int h2_out(struct conn *c);
 
 static int side_idx(const struct conn *c, const struct side *s) { return s == &c->up; }
 
@@ -102,6 +119,9 @@ static void written(uv_write_t *w, int status)
 		if (uv_read_start((uv_stream_t *)&s->tcp, conn_alloc_pooled, read_cb) < 0)
 			conn_close(c);
 	}
+	/* HTTP/2: what the sessions held back for the queue goes out now */
+	if (t && t->h2 && !t->ending && c->state == C_RELAY && h2_out(c) != 0)
+		end_both(c);
 	maybe_finish(c);
 }
 
@@ -252,21 +272,21 @@ static const struct tls_http_ops http_ops = {
 	.decide = http_decide, .forward = http_forward, .record = http_record, .rewrite = http_rewrite,
 };
 
-/* A request refused inside the TLS session: 403 (or 400) with the reason,
- * then the connection ends. */
+/* A request refused inside the TLS session: 403, 400 or (the upstream
+ * handshake failed) 502 with the reason, then the connection ends. */
 static void http_refuse(struct conn *c, int status, enum reason why, const char *rule)
 {
 	struct tls_inspect *t = c->tls;
 	char body[512], msg[1024];
-	int bl = snprintf(body, sizeof(body), "{\"error\":\"%s\",\"reason\":\"%s\",\"rule\":%s%s%s}\n",
-			  status == 403 ? "Forbidden" : "Bad Request", reason_word(why), rule ? "\"" : "",
-			  rule ? rule : "null", rule ? "\"" : "");
+	const char *text = status == 403 ? "Forbidden" : status == 502 ? "Bad Gateway" : "Bad Request";
+	int bl = snprintf(body, sizeof(body), "{\"error\":\"%s\",\"reason\":\"%s\",\"rule\":%s%s%s}\n", text,
+			  reason_word(why), rule ? "\"" : "", rule ? rule : "null", rule ? "\"" : "");
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		bl = 0;
 	int n = snprintf(msg, sizeof(msg),
 			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
 			 "Connection: close\r\nX-Tether-Reason: %s\r\n\r\n%.*s",
-			 status, status == 403 ? "Forbidden" : "Bad Request", bl, reason_word(why), bl, body);
+			 status, text, bl, reason_word(why), bl, body);
 	if (n > 0 && (size_t)n < sizeof(msg) && SSL_write(t->cl, msg, n) == n)
 		flush(c, t->cl, &c->client);
 	end_both(c);
@@ -284,6 +304,11 @@ static int pump(struct conn *c, bool from_client)
 	char buf[TLS_CHUNK];
 	for (;;) {
 		int n = SSL_read(from, buf, sizeof(buf));
+		if (n > 0 && t->h2) {
+			if (tls_h2_recv(t->h2, from_client, buf, (size_t)n) < 0)
+				return -1;
+			continue;
+		}
 		if (n > 0) {
 			if (from_client) {
 				enum tls_http_verdict v = tls_http_client(t->http, buf, (size_t)n);
@@ -307,7 +332,18 @@ static int pump(struct conn *c, bool from_client)
 		if (e == SSL_ERROR_WANT_READ)
 			break;
 		ERR_clear_error();
+		if (e == SSL_ERROR_ZERO_RETURN && !from_client && t->h2) {
+			/* the server closed: its answers here still go out */
+			uv_read_stop((uv_stream_t *)&c->up.tcp);
+			tls_h2_upstream_closed(t->h2);
+			break;
+		}
 		return e == SSL_ERROR_ZERO_RETURN ? 1 : -1;
+	}
+	if (t->h2) {
+		int r = h2_out(c);
+		if (r != 0)
+			return r;
 	}
 	int si = side_idx(c, src);
 	if (!t->blocked[si] && dst->tcp.write_queue_size > c->ns->cfg.high_water) {
@@ -317,6 +353,31 @@ static int pump(struct conn *c, bool from_client)
 	return 0;
 }
 
+/* HTTP/2: what each session has to send, through its TLS session, while
+ * its side's write queue is under --high-water (the rest stays in the
+ * session until written() calls again). 0, 1 when both sessions are done,
+ * -1 on an error. */
+static int h2_out(struct conn *c)
+{
+	struct tls_inspect *t = c->tls;
+	for (int i = 0; i < 2; i++) {
+		bool to_client = i == 0;
+		SSL *to = to_client ? t->cl : t->up;
+		struct side *dst = to_client ? &c->client : &c->up;
+		while (dst->tcp.write_queue_size <= c->ns->cfg.high_water) {
+			const uint8_t *data;
+			ssize_t n = tls_h2_send(t->h2, to_client, &data);
+			if (n < 0)
+				return -1;
+			if (n == 0)
+				break;
+			if (SSL_write(to, data, (int)n) != (int)n || flush(c, to, dst) < 0)
+				return -1;
+		}
+	}
+	return tls_h2_done(t->h2) ? 1 : 0;
+}
+
 /* Both directions, as far as each can go now. */
 static void pump_all(struct conn *c)
 {
@@ -324,7 +385,7 @@ static void pump_all(struct conn *c)
 	if (!t->cl_done || t->ending)
 		return;
 	int a = pump(c, true);
-	int b = a == 0 && !t->ending ? pump(c, false) : 0;
+	int b = a == 0 && !t->ending && !t->up_fail ? pump(c, false) : 0;
 	if (a != 0 || b != 0)
 		end_both(c);
 }
@@ -362,6 +423,20 @@ static void client_handshake(struct conn *c)
 	}
 	if (r == 1) {
 		t->cl_done = true;
+		bool h2 = t->sel.len == 3 && memcmp(t->sel.proto, "\x02h2", 3) == 0;
+		if (t->up_fail && !h2) {
+			http_refuse(c, 502, t->up_fail, NULL);
+			return;
+		}
+		if (h2) {
+			t->h2 = tls_h2_new(&http_ops, c, &c->ns->relay_held);
+			if (!t->h2) {
+				end_both(c);
+				return;
+			}
+			if (t->up_fail)
+				tls_h2_refuse_all(t->h2, t->up_fail);
+		}
 		pump_all(c);
 		return;
 	}
@@ -379,11 +454,12 @@ static void client_handshake(struct conn *c)
 	end_both(c);
 }
 
-static void client_start(struct conn *c)
+/* The upstream is settled (its session up, or failed): terminate the
+ * client's TLS, giving it by ALPN what the upstream selected. */
+static void client_begin(struct conn *c)
 {
 	struct tls_inspect *t = c->tls;
-	struct netsup *ns = c->ns;
-	SSL_CTX *sctx = tls_ca_server_ctx(ns->tls_ca, c->host);
+	SSL_CTX *sctx = tls_ca_server_ctx(c->ns->tls_ca, c->host);
 	t->cl = sctx ? SSL_new(sctx) : NULL;
 	SSL_CTX_free(sctx);
 	BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
@@ -395,36 +471,49 @@ static void client_start(struct conn *c)
 	}
 	SSL_set_bio(t->cl, rb, wb);
 	SSL_set_accept_state(t->cl);
+	tls_ca_set_alpn(t->cl, &t->sel);
 	t->http = tls_http_new(&http_ops, c);
 	if (!t->http) {
 		conn_close(c);
 		return;
 	}
-	/* bytes that came with the CONNECT head are the client's first TLS */
-	if (c->early_len) {
-		BIO_write(rb, c->early, (int)c->early_len);
-		free(c->early);
-		c->early = NULL;
-		c->early_len = 0;
-	}
-	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-	char *b = strdup(ok);
-	if (!b || relay_send(&c->client, b, sizeof(ok) - 1, BUF_MALLOC) < 0) {
-		conn_close(c);
+	BIO_write(rb, t->hello, (int)t->hello_len);
+	free(t->hello);
+	t->hello = NULL;
+	t->hello_len = 0;
+	client_handshake(c);
+}
+
+/* Give the client, by ALPN, the protocol name p (n bytes) if it offered it. */
+static void offer_client(struct tls_inspect *t, const unsigned char *p, unsigned n)
+{
+	t->sel.len = 0;
+	if (!n || n + 1 > sizeof(t->sel.proto))
 		return;
-	}
-	c->state = C_RELAY;
-	c->counted_in |= CONN_IN_RELAYING;
-	ns->n_relaying++;
-	c->last_activity = uv_now(ns->loop);
-	uv_timer_start(&c->timer, relay_idle_check, ns->cfg.idle_timeout_ms, 0);
-	c->client.reading = true;
-	if (uv_read_start((uv_stream_t *)&c->client.tcp, conn_alloc_pooled, read_cb) < 0) {
-		conn_close(c);
-		return;
-	}
-	if (BIO_ctrl_pending(rb))
-		client_handshake(c);
+	for (size_t q = 0; q < t->fp.alpn_len; q += 1 + t->fp.alpn[q])
+		if (t->fp.alpn[q] == n && memcmp(t->fp.alpn + q + 1, p, n) == 0) {
+			t->sel.proto[0] = (unsigned char)n;
+			memcpy(t->sel.proto + 1, p, n);
+			t->sel.len = n + 1;
+			return;
+		}
+}
+
+/* The upstream handshake failed: audited with the CONNECT's 502; the
+ * client's TLS is still terminated (offering http/1.1 if it did, else h2:
+ * each stream answered 502) so that it reads the 502 and its reason;
+ * nothing of the server is relayed. */
+static void upstream_failed(struct conn *c, enum reason why)
+{
+	struct tls_inspect *t = c->tls;
+	t->up_fail = why;
+	uv_read_stop((uv_stream_t *)&c->up.tcp);
+	c->ns->metrics.tls_errors[why]++;
+	audit_line_error(c, why, 502);
+	offer_client(t, (const unsigned char *)"http/1.1", 8);
+	if (!t->sel.len)
+		offer_client(t, (const unsigned char *)"h2", 2);
+	client_begin(c);
 }
 
 static void upstream_handshake(struct conn *c)
@@ -439,8 +528,11 @@ static void upstream_handshake(struct conn *c)
 	if (r == 1) {
 		t->up_done = true;
 		c->ns->metrics.tls_inspected++;
-		uv_timer_stop(&c->timer);
-		client_start(c);
+		const unsigned char *p = NULL;
+		unsigned n = 0;
+		SSL_get0_alpn_selected(t->up, &p, &n);
+		offer_client(t, p, n);
+		client_begin(c);
 		return;
 	}
 	if (e == SSL_ERROR_WANT_READ)
@@ -454,9 +546,90 @@ static void upstream_handshake(struct conn *c)
 	ERR_clear_error();
 	log_info("TLS inspection: %s:%u: %s (%s)", c->host, c->port,
 		 v != X509_V_OK ? X509_verify_cert_error_string(v) : what, reason_word(why));
-	c->ns->metrics.tls_errors[why]++;
-	audit_line_error(c, why, 502);
-	conn_respond(c, 502, why);
+	upstream_failed(c, why);
+}
+
+/* The protocols inspection carries (tls_inspect.h). */
+static bool carried(const uint8_t *p, size_t n)
+{
+	return (n == 8 && memcmp(p, "http/1.1", 8) == 0) || (n == 2 && memcmp(p, "h2", 2) == 0);
+}
+
+/* The client's ClientHello is in (or what came is not one): TLS to the
+ * real server, offering what the client offered that inspection carries.
+ * SNI and the host-name check use the name the client sent the CONNECT
+ * for (an address literal is checked as an IP SAN). */
+static void upstream_begin(struct conn *c)
+{
+	struct tls_inspect *t = c->tls;
+	BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+	t->up = SSL_new(c->ns->tls_upstream);
+	if (!t->up || !rb || !wb) {
+		BIO_free(rb);
+		BIO_free(wb);
+		conn_close(c);
+		return;
+	}
+	SSL_set_bio(t->up, rb, wb);
+	SSL_set_connect_state(t->up);
+	unsigned char offer[FLOWPEEK_ALPN_MAX];
+	size_t on = 0;
+	for (size_t q = 0; q < t->fp.alpn_len; q += 1 + t->fp.alpn[q])
+		if (carried(t->fp.alpn + q + 1, t->fp.alpn[q])) {
+			memcpy(offer + on, t->fp.alpn + q, 1 + t->fp.alpn[q]);
+			on += 1 + t->fp.alpn[q];
+		}
+	struct netaddr lit;
+	X509_VERIFY_PARAM *vp = SSL_get0_param(t->up);
+	bool ok = on == 0 || SSL_set_alpn_protos(t->up, offer, (unsigned)on) == 0;
+	if (netaddr_parse(c->host, &lit) == 0) {
+		ok = ok && X509_VERIFY_PARAM_set1_ip_asc(vp, c->host) == 1; /* no SNI for an address */
+	} else {
+		X509_VERIFY_PARAM_set_hostflags(vp, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+		ok = ok && SSL_set_tlsext_host_name(t->up, c->host) == 1 && SSL_set1_host(t->up, c->host) == 1;
+	}
+	if (!ok) {
+		ERR_clear_error();
+		audit_line_error(c, REASON_INTERNAL_ERROR, 0);
+		end_both(c);
+		return;
+	}
+	c->up.reading = true;
+	if (uv_read_start((uv_stream_t *)&c->up.tcp, conn_alloc_pooled, read_cb) < 0) {
+		conn_close(c);
+		return;
+	}
+	upstream_handshake(c);
+}
+
+/* Client bytes before its session exists: held until the ClientHello is
+ * read. Anything that is not a ClientHello goes to the upstream offering
+ * nothing, then fails the client's handshake (client_tls_failed). */
+static void hello_bytes(struct conn *c, const char *buf, size_t n)
+{
+	struct tls_inspect *t = c->tls;
+	if (t->up) { /* the upstream handshake is under way: the client waits for it */
+		if (t->hello_len + n > HELLO_MAX) {
+			end_both(c);
+			return;
+		}
+	}
+	if (n) {
+		char *b = realloc(t->hello, t->hello_len + n);
+		if (!b) {
+			conn_close(c);
+			return;
+		}
+		memcpy(b + t->hello_len, buf, n);
+		t->hello = b;
+		t->hello_len += n;
+	}
+	if (t->up)
+		return;
+	enum flowpeek_kind k = flowpeek_parse((const uint8_t *)t->hello, t->hello_len, &t->fp);
+	if (k == FLOWPEEK_NEED_MORE)
+		return;
+	upstream_begin(c);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -465,32 +638,46 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	struct conn *c = s->c;
 	struct tls_inspect *t = c->tls;
 	bool up = s == &c->up;
-	if (nread > 0 && t && (c->state == C_RELAY || c->state == C_CONNECTING)) {
+	bool live = t && c->state == C_RELAY && !t->ending;
+	if (nread > 0 && live) {
 		c->last_activity = uv_now(c->ns->loop);
-		BIO_write(SSL_get_rbio(up ? t->up : t->cl), buf->base, (int)nread);
+		if (!up && !t->cl)
+			hello_bytes(c, buf->base, (size_t)nread);
+		else
+			BIO_write(SSL_get_rbio(up ? t->up : t->cl), buf->base, (int)nread);
 	}
 	if (buf->base)
 		bufpool_put(&c->ns->pool, buf->base);
-	if (!t || c->state == C_CLOSING || c->state == C_RESPOND)
+	if (!live || c->state != C_RELAY || t->ending)
 		return;
 	if (nread < 0) {
-		if (c->state == C_CONNECTING) {
+		if (up && !t->up_done && !t->up_fail) {
 			/* the server hung up during the handshake */
 			upstream_handshake(c);
-			if (c->state == C_CONNECTING) {
-				c->ns->metrics.tls_errors[REASON_UPSTREAM_TLS_FAILED]++;
-				audit_line_error(c, REASON_UPSTREAM_TLS_FAILED, 502);
-				conn_respond(c, 502, REASON_UPSTREAM_TLS_FAILED);
-			}
+			if (!t->up_done && !t->up_fail && !t->ending && c->state == C_RELAY)
+				upstream_failed(c, REASON_UPSTREAM_TLS_FAILED);
 			return;
 		}
-		if (!t->cl_done && !up) {
-			client_handshake(c);
-			if (!t->ending) {
+		if (!up && !t->cl_done) {
+			if (t->cl)
+				client_handshake(c);
+			if (!t->ending && c->state == C_RELAY) {
 				c->ns->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
 				audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 				end_both(c);
 			}
+			return;
+		}
+		if (up && t->h2 && t->cl_done) {
+			/* HTTP/2: what the server already answered still goes to
+			 * the client, at the client's pace; then the end */
+			pump_all(c);
+			if (t->ending || c->state != C_RELAY)
+				return;
+			uv_read_stop((uv_stream_t *)&c->up.tcp);
+			tls_h2_upstream_closed(t->h2);
+			if (h2_out(c) != 0)
+				end_both(c);
 			return;
 		}
 		pump_all(c);
@@ -499,12 +686,16 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (nread == 0)
 		return;
-	if (up && !t->up_done)
-		upstream_handshake(c);
-	else if (!up && !t->cl_done)
+	if (up) {
+		if (!t->up_done && !t->up_fail)
+			upstream_handshake(c);
+		else if (t->cl_done)
+			pump_all(c);
+	} else if (t->cl && !t->cl_done) {
 		client_handshake(c);
-	else
+	} else if (t->cl_done) {
 		pump_all(c);
+	}
 }
 
 void tls_inspect_start(struct conn *c)
@@ -517,42 +708,34 @@ void tls_inspect_start(struct conn *c)
 		return;
 	}
 	struct tls_inspect *t = calloc(1, sizeof(*t));
-	BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
-	if (t)
-		t->up = SSL_new(ns->tls_upstream);
-	if (!t || !t->up || !rb || !wb) {
-		BIO_free(rb);
-		BIO_free(wb);
-		if (t)
-			SSL_free(t->up);
-		free(t);
+	if (!t) {
 		audit_line_error(c, REASON_INTERNAL_ERROR, 502);
 		conn_respond(c, 502, REASON_INTERNAL_ERROR);
 		return;
 	}
 	c->tls = t;
-	SSL_set_bio(t->up, rb, wb);
-	SSL_set_connect_state(t->up);
-	struct netaddr lit;
-	X509_VERIFY_PARAM *vp = SSL_get0_param(t->up);
-	bool ok;
-	if (netaddr_parse(c->host, &lit) == 0) {
-		ok = X509_VERIFY_PARAM_set1_ip_asc(vp, c->host) == 1; /* no SNI for an address */
-	} else {
-		X509_VERIFY_PARAM_set_hostflags(vp, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-		ok = SSL_set_tlsext_host_name(t->up, c->host) == 1 && SSL_set1_host(t->up, c->host) == 1;
-	}
-	if (!ok) {
-		ERR_clear_error();
-		audit_line_error(c, REASON_INTERNAL_ERROR, 502);
-		conn_respond(c, 502, REASON_INTERNAL_ERROR);
-		return;
-	}
-	/* the connect timer keeps running: it bounds this handshake too */
-	c->up.reading = true;
-	if (uv_read_start((uv_stream_t *)&c->up.tcp, conn_alloc_pooled, read_cb) < 0) {
+	/* bytes that came with the CONNECT head are the client's first TLS */
+	t->hello = c->early;
+	t->hello_len = c->early_len;
+	c->early = NULL;
+	c->early_len = 0;
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	char *b = strdup(ok);
+	if (!b || relay_send(&c->client, b, sizeof(ok) - 1, BUF_MALLOC) < 0) {
 		conn_close(c);
 		return;
 	}
-	upstream_handshake(c);
+	c->state = C_RELAY;
+	c->counted_in |= CONN_IN_RELAYING;
+	ns->n_relaying++;
+	c->last_activity = uv_now(ns->loop);
+	uv_timer_stop(&c->timer);
+	uv_timer_start(&c->timer, relay_idle_check, ns->cfg.idle_timeout_ms, 0);
+	c->client.reading = true;
+	if (uv_read_start((uv_stream_t *)&c->client.tcp, conn_alloc_pooled, read_cb) < 0) {
+		conn_close(c);
+		return;
+	}
+	if (t->hello_len)
+		hello_bytes(c, NULL, 0);
 }

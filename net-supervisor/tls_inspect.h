@@ -3,21 +3,33 @@
  * (proxy.c) decides and audits the flow exactly as for any CONNECT and,
  * once connected upstream, hands the conn here instead of to the relay.
  *
- * Order, so that nothing unverified is ever relayed:
- *   1. TLS to the real server first, before the CONNECT is answered: SNI
+ * Order, so that nothing unverified is ever relayed and the client gets
+ * the protocol the real server speaks (ALPN carried through):
+ *   1. "200 Connection established"; the client's ClientHello is read
+ *      (flowpeek.h) without answering it: its ALPN offer is kept (h2 and
+ *      http/1.1 only; nothing else inspection can carry).
+ *   2. TLS to the real server offering that list (none: no ALPN): SNI
  *      and the host-name check use the name the client sent (an address
  *      literal is checked as an IP SAN), the chain is verified against the
- *      system trust store or --upstream-ca; ALPN offers http/1.1 only.
- *      A failure is answered 502 with upstream_cert_invalid (verification)
- *      or upstream_tls_failed (anything else), audited as egress_error.
- *   2. "200 Connection established", then TLS with the client using a leaf
- *      minted for that name by the sandbox CA (tls_ca.h). A client that
+ *      system trust store or --upstream-ca. A failure is audited as
+ *      egress_error with upstream_cert_invalid (verification) or
+ *      upstream_tls_failed (anything else) and status 502; the client's
+ *      TLS is still terminated (http/1.1 if it offered it, else h2: each
+ *      stream) and answered 502 with that reason inside it; nothing of
+ *      the server is relayed.
+ *   3. TLS with the client using a leaf minted for that name by the
+ *      sandbox CA (tls_ca.h), selecting by ALPN only what the upstream
+ *      selected (none → none, as a real server would). A client that
  *      does not complete it is audited client_tls_failed.
- *   3. Plaintext moves between the two sessions (memory BIOs over the two
+ *   4. HTTP/1.1: plaintext through the request gate (tls_http.h);
+ *      HTTP/2 (the server selected h2): two nghttp2 sessions (tls_h2.h).
+ *      Plaintext moves between the two sessions (memory BIOs over the two
  *      libuv streams), bounded by --high-water per direction, with the
- *      relay's idle timeout; the conn is C_RELAY, so revocation closes it
- *      like any tunnel. Either side's close (close_notify or EOF) ends
- *      both, after what is queued has been written. */
+ *      relay's idle timeout (which also bounds steps 1-3); the conn is
+ *      C_RELAY, so revocation closes it like any tunnel. Either side's
+ *      close (close_notify or EOF) ends both, after what is queued has
+ *      been written (HTTP/2: the server's close first lets the answers
+ *      already received reach the client). */
 #pragma once
 
 #include <stdbool.h>

@@ -25,6 +25,10 @@
 #                gives it the placeholder, the proxy swaps it for
 #                git-remote-http only. Behind tinyproxy (--upstream-proxy) an
 #                inspected tunnel is still verified and inspected.
+#                HTTP/2: nghttpd (8447, h2 only) gets curl --http2's request
+#                over h2 with the real secret in its header (its log shows
+#                it); Node's http2 client (another binary) with the same
+#                placeholder gets 403 credential_not_permitted on its stream.
 CASE=${1:?case}
 TOPO=${2:-combined}
 . "$(dirname "$0")/lib.sh"
@@ -63,6 +67,18 @@ ip netns exec "$INET" env FAKENET_GIT_AUTH="x-access-token:$SECRET" python3 "$SR
 	"$WORK/good.pem" "$WORK/good.key" 198.51.100.10 8446 >"$WORK/fakenet.log" 2>&1 &
 SERVER_PID="$SERVER_PID $!"
 wait_for 30 grep -qsx ready "$WORK/fakenet.log" || fail "fakenet.py: $(cat "$WORK/fakenet.log")"
+# HTTP/2 only (Debian's nghttp2-server), 8447: -v logs every header it receives
+H2=0
+if command -v nghttpd >/dev/null && command -v node >/dev/null; then
+	mkdir -p "$WORK/h2www" && echo h2-payload >"$WORK/h2www/h2cred" && cp "$WORK/h2www/h2cred" "$WORK/h2www/h2node"
+	ip netns exec "$INET" nghttpd -v -d "$WORK/h2www" -a 198.51.100.10 8447 "$WORK/good.key" "$WORK/good.pem" \
+		>"$WORK/nghttpd.log" 2>&1 &
+	SERVER_PID="$SERVER_PID $!"
+	wait_for 30 sh -c "ss -Htln -N $INET | grep -qF '198.51.100.10:8447'" || fail "nghttpd: $(cat "$WORK/nghttpd.log")"
+	H2=1
+else
+	echo "SKIP part: nghttpd or node not installed (HTTP/2 through inspection)"
+fi
 
 cat >"$WORK/policy.yaml" <<'Y'
 version: 1
@@ -70,15 +86,16 @@ network:
   mode: enforce
   policies:
     - name: inspected
-      binaries: [{path: /usr/bin/curl}, {path: /usr/bin/python3}, {path: /usr/lib/git-core/git-remote-https}]
+      binaries: [{path: /usr/bin/curl}, {path: /usr/bin/python3}, {path: /usr/lib/git-core/git-remote-https},
+                 {path: /usr/bin/node}]
       endpoints:
-        - {host: 198.51.100.10, ports: [8443, 8444, 8446], tls: inspect}
+        - {host: 198.51.100.10, ports: [8443, 8444, 8446, 8447], tls: inspect}
 credentials:
   - name: GITHUB
     variable: GITHUB_TOKEN
     source: {file: @WORK@/gh-token}
     binaries: [{path: /usr/bin/curl}, {path: /usr/lib/git-core/git-remote-https}]
-    endpoints: [{host: 198.51.100.10, ports: [8443, 8446]}]
+    endpoints: [{host: 198.51.100.10, ports: [8443, 8446, 8447]}]
 Y
 sed -i "s#@WORK@#$WORK#" "$WORK/policy.yaml"
 cat >"$WORK/w.sh" <<'W'
@@ -99,12 +116,18 @@ print("cred-py:", r.status_code, r.headers.get("X-Tether-Reason"))' 2>&1 | tail 
 HOME=$RW git -c credential.helper='!f() { echo username=x-access-token; echo "password=$GITHUB_TOKEN"; }; f' \
 	clone -q https://198.51.100.10:8446/git/private/demo.git "$RW/clone" 2>&1 | tail -3
 echo "git-clone: $(cat "$RW/clone/README" 2>/dev/null)"
+if [ @H2@ = 1 ]; then
+	echo "h2-curl: $(curl -sS --http2 -o /dev/null -w '%{http_code} %{http_version}' --max-time 20 \
+		-H "Authorization: Bearer $GITHUB_TOKEN" https://198.51.100.10:8447/h2cred)"
+	echo "h2-node: $(/usr/bin/node @SRC@/tests/common/h2_client.js 198.51.100.10:8447 \
+		-H "authorization: Bearer $GITHUB_TOKEN" /h2node 2>&1 | tr '\n' ' ')"
+fi
 # a captured flow (no proxy) to the inspected endpoint would pass its
 # rules and credentials by: refused (reset), audited
 echo "captured: $(curl -sS -o /dev/null -w '%{http_code}' --noproxy '*' --max-time 20 https://198.51.100.10:8443/captured 2>/dev/null || echo refused)"
 echo done
 W
-sed -i "s#\$RW#$WORK/rw#g" "$WORK/w.sh"
+sed -i -e "s#\$RW#$WORK/rw#g" -e "s#@H2@#$H2#" -e "s#@SRC@#$SRC#" "$WORK/w.sh"
 chmod 755 "$WORK/w.sh"
 run --policy "$WORK/policy.yaml" --upstream-ca "$WORK/ca.pem" -- /bin/sh "$WORK/w.sh"
 [ "$RC" = 0 ] || fail "tether run exited $RC: $(tail -20 "$WORK/out")"
@@ -129,6 +152,15 @@ grep -q '^cred-py: 403 credential_not_permitted' "$WORK/out" || fail "python3 wi
 grep -q '^git-clone: tether-git-cred-payload' "$WORK/out" || fail "git clone with the credential: $(grep -A3 git "$WORK/out")"
 grep -q '^8446 GET /git/private/demo.git/info/refs?service=git-upload-pack 200' "$WORK/fakenet.log" ||
 	fail "the server did not accept git's swapped credential: $(cat "$WORK/fakenet.log")"
+if [ "$H2" = 1 ]; then
+	grep -q '^h2-curl: 200 2$' "$WORK/out" || fail "curl --http2 with the credential: $(grep h2-curl "$WORK/out")"
+	grep -qF "authorization: Bearer $SECRET" "$WORK/nghttpd.log" || fail "nghttpd did not get the real secret over h2"
+	grep -q '^h2-node: /h2node 403 credential_not_permitted .*alpn h2' "$WORK/out" ||
+		fail "node's h2 stream with curl's placeholder: $(grep h2-node "$WORK/out")"
+	grep -q '/h2node' "$WORK/nghttpd.log" && fail "node's h2 stream with the placeholder reached nghttpd"
+	grep '"event":"http_request"' "$AUDIT" | grep '"path":"/h2node"' | grep '"binary":"/usr/bin/node"' |
+		grep -q '"reason":"credential_not_permitted"' || fail "no http_request credential_not_permitted for node"
+fi
 grep -q '/credpy' "$WORK/https.log" && fail "python3's request with the placeholder reached the server"
 grep -Eq '^captured: (000)?refused$' "$WORK/out" || fail "a captured flow to the inspected endpoint: $(grep captured: "$WORK/out")"
 grep -q '/captured' "$WORK/https.log" && fail "a captured flow reached the inspected endpoint uninspected"

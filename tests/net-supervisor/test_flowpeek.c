@@ -2,7 +2,8 @@
  *
  * Asserts: a ClientHello gives its SNI (lower case, trailing dot dropped)
  * and every proper prefix of it asks for more; a hello without SNI or with
- * a malformed one is TLS without a name; an HTTP head gives its Host
+ * a malformed one is TLS without a name; the ALPN offer keeps h2 and
+ * http/1.1 in the client's order, nothing for no or a malformed list; an HTTP head gives its Host
  * without the port, an address literal gives no name; ssh's banner, a
  * binary protocol and garbage are OTHER at once; a head that never ends is
  * HTTP once FLOWPEEK_MAX bytes are in; no input makes it read past len
@@ -28,7 +29,8 @@
 
 /* A ClientHello with an optional server_name extension (and one other
  * extension before it), in one record. */
-static size_t client_hello(uint8_t *out, const char *sni, size_t sni_len)
+static size_t client_hello_alpn(uint8_t *out, const char *sni, size_t sni_len, const uint8_t *alpn,
+				size_t alpn_len)
 {
 	uint8_t body[1024];
 	size_t o = 0;
@@ -72,6 +74,16 @@ static size_t client_hello(uint8_t *out, const char *sni, size_t sni_len)
 		memcpy(body + o, sni, sni_len);
 		o += sni_len;
 	}
+	if (alpn) { /* application_layer_protocol_negotiation: the list as given */
+		body[o++] = 0;
+		body[o++] = 16;
+		body[o++] = (uint8_t)((alpn_len + 2) >> 8);
+		body[o++] = (uint8_t)(alpn_len + 2);
+		body[o++] = (uint8_t)(alpn_len >> 8);
+		body[o++] = (uint8_t)alpn_len;
+		memcpy(body + o, alpn, alpn_len);
+		o += alpn_len;
+	}
 	size_t el = o - ext_len_at - 2;
 	body[ext_len_at] = (uint8_t)(el >> 8);
 	body[ext_len_at + 1] = (uint8_t)el;
@@ -90,6 +102,11 @@ static size_t client_hello(uint8_t *out, const char *sni, size_t sni_len)
 	return 9 + hs;
 }
 
+static size_t client_hello(uint8_t *out, const char *sni, size_t sni_len)
+{
+	return client_hello_alpn(out, sni, sni_len, NULL, 0);
+}
+
 /* Parse an exact-size heap copy (ASan sees any overread). */
 static enum flowpeek_kind parse(const void *buf, size_t len, struct flowpeek *fp)
 {
@@ -99,6 +116,58 @@ static enum flowpeek_kind parse(const void *buf, size_t len, struct flowpeek *fp
 	enum flowpeek_kind k = flowpeek_parse(copy, len, fp);
 	free(copy);
 	return k;
+}
+
+/* ALPN: h2 and http/1.1 kept in the client's order (others dropped,
+ * duplicates once); no extension, an offer of neither, a malformed list. */
+static void test_tls_alpn(void **state)
+{
+	(void)state;
+	uint8_t hello[2048];
+	struct flowpeek fp;
+	static const uint8_t both[] = { 6, 's', 'p', 'd', 'y', '/', '3', 2, 'h', '2', 8, 'h', 't', 't', 'p',
+					'/', '1', '.', '1', 2, 'h', '2' };
+	size_t n = client_hello_alpn(hello, "api.example.com", 15, both, sizeof(both));
+	assert_int_equal(parse(hello, n, &fp), FLOWPEEK_TLS);
+	assert_string_equal(fp.name, "api.example.com");
+	assert_true(fp.have_alpn);
+	assert_int_equal(fp.alpn_len, 12);
+	assert_memory_equal(fp.alpn, "\x02h2\x08http/1.1", 12);
+	for (size_t cut = 1; cut < n; cut++)
+		assert_int_equal(parse(hello, cut, &fp), FLOWPEEK_NEED_MORE);
+
+	static const uint8_t h1h2[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1', 2, 'h', '2' };
+	n = client_hello_alpn(hello, NULL, 0, h1h2, sizeof(h1h2));
+	assert_int_equal(parse(hello, n, &fp), FLOWPEEK_TLS);
+	assert_false(fp.have_name);
+	assert_int_equal(fp.alpn_len, 12);
+	assert_memory_equal(fp.alpn, "\x08http/1.1\x02h2", 12);
+
+	static const uint8_t other[] = { 8, 'a', 'c', 'm', 'e', '-', 't', 'l', 's' };
+	n = client_hello_alpn(hello, "a.example", 9, other, sizeof(other));
+	assert_int_equal(parse(hello, n, &fp), FLOWPEEK_TLS);
+	assert_true(fp.have_alpn);
+	assert_int_equal(fp.alpn_len, 0);
+
+	n = client_hello(hello, "a.example", 9);
+	assert_int_equal(parse(hello, n, &fp), FLOWPEEK_TLS);
+	assert_false(fp.have_alpn);
+	assert_int_equal(fp.alpn_len, 0);
+
+	/* a name length running past the list, an empty name: no offer */
+	static const uint8_t bad[] = { 2, 'h', '2', 9, 'h', 't', 't', 'p' };
+	n = client_hello_alpn(hello, "a.example", 9, bad, sizeof(bad));
+	assert_int_equal(parse(hello, n, &fp), FLOWPEEK_TLS);
+	assert_string_equal(fp.name, "a.example");
+	assert_false(fp.have_alpn);
+	static const uint8_t empty[] = { 2, 'h', '2', 0 };
+	n = client_hello_alpn(hello, "a.example", 9, empty, sizeof(empty));
+	assert_int_equal(parse(hello, n, &fp), FLOWPEEK_TLS);
+	assert_false(fp.have_alpn);
+
+	/* not TLS: no offer */
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n", 27, &fp), FLOWPEEK_HTTP);
+	assert_false(fp.have_alpn);
 }
 
 static void test_tls_sni(void **state)
@@ -270,6 +339,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tls_sni),
+		cmocka_unit_test(test_tls_alpn),
 		cmocka_unit_test(test_tls_without_name),
 		cmocka_unit_test(test_http_host),
 		cmocka_unit_test(test_other),

@@ -8,14 +8,27 @@
 #   8443  a certificate for echo.tether.test and 203.0.113.10 (test CA)
 #   8444  a certificate for echo.tether.test by a CA nobody trusts
 #   8445  a certificate for other.tether.test (test CA): a name mismatch
+#   8446  HTTP/2 and HTTP/1.1 (tests/common/h2_echo.js, Node's http2), the
+#         8443 certificate
 # The proxy verifies upstream against the test CA (--upstream-ca).
 # Checks: --tls-ca-out / --tls-bundle-out (system CAs + sandbox CA); an
 # inspected request arrives (the client saw a leaf issued by the sandbox CA,
 # its body both ways intact, 3 MiB); a client that does not trust the
 # sandbox CA fails and is audited client_tls_failed; passthrough is
 # untouched (the client sees the server's own certificate); a bad upstream
-# certificate (unknown CA, wrong name) is a 502 upstream_cert_invalid to
-# the CONNECT, audited, and the server never gets a request.
+# certificate (unknown CA, wrong name) is a 502 upstream_cert_invalid
+# (inside the client's TLS: the upstream handshake waits for the client's
+# ClientHello, whose ALPN offer it carries), audited, and the server never
+# gets a request.
+# HTTP/2 (tls_h2.c; ALPN carried through): curl --http2 and Node's http2
+# get h2 end to end; an h1-only client to the h2-capable server gets h1;
+# an h2 client to the h1-only server gets h1; an allowed and a denied
+# stream multiplexed on one connection (one egress decision): 200 and 403
+# http_rule_deny with x-tether-reason, the denied one never at the server;
+# a credential swapped in an h2 header (the server shows the secret) and
+# another binary's placeholder refused credential_not_permitted on its
+# stream; an upstream RST_STREAM reaches the client; trailers pass; an
+# h2-only client to a server that fails verification gets 502 on its stream.
 . "${TETHER_SRC:?}/tests/common/script_lib.sh" tlsinspect
 for t in openssl curl python3 unshare; do
 	command -v "$t" >/dev/null || { echo "SKIP: $t missing"; exit 77; }
@@ -57,6 +70,18 @@ PIDS+=("$!")
 for _ in $(seq 300); do grep -q ready "$D/server.log" 2>/dev/null && break; sleep 0.1; done
 PIDS+=("$(cat "$D/server.pid")")
 grep -q ready "$D/server.log" 2>/dev/null || { echo "FAIL: echo server: $(cat "$D/server.err")" >&2; exit 1; }
+H2=0
+if command -v node >/dev/null; then
+	ip netns exec "$S" sh -c 'echo $$ >"$1" && shift && exec "$@"' sh "$D/h2server.pid" \
+		node "$TETHER_SRC/tests/common/h2_echo.js" "$D/h2server.log" 203.0.113.10 \
+		"8446:$D/good.pem:$D/good.key" 2>"$D/h2server.err" &
+	PIDS+=("$!")
+	for _ in $(seq 300); do grep -q ready "$D/h2server.log" 2>/dev/null && break; sleep 0.1; done
+	PIDS+=("$(cat "$D/h2server.pid")")
+	grep -q ready "$D/h2server.log" 2>/dev/null && H2=1 || fail "h2 echo server: $(cat "$D/h2server.err")"
+else
+	echo "SKIP: node missing: no HTTP/2 checks"
+fi
 
 cat >"$D/p.yaml" <<'Y'
 version: 1
@@ -65,25 +90,25 @@ network:
     - name: inspected
       binaries: [{path: /usr/bin/curl}]
       endpoints:
-        - {host: echo.tether.test, ports: [8443, 8444, 8445], tls: inspect}
+        - {host: echo.tether.test, ports: [8443, 8444, 8445, 8446], tls: inspect}
         - {host: 203.0.113.10, ports: [8443], tls: passthrough}
         - host: rules.tether.test
-          ports: [8443]
+          ports: [8443, 8446]
           tls: inspect
           rules:
             - {method: GET, path: "/allowed/**"}
             - {name: no-secrets, method: "*", path: "/allowed/secret/**", action: deny}
             - {name: ws, method: GET, path: /ws, websocket: true}
-        - {host: audit.tether.test, ports: [8443], tls: inspect, mode: audit, rules: [{method: GET, path: /only}]}
+        - {host: audit.tether.test, ports: [8443, 8446], tls: inspect, mode: audit, rules: [{method: GET, path: /only}]}
 credentials:
   - name: GITHUB
     source: {file: @D@/gh-token}
     binaries: [{path: /usr/bin/curl}]
-    endpoints: [{host: echo.tether.test, ports: [8443]}]
+    endpoints: [{host: echo.tether.test, ports: [8443, 8446]}]
   - name: INJECTED
     source: {file: @D@/inj-key}
     binaries: [{path: /usr/bin/curl}]
-    endpoints: [{host: audit.tether.test, ports: [8443]}]
+    endpoints: [{host: audit.tether.test, ports: [8443, 8446]}]
     header: {name: X-Api-Key, format: "key={}"}
   - name: MODEL
     source: {env: TETHER_TEST_MODEL_KEY}
@@ -159,10 +184,10 @@ grep -q '"path": "/pass"' "$D/out5" && grep -q 'issuer: CN=tether-test-ca' "$D/e
 	ok "passthrough: untouched (the server's own certificate)" || fail "passthrough: $(cat "$D/err5")"
 # --- bad upstream certificates: 502 upstream_cert_invalid, nothing relayed
 for port in 8444 8445; do
-	inp curl -sS -v "${PX[@]}" --cacert "$D/bundle.pem" "https://echo.tether.test:$port/secret" \
+	inp curl -sS -f -v "${PX[@]}" --cacert "$D/bundle.pem" "https://echo.tether.test:$port/secret" \
 		-o /dev/null 2>"$D/err$port" && fail "$port: the request went through"
 	grep -q '< HTTP/1.1 502' "$D/err$port" && grep -qi '< X-Tether-Reason: upstream_cert_invalid' "$D/err$port" &&
-		ok "$port: 502 upstream_cert_invalid to the CONNECT" || fail "$port: $(grep '^<' "$D/err$port")"
+		ok "$port: 502 upstream_cert_invalid" || fail "$port: $(grep '^<' "$D/err$port")"
 done
 grep -q '/secret' "$D/server.log" && fail "a request reached a server with a bad certificate"
 n=$(grep '"event":"egress_error"' "$D/a.jsonl" | grep -c '"reason":"upstream_cert_invalid"')
@@ -288,4 +313,79 @@ echo "$m" | grep -q '^tether_tls_errors_total{reason="upstream_cert_invalid"} 2$
 	echo "$m" | grep -qE '^tether_tls_inspected_total [1-9]' &&
 	ok "metrics: inspected tunnels, TLS errors and requests by decision" ||
 	fail "metrics: $(echo "$m" | grep -E 'tether_(tls|http)_')"
+
+# --- HTTP/2 through inspection
+if [ "$H2" = 1 ]; then
+	H=https://echo.tether.test:8446 R2=https://rules.tether.test:8446
+	inp curl -sS -v --http2 "${PX[@]}" --cacert "$D/bundle.pem" "$H/h2a" -o "$D/h1" 2>"$D/he1"
+	grep -q 'ALPN: server accepted h2' "$D/he1" && grep -q '"proto":"2.0"' "$D/h1" &&
+		grep -q '"path":"/h2a"' "$D/h1" && ok "curl --http2: h2 to the client and to the server" ||
+		fail "h2: $(grep -E 'ALPN|HTTP/' "$D/he1") $(cat "$D/h1")"
+	l=$(http_line /h2a)
+	echo "$l" | grep -q '"decision":"allow"' && echo "$l" | grep -q '"status":200' &&
+		echo "$l" | grep -q '"method":"GET"' && echo "$l" | grep -q '"binary":"/usr/bin/curl"' &&
+		ok "h2 stream audited as http_request (allow, 200, binary)" || fail "h2 http_request: $l"
+	# 4 MiB up and back on one stream: both sessions' flow control (windows of 256 KiB a stream, 1 MiB
+	# the connection)
+	inp curl -sS --http2 "${PX[@]}" --cacert "$D/bundle.pem" --data-binary @"$D/big" "$H/h2up" -o "$D/hb" 2>"$D/heb"
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d["body"] != open(sys.argv[2]).read() or d["proto"] != "2.0")' \
+		"$D/hb" "$D/big" && ok "h2: 4 MiB up and back, intact" || fail "h2 big POST: $(head -c 300 "$D/heb")"
+	inp curl -sS -v --http1.1 "${PX[@]}" --cacert "$D/bundle.pem" "$H/h1a" -o "$D/h2" 2>"$D/he2"
+	grep -q 'ALPN: server accepted http/1.1' "$D/he2" && grep -q '"proto":"1.1"' "$D/h2" &&
+		ok "an h1-only client to an h2-capable server: h1 both sides" || fail "h1 to h2 server: $(grep ALPN "$D/he2") $(cat "$D/h2")"
+	inp curl -sS -v --http2 "${PX[@]}" --cacert "$D/bundle.pem" "$E/h2toh1" -o "$D/h3" 2>"$D/he3"
+	grep -q 'ALPN: server accepted http/1.1' "$D/he3" && grep -q '"path": "/h2toh1"' "$D/h3" &&
+		ok "an h2 client to an h1-only server: h1" || fail "h2 to h1 server: $(grep ALPN "$D/he3") $(cat "$D/h3")"
+	# allowed and denied streams multiplexed on one connection
+	nd=$(grep '"event":"egress_decision"' "$D/a.jsonl" | grep -c '"port":8446')
+	inp curl -sS --http2 --parallel "${PX[@]}" --cacert "$D/bundle.pem" \
+		-w '%{http_code} %{url_effective} %header{x-tether-reason}\n' \
+		"$R2/allowed/m1" "$R2/allowed/secret/m2" "$R2/allowed/m3" -o "$D/m1" -o "$D/m2" -o "$D/m3" >"$D/mw" 2>"$D/me"
+	nd2=$(grep '"event":"egress_decision"' "$D/a.jsonl" | grep -c '"port":8446')
+	grep -q '^200 .*/allowed/m1 $' "$D/mw" && grep -q '^200 .*/allowed/m3 $' "$D/mw" &&
+		grep -q '^403 .*/allowed/secret/m2 http_rule_deny$' "$D/mw" && grep -q '"reason":"http_rule_deny"' "$D/m2" &&
+		ok "h2: allowed and denied streams side by side (403 http_rule_deny on its stream only)" ||
+		fail "h2 multiplexed: $(cat "$D/mw" "$D/me")"
+	[ "$nd2" = $((nd + 1)) ] && ok "h2: the three streams shared one connection" || fail "h2 connections: $nd -> $nd2"
+	grep -q 'secret/m2' "$D/h2server.log" && fail "a denied h2 stream reached the server"
+	http_line /allowed/secret/m2 | grep -q '"rule":"no-secrets"' && ok "h2 denial audited with its rule" ||
+		fail "h2 deny line: $(http_line /allowed/secret/m2)"
+	# credentials in h2 headers (the source file back to 0600 after the check above)
+	chmod 600 "$D/gh-token"
+	touch -d '+2 sec' "$D/gh-token"
+	inp curl -sS --http2 "${PX[@]}" --cacert "$D/bundle.pem" -H 'Authorization: Bearer tether-cred:GITHUB' \
+		"$H/h2cred" -o "$D/h4" 2>"$D/he4"
+	grep -qF "HDR /h2cred authorization: Bearer $SECRET2" "$D/h2server.log" &&
+		ok "h2: the secret swapped into the header arrived" || fail "h2 cred: $(cat "$D/h4" "$D/he4")"
+	http_line /h2cred | grep -q '"credential":"GITHUB"' && ok "h2 http_request names the credential" ||
+		fail "$(http_line /h2cred)"
+	# a header the proxy sets (credential INJECTED), over h2: lower-case, the client's value gone
+	inp curl -sS --http2 "${PX[@]}" --cacert "$D/bundle.pem" -H 'X-Api-Key: mine' \
+		https://audit.tether.test:8446/only -o "$D/h5" 2>"$D/he5"
+	grep -qF "HDR /only x-api-key: key=$INJ" "$D/h2server.log" && ! grep -q "HDR /only x-api-key: mine" "$D/h2server.log" &&
+		ok "h2: the credential's header set by the proxy" || fail "h2 inject: $(grep 'HDR /only' "$D/h2server.log") $(cat "$D/he5")"
+	if inp env HTTPS_PROXY="http://127.0.0.1:$PORT" H2_CA="$D/bundle.pem" node "$TETHER_SRC/tests/common/h2_client.js" \
+		echo.tether.test:8446 -H 'x-api-key: tether-cred:MODEL' /h2cred2 >"$D/n1" 2>&1; then
+		grep -q '^/h2cred2 403 credential_not_permitted ' "$D/n1" && grep -q '^alpn h2$' "$D/n1" &&
+			ok "h2 (Node): another binary's placeholder refused credential_not_permitted" || fail "node cred: $(cat "$D/n1")"
+	else
+		fail "node h2 client: $(cat "$D/n1")"
+	fi
+	grep -q '/h2cred2' "$D/h2server.log" && fail "a refused credential stream reached the server"
+	inp env HTTPS_PROXY="http://127.0.0.1:$PORT" H2_CA="$D/bundle.pem" node "$TETHER_SRC/tests/common/h2_client.js" \
+		echo.tether.test:8446 /rst/r1 /trailers/t1 /n1 >"$D/n2" 2>&1
+	grep -q '^/rst/r1 error .* rst=7$' "$D/n2" && ok "h2: the upstream's RST_STREAM (REFUSED_STREAM) reaches the client" ||
+		fail "rst: $(cat "$D/n2")"
+	grep -q '^/trailers/t1 200 - x-checksum=ok ' "$D/n2" && grep -q '^/n1 200 ' "$D/n2" &&
+		ok "h2: trailers pass; the other streams go on" || fail "trailers: $(cat "$D/n2")"
+	# an h2-only client (no http/1.1 offered, as gRPC's) to a server failing verification: 502 on its stream
+	inp env HTTPS_PROXY="http://127.0.0.1:$PORT" H2_CA="$D/bundle.pem" node "$TETHER_SRC/tests/common/h2_client.js" \
+		echo.tether.test:8444 /h2bad >"$D/n3" 2>&1
+	grep -q '^/h2bad 502 upstream_cert_invalid ' "$D/n3" && grep -q '^alpn h2$' "$D/n3" &&
+		ok "h2-only client, bad upstream certificate: 502 upstream_cert_invalid on its stream" || fail "h2 502: $(cat "$D/n3")"
+	grep -q '/h2bad' "$D/server.log" && fail "a request reached the server with the bad certificate over h2"
+	for v in "$SECRET1" "$SECRET2" "$MODELKEY" "$INJ"; do
+		grep -q "$v" "$D/a.jsonl" "$D/ns.err" && fail "a secret value is in the audit or the log after h2"
+	done
+fi
 finish "TLS inspection checks"
