@@ -2,7 +2,11 @@
 #include "proc-supervisor/idservice.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +19,7 @@
 #include "identity/verify.h"
 #include "proto/server.h"
 #include "proto/signer.h"
+#include "proto/mac.h"
 
 struct idservice {
 	uv_loop_t *loop;
@@ -31,6 +36,7 @@ struct idservice {
 	struct proto_server *server;
 	struct flow_verifier *verifier; /* members of the tree as candidates; we are the anchor */
 	size_t inflight;
+	size_t push_inflight;
 	bool stopping, server_stopped;
 	struct idservice_stats stats;
 	void (*done)(void *);
@@ -236,6 +242,214 @@ static void on_identity(struct proto_server *srv, struct proto_request *req, voi
 	s->inflight++;
 }
 
+/* ---- connect-time pushes (protocol 1.3) ---- */
+
+#define PUSH_TARGETS 4
+
+struct push_out {
+	uint8_t *context; /* encoded with this target's nonce and push id */
+	size_t len;
+	uint8_t mac[PROTO_MAC_LEN];
+	uint8_t signature[PROTO_SIG_LEN];
+	bool ok;
+};
+
+struct push_job {
+	uv_work_t work;
+	struct idservice *s;
+	uint64_t cookie;
+	int fd;
+	size_t n;
+	struct proto_push_target t[PUSH_TARGETS];
+	struct push_out out[PUSH_TARGETS];
+	enum reason reason;
+	const char *why; /* detail when not pushed */
+	struct proto_tuple tuple;
+	struct verified_flow vf;
+};
+
+/* The socket's tuple once its connect completed: local = src, peer = dst,
+ * what the net side sees when it accepts the flow (no address translation
+ * between the two; a flow DNATed on its way does not match and is asked
+ * for). The caller's connect was CONTINUEd just before the job was queued;
+ * it may not have run yet, or be in SYN_SENT. Bounded wait. */
+static int push_tuple(int fd, struct proto_tuple *out)
+{
+	uint64_t deadline = now_mono_ns() + IDSERVICE_PUSH_TUPLE_WAIT_MS * 1000000ull;
+	for (;;) {
+		struct sockaddr_storage l, p;
+		socklen_t ll = sizeof(l), pl = sizeof(p);
+		if (getsockname(fd, (struct sockaddr *)&l, &ll) < 0)
+			return -errno;
+		int r = getpeername(fd, (struct sockaddr *)&p, &pl);
+		if (r == 0 && l.ss_family == p.ss_family) {
+			memset(out, 0, sizeof(*out));
+			out->proto = IPPROTO_TCP;
+			out->family = (uint8_t)l.ss_family;
+			if (l.ss_family == AF_INET) {
+				const struct sockaddr_in *a = (const struct sockaddr_in *)&l, *b = (const struct sockaddr_in *)&p;
+				memcpy(out->src, &a->sin_addr, 4);
+				memcpy(out->dst, &b->sin_addr, 4);
+				out->sport = ntohs(a->sin_port);
+				out->dport = ntohs(b->sin_port);
+				return 0;
+			}
+			if (l.ss_family == AF_INET6) {
+				const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&l, *b = (const struct sockaddr_in6 *)&p;
+				memcpy(out->src, &a->sin6_addr, 16);
+				memcpy(out->dst, &b->sin6_addr, 16);
+				out->sport = ntohs(a->sin6_port);
+				out->dport = ntohs(b->sin6_port);
+				return 0;
+			}
+			return -EAFNOSUPPORT;
+		}
+		if (r < 0 && errno != ENOTCONN)
+			return -errno;
+		int soerr = 0;
+		socklen_t el = sizeof(soerr);
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &el) == 0 && soerr)
+			return -soerr; /* the connect failed: nothing to push */
+		uint64_t now = now_mono_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		/* In SYN_SENT poll() waits for the handshake; before the caller's
+		 * connect ran, an unconnected socket polls ready at once: sleep
+		 * a little instead of spinning. */
+		struct pollfd pf = { .fd = fd, .events = POLLOUT };
+		int pr = poll(&pf, 1, 1);
+		if (pr > 0 && (pf.revents & (POLLHUP | POLLERR))) {
+			struct timespec ts = { 0, 20000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+static void push_work(uv_work_t *uw)
+{
+	struct push_job *j = uw->data;
+	struct idservice *s = j->s;
+	j->reason = REASON_IDENTITY_UNAVAILABLE;
+	struct verify_ctx *w = flow_verifier_ctx_take(s->verifier, false);
+	if (!w) {
+		j->why = "attribution context";
+		return;
+	}
+	(void)flow_verifier_verify_cookie(s->verifier, w, j->cookie, &j->vf);
+	flow_verifier_ctx_put(s->verifier, w);
+	if (j->vf.reason != REASON_OK) {
+		j->reason = j->vf.reason;
+		j->why = "connector not verified";
+		return;
+	}
+	/* ancestors carry their hash (a policy may pin one), as on the feed */
+	for (size_t i = 0; i < j->vf.n_ancestors; i++)
+		(void)flow_verifier_hash_hop(s->verifier, &j->vf.ancestors[i]);
+	int r = push_tuple(j->fd, &j->tuple);
+	if (r < 0) {
+		j->why = r == -ETIMEDOUT ? "connect not complete within the wait" : "no tuple (connect failed)";
+		return;
+	}
+	for (size_t i = 0; i < j->n; i++) {
+		uint8_t nonce[PROTO_NONCE_LEN];
+		push_nonce(j->t[i].seed, j->t[i].push_id, nonce);
+		struct context_input in = {
+			.topology = s->o.topology,
+			.source = IDENTITY_SOURCE_DELEGATED,
+			.subject = &j->vf.subject,
+			.ancestors = j->vf.ancestors,
+			.n_ancestors = j->vf.n_ancestors,
+			.anchor = &s->anchor,
+			.tuple = &j->tuple,
+			.socket_cookie = j->cookie,
+			.nonce = nonce,
+			.request_id = j->t[i].push_id,
+			.policy_generation = s->o.policy_generation,
+			.lifetime_ns = s->o.context_lifetime_ns,
+		};
+		struct push_out *o = &j->out[i];
+		if (context_encode(&in, &o->context, &o->len) < 0)
+			continue;
+		context_mac(j->t[i].mac_key, o->context, o->len, o->mac);
+		o->ok = true;
+	}
+	j->reason = REASON_OK;
+}
+
+static void push_finish(struct push_job *j)
+{
+	struct idservice *s = j->s;
+	for (size_t i = 0; i < j->n; i++) {
+		free(j->out[i].context);
+		proto_push_target_release(&j->t[i]);
+	}
+	verified_flow_release(&j->vf);
+	close(j->fd);
+	free(j);
+	s->push_inflight--;
+	s->inflight--;
+	service_maybe_done(s);
+}
+
+static void push_after(uv_work_t *uw, int status)
+{
+	struct push_job *j = uw->data;
+	struct idservice *s = j->s;
+	size_t sent = 0;
+	if (status == 0 && j->reason == REASON_OK && !s->stopping) {
+		/* The pushes first (the net side may be waiting), then the
+		 * signatures for the audit, made here on the loop like a MAC'd
+		 * answer's (a second thread-pool trip cost more CPU). */
+		for (size_t i = 0; i < j->n; i++)
+			if (j->out[i].ok &&
+			    proto_push_send(&j->t[i], j->out[i].context, j->out[i].len, j->out[i].mac, s->instance->id) == 0)
+				sent++;
+		for (size_t i = 0; i < j->n; i++) {
+			if (!j->out[i].ok)
+				continue;
+			struct signed_context sc = { .context = j->out[i].context, .context_len = j->out[i].len };
+			sign_detached(s->instance, SIGN_DOMAIN_CONTEXT, sc.context, sc.context_len, sc.signature);
+			memcpy(sc.key_id, s->instance->id, PROTO_KEY_ID_LEN);
+			(void)proto_push_signature(&j->t[i], &sc);
+		}
+	}
+	if (sent)
+		s->stats.pushed += sent;
+	else
+		s->stats.push_failed++;
+	push_finish(j);
+}
+
+void idservice_note_connect(struct idservice *s, uint64_t cookie, int sockfd)
+{
+	if (!s || s->stopping || s->o.no_push || !proto_server_push_wanted(s->server))
+		return;
+	s->stats.push_noted++;
+	int type = 0;
+	socklen_t tl = sizeof(type);
+	if (s->push_inflight >= IDSERVICE_PUSH_MAX || getsockopt(sockfd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+	    type != SOCK_STREAM) {
+		s->stats.push_dropped++;
+		return;
+	}
+	struct push_job *j = calloc(1, sizeof(*j));
+	if (!j || (j->fd = fcntl(sockfd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		free(j);
+		s->stats.push_dropped++;
+		return;
+	}
+	j->s = s;
+	j->cookie = cookie;
+	j->n = proto_server_push_targets(s->server, j->t, PUSH_TARGETS);
+	j->work.data = j;
+	s->push_inflight++;
+	s->inflight++;
+	if (!j->n || uv_queue_work(s->loop, &j->work, push_work, push_after) < 0) {
+		s->stats.push_dropped++;
+		push_finish(j);
+	}
+}
+
 static void audit_anchor(struct idservice *s, const char *event)
 {
 	if (!s->o.audit)
@@ -429,6 +643,7 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		return r;
 	}
 	struct proto_server_opts so = {
+		.no_push = opts->no_push,
 		.peer_check = s->o.n_allow_peers ? peer_in_allow_list : NULL,
 		.endpoint = s->o.endpoint,
 		.socket_mode = opts->socket_mode ? opts->socket_mode : 0600,

@@ -705,6 +705,8 @@ static void phase_after(struct notifier *n, struct pending *p)
 		}
 		if (p->c)
 			p->c->ref.pidfd = -1;
+		if (r >= 0 && n->ops.record_sock && p->dup >= 0)
+			n->ops.record_sock(n->ops.user, p->cookie, p->dup);
 		if (r < 0)
 			n->stats.failures++;
 		else
