@@ -170,45 +170,51 @@ static void sign_after(uv_work_t *w, int status)
 	job_finish(j);
 }
 
+/* identity_issued: an answer (request_id) or a push (push_id, pushed). */
+static void audit_issued(struct idservice *s, uint64_t id, bool pushed, bool ok, enum reason reason, const char *message,
+			 const struct proto_tuple *tuple, const struct verified_flow *vf, const struct signed_context *sc)
+{
+	json_t *ev = json_pack("{s:I, s:s, s:s, s:s}", pushed ? "push_id" : "request_id", (json_int_t)id, "reason",
+			       ok ? "ok" : reason_word(reason), "identity_source", "delegated",
+			       "attribution", attribution_source_word(vf->source));
+	char tb[160];
+	proto_tuple_format(tuple, tb, sizeof(tb));
+	json_object_set_new(ev, "flow", json_string(tb));
+	if (!ok)
+		json_object_set_new(ev, "message", json_string(message));
+	if (vf->have_subject) {
+		const struct procref *subject = &vf->subject;
+		json_object_set_new(ev, "pid", json_integer(subject->pid));
+		json_object_set_new(ev, "process_key", json_string(subject->key));
+		json_t *bin = json_pack("{s:s}", "path", subject->exe.path);
+		if (subject->exe.hashed) {
+			char hex[65];
+			for (int i = 0; i < 32; i++)
+				snprintf(hex + 2 * i, 3, "%02x", subject->exe.sha256[i]);
+			json_object_set_new(bin, "sha256", json_string(hex));
+		}
+		json_object_set_new(ev, "binary", bin);
+	}
+	if (ok && sc) {
+		uint8_t *packed = NULL;
+		size_t plen;
+		char *b64 = NULL;
+		if (signed_context_pack(sc, &packed, &plen) == 0 && signed_base64_encode(packed, plen, &b64) == 0)
+			json_object_set_new(ev, "signed_context", json_string(b64));
+		free(packed);
+		free(b64);
+	}
+	audit_emit(s->o.audit, "identity_issued", ev);
+	json_decref(ev);
+}
+
 /* The audit line (with the signature once there is one) and cleanup. */
 static void job_finish(struct id_job *j)
 {
 	struct idservice *s = j->s;
-	if (s->o.audit) {
-		json_t *ev = json_pack("{s:I, s:s, s:s, s:s}", "request_id", (json_int_t)j->request_id, "reason",
-				       j->ok ? "ok" : reason_word(j->reason), "identity_source", "delegated",
-				       "attribution", attribution_source_word(j->vf.source));
-		char tb[160];
-		proto_tuple_format(&j->tuple, tb, sizeof(tb));
-		json_object_set_new(ev, "flow", json_string(tb));
-		if (!j->ok)
-			json_object_set_new(ev, "message", json_string(j->message));
-		if (j->vf.have_subject) {
-			const struct procref *subject = &j->vf.subject;
-			json_object_set_new(ev, "pid", json_integer(subject->pid));
-			json_object_set_new(ev, "process_key", json_string(subject->key));
-			json_t *bin = json_pack("{s:s}", "path", subject->exe.path);
-			if (subject->exe.hashed) {
-				char hex[65];
-				for (int i = 0; i < 32; i++)
-					snprintf(hex + 2 * i, 3, "%02x", subject->exe.sha256[i]);
-				json_object_set_new(bin, "sha256", json_string(hex));
-			}
-			json_object_set_new(ev, "binary", bin);
-		}
-		if (j->ok && j->signed_) {
-			uint8_t *packed = NULL;
-			size_t plen;
-			char *b64 = NULL;
-			if (signed_context_pack(&j->sc, &packed, &plen) == 0 &&
-			    signed_base64_encode(packed, plen, &b64) == 0)
-				json_object_set_new(ev, "signed_context", json_string(b64));
-			free(packed);
-			free(b64);
-		}
-		audit_emit(s->o.audit, "identity_issued", ev);
-		json_decref(ev);
-	}
+	if (s->o.audit)
+		audit_issued(s, j->request_id, false, j->ok, j->reason, j->message, &j->tuple, &j->vf,
+			     j->ok && j->signed_ ? &j->sc : NULL);
 	if (j->ok)
 		signed_context_clear(&j->sc);
 	verified_flow_release(&j->vf);
@@ -411,12 +417,17 @@ static void push_after(uv_work_t *uw, int status)
 			sign_detached(s->instance, SIGN_DOMAIN_CONTEXT, sc.context, sc.context_len, sc.signature);
 			memcpy(sc.key_id, s->instance->id, PROTO_KEY_ID_LEN);
 			(void)proto_push_signature(&j->t[i], &sc);
+			if (s->o.audit)
+				audit_issued(s, j->t[i].push_id, true, true, REASON_OK, NULL, &j->tuple, &j->vf, &sc);
 		}
 	}
 	if (sent)
 		s->stats.pushed += sent;
 	else
 		s->stats.push_failed++;
+	if (!sent)
+		log_debug("identity push: cookie %llu not pushed: %s (%s)", (unsigned long long)j->cookie,
+			  j->why ? j->why : "the channel is gone", reason_word(j->reason));
 	push_finish(j);
 }
 

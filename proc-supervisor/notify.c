@@ -491,6 +491,9 @@ static void check_release_socket(struct notifier *n, struct pending *p)
 				p->sotype = 0;
 		}
 	}
+	/* record_sock wants the socket: closed at the end of phase_after. */
+	if (p->have_cookie && n->ops.record_sock)
+		return;
 	close(p->dup);
 	p->dup = -1;
 }
