@@ -46,6 +46,13 @@
 #                     each followed by a context_signed event whose
 #                     signature `tether verify-context` accepts; no_mac
 #                     (--no-identity-mac): the decisions carry the signature.
+#   push / push_off   protocol 1.3: the workload's three flows are answered
+#                     from identities the proc side pushed at connect time
+#                     (context_request_id with bit 62 set, no request), each
+#                     signature in a context_signed event that verify-context
+#                     accepts, the proc side's identity_issued lines name the
+#                     push_id; push_off (proc-supervisor --no-identity-push):
+#                     the same flows asked for (request ids), still allowed.
 #   clock_step        ready and allowed; then the net side's clock steps
 #                     30 s ahead on the live channel: the next flow fails
 #                     its time check, the skew is measured again, the
@@ -416,6 +423,45 @@ mac_audit|no_mac)
 	# the proc side's identity_issued lines carry the signature too
 	[ "$(grep '"event":"identity_issued"' "$WORK/proc1.jsonl" | grep -c '"signed_context"')" -ge 3 ] ||
 		fail "the proc side's identity_issued lines lack signed_context"
+	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/v.jsonl"
+	cat "$WORK/ctx1.jsonl" "$WORK/ctx2.jsonl" "$WORK/ctx3.jsonl" >>"$WORK/v.jsonl"
+	"$TETHER" verify-context --pubkey "$WORK/keys/provisioning.pub" "$WORK/v.jsonl" >"$WORK/v.out" 2>&1 ||
+		fail "the signed contexts do not verify: $(cat "$WORK/v.out")"
+	[ "$(grep -c ': valid' "$WORK/v.out")" = 3 ] || fail "verify-context: $(cat "$WORK/v.out")"
+	cat "$WORK/v.out"
+	stop_workload
+	check_all_audits
+	;;
+push|push_off)
+	[ "$CASE" = push_off ] && PS_EXTRA="--no-identity-push"
+	start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "net-supervisor never ready"
+	for i in 1 2 3; do
+		[ "$(req $i)" = 200 ] || fail "request $i not allowed: $(cat "$WORK/rw/curl.$i")"
+	done
+	wait_for 5 sh -c "[ \$(grep -c '\"decision\":\"allow\"' $AUDIT) -ge 3 ]" || fail "three allows not audited"
+	wait_for 5 sig_lines 0 "$WORK/ctx" >/dev/null || fail "an allow without its signed context"
+	[ "$(sig_lines 0 "$WORK/ctx")" = 3 ] || fail "not three signed contexts"
+	# push ids have bit 62 set (>= 4611686018427387904); request ids count from 1
+	npush=$(python3 - "$AUDIT" <<'PY'
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == "egress_decision" and e.get("decision") == "allow":
+        n += int(e.get("context_request_id", 0) >= 1 << 62)
+print(n)
+PY
+)
+	nissued=$(grep '"event":"identity_issued"' "$WORK/proc1.jsonl" | grep -c '"push_id"')
+	echo "$CASE: allows from pushes $npush, proc side pushes audited $nissued"
+	if [ "$CASE" = push ]; then
+		[ "$npush" = 3 ] || fail "not every flow was answered from a push ($npush of 3)"
+		[ "$nissued" -ge 3 ] || fail "the proc side audited $nissued pushes"
+	else
+		[ "$npush" = 0 ] && [ "$nissued" = 0 ] || fail "--no-identity-push: pushes used ($npush) or made ($nissued)"
+	fi
 	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/v.jsonl"
 	cat "$WORK/ctx1.jsonl" "$WORK/ctx2.jsonl" "$WORK/ctx3.jsonl" >>"$WORK/v.jsonl"
 	"$TETHER" verify-context --pubkey "$WORK/keys/provisioning.pub" "$WORK/v.jsonl" >"$WORK/v.out" 2>&1 ||
