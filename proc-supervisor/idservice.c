@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -278,17 +280,32 @@ struct push_job {
  * what the net side sees when it accepts the flow (no address translation
  * between the two; a flow DNATed on its way does not match and is asked
  * for). The caller's connect was CONTINUEd just before the job was queued;
- * it may not have run yet, or be in SYN_SENT. Bounded wait. */
+ * it may not have run yet, or be in SYN_SENT. Bounded wait. Nothing here
+ * may change what the workload sees of its own socket: no SO_ERROR (reading
+ * it clears the error the caller's connect is to report), only
+ * getsockname, getpeername, TCP_INFO and poll. */
 static int push_tuple(int fd, struct proto_tuple *out)
 {
 	uint64_t deadline = now_mono_ns() + IDSERVICE_PUSH_TUPLE_WAIT_MS * 1000000ull;
+	bool was_connecting = false;
 	for (;;) {
-		struct sockaddr_storage l, p;
-		socklen_t ll = sizeof(l), pl = sizeof(p);
-		if (getsockname(fd, (struct sockaddr *)&l, &ll) < 0)
+		struct tcp_info ti;
+		socklen_t tl = sizeof(ti);
+		memset(&ti, 0, sizeof(ti));
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0)
 			return -errno;
-		int r = getpeername(fd, (struct sockaddr *)&p, &pl);
-		if (r == 0 && l.ss_family == p.ss_family) {
+		if (ti.tcpi_state == TCP_SYN_SENT) {
+			was_connecting = true;
+		} else if (ti.tcpi_state == TCP_CLOSE) {
+			if (was_connecting)
+				return -ECONNREFUSED; /* the connect failed: nothing to push */
+		} else if (ti.tcpi_state != TCP_LISTEN) {
+			struct sockaddr_storage l, p;
+			socklen_t ll = sizeof(l), pl = sizeof(p);
+			if (getsockname(fd, (struct sockaddr *)&l, &ll) < 0 || getpeername(fd, (struct sockaddr *)&p, &pl) < 0)
+				return -errno;
+			if (l.ss_family != p.ss_family)
+				return -EAFNOSUPPORT;
 			memset(out, 0, sizeof(*out));
 			out->proto = IPPROTO_TCP;
 			out->family = (uint8_t)l.ss_family;
@@ -309,23 +326,19 @@ static int push_tuple(int fd, struct proto_tuple *out)
 				return 0;
 			}
 			return -EAFNOSUPPORT;
+		} else {
+			return -EINVAL; /* a listener: no flow */
 		}
-		if (r < 0 && errno != ENOTCONN)
-			return -errno;
-		int soerr = 0;
-		socklen_t el = sizeof(soerr);
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &el) == 0 && soerr)
-			return -soerr; /* the connect failed: nothing to push */
-		uint64_t now = now_mono_ns();
-		if (now >= deadline)
+		if (now_mono_ns() >= deadline)
 			return -ETIMEDOUT;
-		/* In SYN_SENT poll() waits for the handshake; before the caller's
-		 * connect ran, an unconnected socket polls ready at once: sleep
-		 * a little instead of spinning. */
-		struct pollfd pf = { .fd = fd, .events = POLLOUT };
-		int pr = poll(&pf, 1, 1);
-		if (pr > 0 && (pf.revents & (POLLHUP | POLLERR))) {
-			struct timespec ts = { 0, 20000 };
+		if (was_connecting) {
+			/* POLLOUT when the handshake completes or fails (poll reads
+			 * the error without clearing it) */
+			struct pollfd pf = { .fd = fd, .events = POLLOUT };
+			(void)poll(&pf, 1, 1);
+		} else {
+			/* the caller's connect has not run yet */
+			struct timespec ts = { 0, 50000 };
 			nanosleep(&ts, NULL);
 		}
 	}
