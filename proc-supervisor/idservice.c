@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -39,6 +40,7 @@ struct idservice {
 	struct flow_verifier *verifier; /* members of the tree as candidates; we are the anchor */
 	size_t inflight;
 	size_t push_inflight;
+	struct push_cache *pcache; /* see push_cache_get */
 	bool stopping, server_stopped;
 	struct idservice_stats stats;
 	void (*done)(void *);
@@ -276,6 +278,116 @@ struct push_job {
 	struct verified_flow vf;
 };
 
+/* Verified identities by process (key and the image's exe tuple as the
+ * notifier recorded it at the connect), for IDSERVICE_PUSH_CACHE_MS: the
+ * next connect of the same process with the same image is pushed from the
+ * loop at once (the context built, MAC'd and sent there: a few us), without
+ * the thread pool's round trip and the re-verification. The record itself
+ * was made from the live caller, blocked in this very connect (its pidfs
+ * key is never reused), so a hit is the same process running the same
+ * image; the cache only skips re-proving the chain within that window. A
+ * process that exec'd has another exe tuple: a miss. Filled by the workers
+ * (mutex), read on the loop. */
+#define PUSH_CACHE 256
+
+struct push_cache_entry {
+	bool used;
+	uint64_t expires; /* now_mono_ns() */
+	struct procref subject;   /* recorded, hashed */
+	struct procref *ancestors;
+	size_t n_ancestors;
+};
+
+struct push_cache {
+	pthread_mutex_t lock;
+	struct push_cache_entry e[PUSH_CACHE];
+	uint64_t hits, misses;
+};
+
+static size_t push_cache_slot(const char *key)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *c = key; *c; c++)
+		h = (h ^ (uint8_t)*c) * 1099511628211ull;
+	return (size_t)(h % PUSH_CACHE);
+}
+
+static bool same_image(const struct exe_tuple *a, const struct exe_tuple *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns && a->deleted == b->deleted && a->memfd == b->memfd &&
+	       !a->maps_mismatch && !b->maps_mismatch;
+}
+
+static void push_cache_entry_clear(struct push_cache_entry *e)
+{
+	free(e->ancestors);
+	memset(e, 0, sizeof(*e));
+}
+
+static void push_cache_put(struct push_cache *c, const struct verified_flow *vf, uint64_t ttl_ns)
+{
+	if (!c || !vf->have_subject || !vf->subject.exe.hashed)
+		return;
+	struct procref *anc = NULL;
+	if (vf->n_ancestors && !(anc = malloc(vf->n_ancestors * sizeof(*anc))))
+		return;
+	for (size_t i = 0; i < vf->n_ancestors; i++)
+		procref_copy_recorded(&anc[i], &vf->ancestors[i]);
+	pthread_mutex_lock(&c->lock);
+	struct push_cache_entry *e = &c->e[push_cache_slot(vf->subject.key)];
+	push_cache_entry_clear(e);
+	e->used = true;
+	e->expires = now_mono_ns() + ttl_ns;
+	procref_copy_recorded(&e->subject, &vf->subject);
+	e->ancestors = anc;
+	e->n_ancestors = vf->n_ancestors;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* A copy of the cached identity of rec's process (same key, same image,
+ * not expired) into vf (verified_flow_release frees it); false on a miss. */
+static bool push_cache_get(struct push_cache *c, const struct procref *rec, struct verified_flow *vf)
+{
+	if (!c)
+		return false;
+	bool hit = false;
+	pthread_mutex_lock(&c->lock);
+	struct push_cache_entry *e = &c->e[push_cache_slot(rec->key)];
+	if (e->used && e->expires > now_mono_ns() && strcmp(e->subject.key, rec->key) == 0 &&
+	    same_image(&e->subject.exe, &rec->exe)) {
+		memset(vf, 0, sizeof(*vf));
+		if (!e->n_ancestors || (vf->ancestors = calloc(e->n_ancestors, sizeof(*vf->ancestors)))) {
+			procref_copy_recorded(&vf->subject, &e->subject);
+			vf->subject.pidfd = -1;
+			for (size_t i = 0; i < e->n_ancestors; i++)
+				procref_copy_recorded(&vf->ancestors[i], &e->ancestors[i]);
+			vf->n_ancestors = e->n_ancestors;
+			vf->have_subject = true;
+			vf->reason = REASON_OK;
+			vf->source = ATTRIBUTION_SOURCE_REGISTRY;
+			vf->chain = FLOW_CHAIN_SUBJECT_HIT;
+			hit = true;
+		}
+	}
+	if (hit)
+		c->hits++;
+	else
+		c->misses++;
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+static void push_cache_free(struct push_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < PUSH_CACHE; i++)
+		push_cache_entry_clear(&c->e[i]);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
 /* The socket's tuple once its connect completed: local = src, peer = dst,
  * what the net side sees when it accepts the flow (no address translation
  * between the two; a flow DNATed on its way does not match and is asked
@@ -344,31 +456,10 @@ static int push_tuple(int fd, struct proto_tuple *out)
 	}
 }
 
-static void push_work(uv_work_t *uw)
+/* Each target's context (its nonce, its push id, the tuple), MAC'd. */
+static void push_build(struct push_job *j)
 {
-	struct push_job *j = uw->data;
 	struct idservice *s = j->s;
-	j->reason = REASON_IDENTITY_UNAVAILABLE;
-	struct verify_ctx *w = flow_verifier_ctx_take(s->verifier, false);
-	if (!w) {
-		j->why = "attribution context";
-		return;
-	}
-	(void)flow_verifier_verify_cookie(s->verifier, w, j->cookie, &j->vf);
-	flow_verifier_ctx_put(s->verifier, w);
-	if (j->vf.reason != REASON_OK) {
-		j->reason = j->vf.reason;
-		j->why = "connector not verified";
-		return;
-	}
-	/* ancestors carry their hash (a policy may pin one), as on the feed */
-	for (size_t i = 0; i < j->vf.n_ancestors; i++)
-		(void)flow_verifier_hash_hop(s->verifier, &j->vf.ancestors[i]);
-	int r = push_tuple(j->fd, &j->tuple);
-	if (r < 0) {
-		j->why = r == -ETIMEDOUT ? "connect not complete within the wait" : "no tuple (connect failed)";
-		return;
-	}
 	for (size_t i = 0; i < j->n; i++) {
 		uint8_t nonce[PROTO_NONCE_LEN];
 		push_nonce(j->t[i].seed, j->t[i].push_id, nonce);
@@ -392,6 +483,35 @@ static void push_work(uv_work_t *uw)
 		context_mac(j->t[i].mac_key, o->context, o->len, o->mac);
 		o->ok = true;
 	}
+}
+
+static void push_work(uv_work_t *uw)
+{
+	struct push_job *j = uw->data;
+	struct idservice *s = j->s;
+	j->reason = REASON_IDENTITY_UNAVAILABLE;
+	struct verify_ctx *w = flow_verifier_ctx_take(s->verifier, false);
+	if (!w) {
+		j->why = "attribution context";
+		return;
+	}
+	(void)flow_verifier_verify_cookie(s->verifier, w, j->cookie, &j->vf);
+	flow_verifier_ctx_put(s->verifier, w);
+	if (j->vf.reason != REASON_OK) {
+		j->reason = j->vf.reason;
+		j->why = "connector not verified";
+		return;
+	}
+	/* ancestors carry their hash (a policy may pin one), as on the feed */
+	for (size_t i = 0; i < j->vf.n_ancestors; i++)
+		(void)flow_verifier_hash_hop(s->verifier, &j->vf.ancestors[i]);
+	push_cache_put(s->pcache, &j->vf, IDSERVICE_PUSH_CACHE_MS * 1000000ull);
+	int r = push_tuple(j->fd, &j->tuple);
+	if (r < 0) {
+		j->why = r == -ETIMEDOUT ? "connect not complete within the wait" : "no tuple (connect failed)";
+		return;
+	}
+	push_build(j);
 	j->reason = REASON_OK;
 }
 
@@ -468,6 +588,27 @@ void idservice_note_connect(struct idservice *s, uint64_t cookie, int sockfd)
 	j->work.data = j;
 	s->push_inflight++;
 	s->inflight++;
+	/* Fast: the same process again (cached) and the connect already
+	 * complete (loopback and veth handshakes complete inside connect):
+	 * pushed from here. Otherwise the thread pool verifies and waits. */
+	struct procref rec;
+	struct tcp_info ti;
+	socklen_t til = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	if (j->n && s->pcache && getsockopt(j->fd, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 &&
+	    ti.tcpi_state == TCP_ESTABLISHED && cookie_registry_get(s->o.cookies, cookie, &rec) == 0) {
+		bool hit = push_cache_get(s->pcache, &rec, &j->vf);
+		procref_close(&rec);
+		if (hit && push_tuple(j->fd, &j->tuple) == 0) {
+			push_build(j);
+			j->reason = REASON_OK;
+			s->stats.push_cached++;
+			push_after(&j->work, 0);
+			return;
+		}
+		verified_flow_release(&j->vf);
+		memset(&j->vf, 0, sizeof(j->vf));
+	}
 	if (!j->n || uv_queue_work(s->loop, &j->work, push_work, push_after) < 0) {
 		s->stats.push_dropped++;
 		push_finish(j);
@@ -497,8 +638,11 @@ static void audit_anchor(struct idservice *s, const char *event)
 	json_decref(ev);
 }
 
+static void push_cache_free(struct push_cache *c);
+
 static void service_free(struct idservice *s)
 {
+	push_cache_free(s->pcache);
 	flow_verifier_free(s->verifier);
 	signed_cert_clear(&s->cert);
 	sign_key_free(s->instance);
@@ -685,6 +829,11 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		return r;
 	}
 	s->o.provisioning = NULL; /* not kept */
+	if (!s->o.no_push && s->o.cookies && !getenv("TETHER_PUSH_NO_CACHE")) {
+		s->pcache = calloc(1, sizeof(*s->pcache));
+		if (s->pcache)
+			pthread_mutex_init(&s->pcache->lock, NULL);
+	}
 	uv_timer_init(loop, &s->renew_timer);
 	s->renew_timer.data = s;
 	s->renew_timer_open = true;

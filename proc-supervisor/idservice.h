@@ -101,6 +101,11 @@ void idservice_instance_key(const struct idservice *s, struct pub_key *out);
  * is blocked. sockfd is borrowed. */
 #define IDSERVICE_PUSH_MAX 256
 #define IDSERVICE_PUSH_TUPLE_WAIT_MS 20
+/* A process's verified identity is reused for its next connects (same
+ * process key, same image as recorded at the connect) for this long: those
+ * are pushed from the loop at once, without the thread pool's round trip.
+ * TETHER_PUSH_NO_CACHE (any value) turns it off (measurements). */
+#define IDSERVICE_PUSH_CACHE_MS 1000
 void idservice_note_connect(struct idservice *s, uint64_t cookie, int sockfd);
 
 struct idservice_stats {
@@ -109,6 +114,7 @@ struct idservice_stats {
 	 * pushed (frames sent), not pushed (connector not verified, no tuple
 	 * within the wait, the channel gone) */
 	uint64_t push_noted, push_dropped, pushed, push_failed;
+	uint64_t push_cached; /* pushed from the loop from the per-process cache */
 	/* answers whose chain was re-proved from pinned processes instead of
 	 * walked: the same process again (subject) or a new child of a
 	 * pinned parent (parent) */
