@@ -492,6 +492,12 @@ void idpublish_stop(struct idpublish *p)
 		pthread_mutex_unlock(&p->lock);
 		pthread_join(p->thread, NULL);
 		p->thread_started = false;
+		if (p->st.noted)
+			log_info("identity feed: %llu connects noted, %llu identities published (%llu from the "
+				 "per-process cache), %llu refused, %llu dropped",
+				 (unsigned long long)p->st.noted, (unsigned long long)p->st.published,
+				 (unsigned long long)p->st.cached, (unsigned long long)p->st.refused,
+				 (unsigned long long)p->st.dropped);
 	}
 	for (int s = 0; s < MAX_SUBS; s++)
 		if (p->subs[s] >= 0) {
