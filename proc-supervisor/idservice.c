@@ -902,6 +902,12 @@ void idservice_stop(struct idservice *s, void (*done)(void *userdata), void *use
 	s->stopping = true;
 	s->done = done;
 	s->done_ud = userdata;
+	if (s->stats.push_noted)
+		log_info("identity service: %llu connects noted for pushes, %llu pushed (%llu from the per-process "
+			 "cache), %llu not pushed, %llu dropped",
+			 (unsigned long long)s->stats.push_noted, (unsigned long long)s->stats.pushed,
+			 (unsigned long long)s->stats.push_cached, (unsigned long long)s->stats.push_failed,
+			 (unsigned long long)s->stats.push_dropped);
 	uv_close((uv_handle_t *)&s->renew_timer, renew_timer_closed);
 	proto_server_stop(s->server, on_server_stopped, s);
 }
