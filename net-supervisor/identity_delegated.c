@@ -688,6 +688,17 @@ int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_conf
 		s->cfg.no_push = true;
 	if (!s->cfg.push_wait_ms)
 		s->cfg.push_wait_ms = IDENTITY_PUSH_WAIT_MS;
+	/* TETHER_PUSH_WAIT_MS (1-60000): tests that need every flow answered
+	 * from its push whatever the machine's load */
+	const char *pw = getenv("TETHER_PUSH_WAIT_MS");
+	if (pw) {
+		char *end;
+		unsigned long v = strtoul(pw, &end, 10);
+		if (*pw && !*end && v >= 1 && v <= 60000)
+			s->cfg.push_wait_ms = v;
+		else
+			log_warn("delegated identity: TETHER_PUSH_WAIT_MS=%s ignored (expected 1-60000)", pw);
+	}
 
 	struct verifier_opts vo = { .max_lifetime_ns = cfg->max_lifetime_ns,
 				    .max_clock_skew_ns = cfg->max_clock_skew_ns };

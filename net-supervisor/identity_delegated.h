@@ -67,7 +67,8 @@ struct identity_delegated_config {
 	 * connect its notifier saw. A verified push is kept (IDENTITY_PUSH_TABLE
 	 * entries at most, for the context's lifetime) under the tuple it
 	 * carries; a flow with exactly that tuple takes it (once) without a
-	 * request. A flow with no push yet waits up to push_wait_ms (0: 5) for
+	 * request. A flow with no push yet waits up to push_wait_ms (0: 5;
+	 * the environment's TETHER_PUSH_WAIT_MS, 1-60000, wins: tests) for
 	 * one when the channel pushes, then asks as before; after 8 waits in a
 	 * row ran out, flows ask at once for a second. A push that does not
 	 * verify is counted and ignored. */

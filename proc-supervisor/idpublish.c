@@ -493,7 +493,7 @@ void idpublish_stop(struct idpublish *p)
 		pthread_join(p->thread, NULL);
 		p->thread_started = false;
 		if (p->st.noted)
-			log_info("identity feed: %llu connects noted, %llu identities published (%llu from the "
+			log_debug("identity feed: %llu connects noted, %llu identities published (%llu from the "
 				 "per-process cache), %llu refused, %llu dropped",
 				 (unsigned long long)p->st.noted, (unsigned long long)p->st.published,
 				 (unsigned long long)p->st.cached, (unsigned long long)p->st.refused,

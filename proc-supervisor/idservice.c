@@ -276,6 +276,7 @@ struct push_job {
 	enum reason reason;
 	const char *why; /* detail when not pushed */
 	struct proto_tuple tuple;
+	bool cached; /* vf from the per-process cache: not verified again */
 	struct verified_flow vf;
 };
 
@@ -491,22 +492,24 @@ static void push_work(uv_work_t *uw)
 	struct push_job *j = uw->data;
 	struct idservice *s = j->s;
 	j->reason = REASON_IDENTITY_UNAVAILABLE;
-	struct verify_ctx *w = flow_verifier_ctx_take(s->verifier, false);
-	if (!w) {
-		j->why = "attribution context";
-		return;
+	if (!j->cached) {
+		struct verify_ctx *w = flow_verifier_ctx_take(s->verifier, false);
+		if (!w) {
+			j->why = "attribution context";
+			return;
+		}
+		(void)flow_verifier_verify_cookie(s->verifier, w, j->cookie, &j->vf);
+		flow_verifier_ctx_put(s->verifier, w);
+		if (j->vf.reason != REASON_OK) {
+			j->reason = j->vf.reason;
+			j->why = "connector not verified";
+			return;
+		}
+		/* ancestors carry their hash (a policy may pin one), as on the feed */
+		for (size_t i = 0; i < j->vf.n_ancestors; i++)
+			(void)flow_verifier_hash_hop(s->verifier, &j->vf.ancestors[i]);
+		push_cache_put(s->pcache, &j->vf, IDSERVICE_PUSH_CACHE_MS * 1000000ull);
 	}
-	(void)flow_verifier_verify_cookie(s->verifier, w, j->cookie, &j->vf);
-	flow_verifier_ctx_put(s->verifier, w);
-	if (j->vf.reason != REASON_OK) {
-		j->reason = j->vf.reason;
-		j->why = "connector not verified";
-		return;
-	}
-	/* ancestors carry their hash (a policy may pin one), as on the feed */
-	for (size_t i = 0; i < j->vf.n_ancestors; i++)
-		(void)flow_verifier_hash_hop(s->verifier, &j->vf.ancestors[i]);
-	push_cache_put(s->pcache, &j->vf, IDSERVICE_PUSH_CACHE_MS * 1000000ull);
 	int r = push_tuple(j->fd, &j->tuple);
 	if (r < 0) {
 		j->why = r == -ETIMEDOUT ? "connect not complete within the wait" : "no tuple (connect failed)";
@@ -615,26 +618,27 @@ void idservice_note_connect(struct idservice *s, uint64_t cookie, int sockfd)
 	j->work.data = j;
 	s->push_inflight++;
 	s->inflight++;
-	/* Fast: the same process again (cached) and the connect already
-	 * complete (loopback and veth handshakes complete inside connect):
-	 * pushed from here. Otherwise the thread pool verifies and waits. */
+	/* The same process again with the same image (cached): no
+	 * verification. When its connect already completed (it ran before we
+	 * got here), pushed from here at once; otherwise the thread pool only
+	 * waits for the tuple. A miss: the thread pool verifies and waits. */
 	struct procref rec;
-	struct tcp_info ti;
-	socklen_t til = sizeof(ti);
-	memset(&ti, 0, sizeof(ti));
-	if (j->n && s->pcache && getsockopt(j->fd, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 &&
-	    ti.tcpi_state == TCP_ESTABLISHED && cookie_registry_get(s->o.cookies, cookie, &rec) == 0) {
-		bool hit = push_cache_get(s->pcache, &rec, &j->vf);
+	if (j->n && s->pcache && cookie_registry_get(s->o.cookies, cookie, &rec) == 0) {
+		j->cached = push_cache_get(s->pcache, &rec, &j->vf);
 		procref_close(&rec);
-		if (hit && push_tuple(j->fd, &j->tuple) == 0) {
-			push_build(j);
-			j->reason = REASON_OK;
+		if (j->cached) {
 			s->stats.push_cached++;
-			push_after(&j->work, 0);
-			return;
+			struct tcp_info ti;
+			socklen_t til = sizeof(ti);
+			memset(&ti, 0, sizeof(ti));
+			if (getsockopt(j->fd, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 && ti.tcpi_state == TCP_ESTABLISHED &&
+			    push_tuple(j->fd, &j->tuple) == 0) {
+				push_build(j);
+				j->reason = REASON_OK;
+				push_after(&j->work, 0);
+				return;
+			}
 		}
-		verified_flow_release(&j->vf);
-		memset(&j->vf, 0, sizeof(j->vf));
 	}
 	if (!j->n || uv_queue_work(s->loop, &j->work, push_work, push_after) < 0) {
 		s->stats.push_dropped++;
@@ -903,7 +907,7 @@ void idservice_stop(struct idservice *s, void (*done)(void *userdata), void *use
 	s->done = done;
 	s->done_ud = userdata;
 	if (s->stats.push_noted)
-		log_info("identity service: %llu connects noted for pushes, %llu pushed (%llu from the per-process "
+		log_debug("identity service: %llu connects noted for pushes, %llu pushed (%llu from the per-process "
 			 "cache), %llu not pushed, %llu dropped",
 			 (unsigned long long)s->stats.push_noted, (unsigned long long)s->stats.pushed,
 			 (unsigned long long)s->stats.push_cached, (unsigned long long)s->stats.push_failed,

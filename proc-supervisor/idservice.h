@@ -102,8 +102,9 @@ void idservice_instance_key(const struct idservice *s, struct pub_key *out);
 #define IDSERVICE_PUSH_MAX 256
 #define IDSERVICE_PUSH_TUPLE_WAIT_MS 20
 /* A process's verified identity is reused for its next connects (same
- * process key, same image as recorded at the connect) for this long: those
- * are pushed from the loop at once, without the thread pool's round trip.
+ * process key, same image as recorded at the connect) for this long: not
+ * verified again, and pushed from the loop at once when the connect had
+ * already completed (else the thread pool only waits for its tuple).
  * TETHER_PUSH_NO_CACHE (any value) turns it off (measurements). */
 #define IDSERVICE_PUSH_CACHE_MS 1000
 void idservice_note_connect(struct idservice *s, uint64_t cookie, int sockfd);
@@ -114,7 +115,7 @@ struct idservice_stats {
 	 * pushed (frames sent), not pushed (connector not verified, no tuple
 	 * within the wait, the channel gone) */
 	uint64_t push_noted, push_dropped, pushed, push_failed;
-	uint64_t push_cached; /* pushed from the loop from the per-process cache */
+	uint64_t push_cached; /* from the per-process cache (pushed from the loop when the connect had completed) */
 	/* answers whose chain was re-proved from pinned processes instead of
 	 * walked: the same process again (subject) or a new child of a
 	 * pinned parent (parent) */

@@ -189,7 +189,8 @@ os.execv('$TMP/curl-copy', ['curl-copy', '-s', '-o', '/dev/null', '-w', 'copy:%{
                             '-x', 'http://127.0.0.1:$PP', 'http://127.0.0.1:$HP/'])"
 	env_cache=
 	[ $mode = nocache ] && env_cache="TETHER_IDFEED_NO_CACHE=1"
-	env $env_cache timeout 60 "$B/proc-supervisor" --status-socket "$TMP/$mode.anchor" --identity-feed "$TMP/$mode.feed" -- \
+	# -v: the feed's counts at exit (debug)
+	env $env_cache timeout 60 "$B/proc-supervisor" -v --status-socket "$TMP/$mode.anchor" --identity-feed "$TMP/$mode.feed" -- \
 		/bin/sh -c "$ready; exec $PY -c \"\$0\"" "$prog" >"$TMP/$mode.out" 2>"$TMP/$mode.ps.err"
 	check "$mode: python got the page twice" [ "$(grep -c '^py:200$' "$TMP/$mode.out")" = 2 ]
 	check "$mode: the exec'd copy was denied (403)" grep -q '^copy:403$' "$TMP/$mode.out"
