@@ -14,7 +14,8 @@
  *     it: never allowed on such a push;
  *   - a strategy with pushes off: the Hello asks for none, flows ask at
  *     once;
- *   - the channel lost: unused pushes are dropped. */
+ *   - the channel lost: unused pushes are dropped;
+ *   - a 1.2 proc side (no HelloAck.push): flows ask at once. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sodium.h>
@@ -118,6 +119,8 @@ static uint64_t push(struct srv *s, const struct proto_tuple *t, enum tamper how
 
 static void srv_done(void *ud) { ((struct srv *)ud)->stopped = true; }
 
+static uint32_t g_minor; /* act as a proc side of this older minor (0: ours) */
+
 static int srv_start(uv_loop_t *loop, struct srv *s, const char *ep, const struct sign_key *prov, struct sign_key *inst)
 {
 	struct pub_key ip;
@@ -139,6 +142,7 @@ static int srv_start(uv_loop_t *loop, struct srv *s, const char *ep, const struc
 		.endpoint = ep,
 		.cert = &cert,
 		.instance = inst, /* clock samples and MAC keys: a 1.2+ proc side */
+		.version_minor = g_minor,
 		.on_identity = on_identity,
 		.userdata = s,
 	};
@@ -458,6 +462,25 @@ int main(void)
 	flow_identity_free(b.id);
 	identity_delegated_stats(st, &ds);
 	CHECK(ds.push_wait_timeouts == 0 && ds.pushes == 0, "(no push) waited or pushed");
+	identity_strategy_destroy(st);
+	spin(&loop, 100);
+
+	/* 7. A 1.2 proc side: no HelloAck.push; flows ask at once, allowed. */
+	srv_stop(&loop, &s);
+	g_minor = 2;
+	CHECK(srv_start(&loop, &s, ep, prov, inst) == 0, "1.2 server start");
+	g_anchored = false;
+	st = make(&loop, ep, &prov_pub, false, &g);
+	CHECK(run_until(&loop, &g_anchored, 3000), "(1.2 peer) never anchored");
+	spin(&loop, 50);
+	CHECK(!proto_server_push_wanted(s.ps), "a 1.2 proc side agreed to push");
+	flow(&f, &t, 41050);
+	before = s.requests;
+	r = resolve_within(&loop, st, &f, 1000, &b);
+	CHECK(r == REASON_OK && s.requests == before + 1, "(1.2 peer) %s", answer_word(r));
+	flow_identity_free(b.id);
+	identity_delegated_stats(st, &ds);
+	CHECK(ds.push_wait_timeouts == 0 && ds.by_mac >= 1, "(1.2 peer) waited, or not MAC'd");
 	identity_strategy_destroy(st);
 	spin(&loop, 100);
 
