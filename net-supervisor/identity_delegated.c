@@ -43,6 +43,7 @@ struct push_entry {
 };
 
 #define PUSH_BUCKETS 4096
+#define PUSH_FRESH_MS 250
 #define PUSH_STALL_WAITS 8
 #define PUSH_STALL_MS 1000
 
@@ -587,8 +588,24 @@ static void on_push(struct proto_client *c, const struct proto_identity_result *
 	s->stats.pushes++;
 	e->tuple = ctx->tuple;
 	e->push_id = res->request_id;
+	/* Usable for PUSH_FRESH_MS at most (within the context's lifetime):
+	 * a push is for a connect the proxy accepts within moments. An older
+	 * one is for a connection the proxy never resolved (dropped before
+	 * identity); its tuple may be a later socket's by now (port reuse). */
 	uint64_t life_ms = (ctx->expires_at_ns - ctx->issued_at_ns) / 1000000ull;
+	if (life_ms > PUSH_FRESH_MS)
+		life_ms = PUSH_FRESH_MS;
 	e->expires = uv_now(s->base.loop) + (life_ms ? life_ms : 1);
+	/* A newer push for the same tuple: the socket of the older one is
+	 * gone (a tuple names one live socket at a time): drop it. */
+	for (struct push_entry *o = s->buckets[tuple_bucket(&e->tuple)], *on; o; o = on) {
+		on = o->hnext;
+		if (!o->taken && proto_tuple_equal(&o->tuple, &e->tuple)) {
+			push_unlink(s, o);
+			s->stats.pushes_unused++;
+			push_free(o);
+		}
+	}
 	/* a flow already waiting for it takes it now */
 	for (struct deleg_pending *p = s->whead; p; p = p->wnext) {
 		if (proto_tuple_equal(&p->tuple, &e->tuple)) {

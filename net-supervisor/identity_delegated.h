@@ -65,8 +65,9 @@ struct identity_delegated_config {
 	 * identities"): unless no_push (or no_mac, or TETHER_FORCE_FALLBACK
 	 * =push), the Hello asks the proc side to push the identity of each
 	 * connect its notifier saw. A verified push is kept (IDENTITY_PUSH_TABLE
-	 * entries at most, for the context's lifetime) under the tuple it
-	 * carries; a flow with exactly that tuple takes it (once) without a
+	 * entries at most, for 250 ms within the context's lifetime; a newer
+	 * push for the same tuple replaces it) under the tuple it carries; a
+	 * flow with exactly that tuple takes it (once) without a
 	 * request. A flow with no push yet waits up to push_wait_ms (0: 5;
 	 * the environment's TETHER_PUSH_WAIT_MS, 1-60000, wins: tests) for
 	 * one when the channel pushes, then asks as before; after 8 waits in a

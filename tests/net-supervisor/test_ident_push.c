@@ -14,6 +14,8 @@
  *     it: never allowed on such a push;
  *   - a strategy with pushes off: the Hello asks for none, flows ask at
  *     once;
+ *   - two pushes for one tuple: the newer is taken; a push 400 ms old
+ *     (past the 250 ms a push is usable) is not: the flow asks;
  *   - the channel lost: unused pushes are dropped;
  *   - a 1.2 proc side (no HelloAck.push): flows ask at once. */
 #include <arpa/inet.h>
@@ -421,6 +423,32 @@ int main(void)
 	int before = s.requests;
 	r = resolve_within(&loop, st, &f, 1000, &b);
 	CHECK(r == REASON_FOREIGN_PROCESS && s.requests == before + 1, "replay: allowed again (%s)", answer_word(r));
+	flow_identity_free(b.id);
+	s.deny = false;
+
+	/* 4b. Two pushes for one tuple: the newer replaces the older (the
+	 * older one's socket is gone). A push nobody took for 250 ms is not
+	 * used (its connection was dropped before identity; the tuple may be
+	 * a later socket's): the flow asks. */
+	s.deny = false;
+	flow(&f, &t, 41025);
+	uint64_t old_id = push(&s, &t, T_NONE, false);
+	uint64_t new_id = push(&s, &t, T_NONE, false);
+	kept += 2;
+	CHECK(wait_stat(&loop, st, kept, refused), "two pushes for a tuple not kept");
+	r = resolve_within(&loop, st, &f, 1000, &b);
+	CHECK(r == REASON_OK && b.id && b.id->context_request_id == new_id && new_id != old_id,
+	      "the newer push was not the one taken (%s)", answer_word(r));
+	flow_identity_free(b.id);
+	s.deny = true;
+	flow(&f, &t, 41026);
+	CHECK(push(&s, &t, T_NONE, false) != 0, "stale push");
+	CHECK(wait_stat(&loop, st, ++kept, refused), "stale push not kept");
+	spin(&loop, 400);
+	before = s.requests;
+	r = resolve_within(&loop, st, &f, 1000, &b);
+	CHECK(r == REASON_FOREIGN_PROCESS && s.requests == before + 1, "a push 400 ms old was used (%s)",
+	      answer_word(r));
 	flow_identity_free(b.id);
 	s.deny = false;
 
