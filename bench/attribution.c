@@ -8,6 +8,13 @@
  *   (c)  naive reference, as existing agent sandboxes do it: parse
  *        /proc/net/tcp and /proc/net/tcp6 for the inode, then readlink
  *        every /proc/<pid>/fd/<fd> of every process on the host
+ *   (d)  connect-time identity (the identity feed's worker and the
+ *        delegated push, issue 25): a NEW process's first flow verified
+ *        from its registry record (flow_verifier_verify_cookie: the member
+ *        table, the live process re-opened, its image hashed, the chain
+ *        re-proved from its pinned parent), measured while N grows (each
+ *        process once, the ones spawned for that N; the image's hash and
+ *        the parent's pin warmed by one process first)
  *
  * It forks N member processes (each holding K TCP sockets connected to a
  * loopback listener this program owns) and M unrelated non-members (K
@@ -48,6 +55,8 @@
 #include "identity/cookies.h"
 #include "identity/procref.h"
 #include "identity/sockdiag.h"
+#include "identity/members.h"
+#include "identity/verify.h"
 
 struct rec {
 	pid_t pid;
@@ -651,6 +660,60 @@ static int fill_registry(struct bench *b, struct cookie_registry *reg, size_t fr
 	return 0;
 }
 
+/* (d): the flows b->flows[from..) belong to processes spawned for this
+ * N. Learn them into the member table (as the supervisor's tracking
+ * does), then verify the first flow of up to max of them, each once, with
+ * a verifier fresh for this N (one other process first: the hash of the
+ * shared image and the spawner's pin are then warm, as for a new `curl` of
+ * a shell that already connected). */
+static struct stat_r run_first_flow(struct bench *b, struct members *mem, const struct procref *anchor,
+				    struct cookie_registry *reg, size_t from, size_t max)
+{
+	struct stat_r st = { 0 };
+	struct flow_verifier_config vc = { .caps = &b->caps, .candidates = FLOW_CANDIDATES_MEMBERS,
+					   .hash_cache_entries = 1024, .cookies = reg };
+	struct flow_verifier *v = NULL;
+	if (flow_verifier_new(&vc, &v) < 0)
+		return st;
+	flow_verifier_set_anchor(v, anchor, -1, mem);
+	struct verify_ctx *w = flow_verifier_ctx_take(v, false);
+	uint64_t *ns = calloc(max + 1, sizeof(*ns));
+	struct verified_flow vf;
+	memset(&vf, 0, sizeof(vf));
+	size_t n = 0;
+	pid_t last = 0;
+	bool warmed = false;
+	/* first flow of each process only: the pids seen, a bitmap */
+	size_t pid_max = 4u << 20;
+	uint8_t *seen = calloc(pid_max / 8, 1);
+	for (size_t i = from; i < b->n_flows && n < max && w && ns && seen; i++) {
+		pid_t p = b->flows[i].pid;
+		if ((size_t)p >= pid_max || (seen[p / 8] & (1u << (p % 8))))
+			continue;
+		seen[p / 8] |= (uint8_t)(1u << (p % 8));
+		last = p;
+		enum reason why;
+		(void)members_learn(mem, last, &why, NULL);
+		unsigned long long t0 = now_mono_ns();
+		(void)flow_verifier_verify_cookie(v, w, b->flows[i].cookie, &vf);
+		unsigned long long dt = now_mono_ns() - t0;
+		if (vf.reason != REASON_OK || vf.subject.pid != last)
+			b->errors++;
+		else if (warmed)
+			ns[n++] = dt;
+		warmed = true;
+		verified_flow_release(&vf);
+	}
+	if (n)
+		st = summarize(ns, n);
+	free(ns);
+	free(seen);
+	if (w)
+		flow_verifier_ctx_put(v, w);
+	flow_verifier_free(v);
+	return st;
+}
+
 struct row {
 	size_t n, m;
 	struct stat_r a, a_alive, cold, warm, naive;
@@ -766,6 +829,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	/* (d): this process is the anchor; the spawner its recorded child; the
+	 * members are learned as born in the tree below it */
+	struct procref anchor_ref, spawner_ref;
+	struct members *mem = NULL;
+	struct members_config mcfg = { .mode = MEMBERSHIP_LINEAGE };
+	if (procref_open(&b.caps, getpid(), &anchor_ref) < 0 || procref_hash_exe(&anchor_ref, NULL) < 0 ||
+	    members_create(&b.caps, &anchor_ref, &mcfg, &mem) < 0 ||
+	    procref_open(&b.caps, spawner, &spawner_ref) < 0 ||
+	    members_add_spawned(mem, &spawner_ref, MEMBER_ENTRYPOINT) < 0) {
+		fprintf(stderr, "member table for (d) failed\n");
+		return 1;
+	}
+	procref_close(&spawner_ref);
+	struct stat_r first[4];
+	memset(first, 0, sizeof(first));
+
 	struct utsname u;
 	uname(&u);
 	printf("attribution benchmark: kernel %s, %ld CPUs, pidfs keys %s, K=%d sockets/process, "
@@ -798,6 +877,8 @@ int main(int argc, char **argv)
 			break;
 		}
 		PHASE(n, "spawn members");
+		first[si] = run_first_flow(&b, mem, &anchor_ref, reg, before, quick ? 200 : 500);
+		PHASE(n, "(d) first flows");
 		cold0[si] = run_attr(&b, ctx_hs, M_COLD, b.members.pids, n, 2000, cold_budget / 2);
 		warm0[si] = run_attr(&b, ctx_hs, M_WARM, b.members.pids, n, fast_iter, sec / 2);
 		PHASE(n, "(b) with M=0");
@@ -868,6 +949,13 @@ int main(int argc, char **argv)
 		printf("\n");
 	}
 
+	printf("\n(d) connect-time identity, a new process's first flow (registry record -> verified identity:\n"
+	       "    the feed worker's and the delegated push's work), 0 non-members (median / p99, samples)\n");
+	for (size_t i = 0; i < done; i++) {
+		printf("%6zu:", rows[i].n);
+		print_stat(first[i]);
+		printf("   n=%zu\n", first[i].n);
+	}
 	printf("\nwarm queries not answered by the cache: %lu\n", b.warm_misses);
 
 	kill_others(&b);

@@ -25,6 +25,10 @@
 # --no-identity-mac (protocol 1.1 behaviour: every answer's Ed25519
 # signature made and verified on the connect path), beside the default
 # (1.2: answers MAC'd, signatures after them), interleaved in each round.
+# "net-supervisor-delegated-identity-nopush" is the delegated row with the
+# proc side's --no-identity-push (protocol 1.2 behaviour: every flow asked
+# for over the control channel), beside the default (1.3: identities pushed
+# at connect time, the flow a table lookup), interleaved in each round.
 # ROWS=delegated runs only the delegated and tinyproxy short rows.
 #   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
 set -eu
@@ -87,6 +91,11 @@ $NS --listen 127.0.0.1:$NSS --policy $TMP/policy-local.yaml --audit $TMP/log/aud
 	--identity delegated --control unix:$TMP/sctl.sock --provisioning-pubkey $TMP/keys/provisioning.pub \
 	--no-identity-mac --admin 127.0.0.1:19409 2> $TMP/ns6.err & PIDS+=($!)
 NSS_PID=$!
+NSN=19410   # the same, the proc side with --no-identity-push: every flow asked for
+$NS --listen 127.0.0.1:$NSN --policy $TMP/policy-local.yaml --audit $TMP/log/audit7.jsonl \
+	--identity delegated --control unix:$TMP/nctl.sock --provisioning-pubkey $TMP/keys/provisioning.pub \
+	--admin 127.0.0.1:19411 2> $TMP/ns7.err & PIDS+=($!)
+NSN_PID=$!
 # short_supervised LABEL PROXY_PORT ADMIN_PORT [proc-supervisor options]: the
 # short-request client as a proc-supervisor workload, started once that
 # proxy is ready (it anchors on the supervisor's status socket, or
@@ -126,6 +135,11 @@ cpu_per_flow() {
 short_delegated() {
 	rm -f $TMP/dctl.sock
 	short_supervised $1 $NSD 19407 --control unix:$TMP/dctl.sock --provisioning-key $TMP/keys/provisioning.key
+}
+short_nopush() {
+	rm -f $TMP/nctl.sock
+	short_supervised $1 $NSN 19411 --control unix:$TMP/nctl.sock --provisioning-key $TMP/keys/provisioning.key \
+		--no-identity-push
 }
 short_signed() {
 	rm -f $TMP/sctl.sock
@@ -230,7 +244,7 @@ echo "# net-supervisor bench ($(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3
 HA_ROWS=() RATIOS=() BOUNDS=() R1L=() R1D=() R8L=() R8D=() R1F=() R8F=() TB=() TS=()
 # ratio LINE_A LINE_B: A's connections/s over B's
 ratio() { awk -v a=$(echo "$1" | kv conn_per_s) -v b=$(echo "$2" | kv conn_per_s) 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-R1S=() R8S=()
+R1S=() R8S=() R1N=() R8N=()
 ALL=1
 [ "${ROWS:-all}" = delegated ] && ALL=0
 for r in $(seq $ROUNDS); do
@@ -261,6 +275,7 @@ for r in $(seq $ROUNDS); do
 	F1=$(cpu_per_flow $NSF_PID short_feed net-supervisor-local-identity-feed); echo "$F1"
 	fi
 	D1=$(cpu_per_flow $NSD_PID short_delegated net-supervisor-delegated-identity); echo "$D1"
+	P1=$(cpu_per_flow $NSN_PID short_nopush net-supervisor-delegated-identity-nopush); echo "$P1"
 	S1=$(cpu_per_flow $NSS_PID short_signed net-supervisor-delegated-identity-signed); echo "$S1"
 	[ $HAVE_TP = 1 ] && $B short --port $UP --requests $REQS --proxy 127.0.0.1:$TPP --label tinyproxy
 	# the same client as the identity rows (a proc-supervisor workload, its
@@ -268,7 +283,7 @@ for r in $(seq $ROUNDS); do
 	if [ $HAVE_TP = 1 ]; then
 		T1=$(cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client $TPP -); echo "$T1"
 		[ $ALL = 1 ] && R1L+=("$(ratio "$L1" "$T1")") R1F+=("$(ratio "$F1" "$T1")")
-		R1D+=("$(ratio "$D1" "$T1")") R1S+=("$(ratio "$S1" "$T1")")
+		R1D+=("$(ratio "$D1" "$T1")") R1S+=("$(ratio "$S1" "$T1")") R1N+=("$(ratio "$P1" "$T1")")
 	fi
 	# The same three with 8 client threads: connection rate when the
 	# machine, not one request's latency, is the limit.
@@ -277,18 +292,27 @@ for r in $(seq $ROUNDS); do
 	F8=$(CONC=8 cpu_per_flow $NSF_PID short_feed net-supervisor-local-identity-feed-c8); echo "$F8"
 	fi
 	D8=$(CONC=8 cpu_per_flow $NSD_PID short_delegated net-supervisor-delegated-identity-c8); echo "$D8"
+	P8=$(CONC=8 cpu_per_flow $NSN_PID short_nopush net-supervisor-delegated-identity-nopush-c8); echo "$P8"
 	S8=$(CONC=8 cpu_per_flow $NSS_PID short_signed net-supervisor-delegated-identity-signed-c8); echo "$S8"
 	if [ $HAVE_TP = 1 ]; then
 		T8=$(CONC=8 cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client-c8 $TPP -); echo "$T8"
 		[ $ALL = 1 ] && R8L+=("$(ratio "$L8" "$T8")") R8F+=("$(ratio "$F8" "$T8")")
-		R8D+=("$(ratio "$D8" "$T8")") R8S+=("$(ratio "$S8" "$T8")")
+		R8D+=("$(ratio "$D8" "$T8")") R8S+=("$(ratio "$S8" "$T8")") R8N+=("$(ratio "$P8" "$T8")")
 	fi
 done
 echo "# bulk net-supervisor/direct per round (side by side, information: a relay is two hops): ${RATIOS[*]}"
 [ $HAVE_HA = 1 ] && echo "# bulk machine CPU per GiB per round (bench ends + relay; target: tether <= haproxy; floor = 2 x direct): $(IFS=';'; echo "${HA_ROWS[*]}")"
 echo "# transparent over explicit (same static identity) per round: bulk ${TB[*]}; connections/s ${TS[*]} (target: parity)"
 echo "# bulk CPU bound per round ($(nproc) CPUs / (bench ends + proxy CPU per GiB), over direct): ${BOUNDS[*]}"
-[ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, local+feed ${R1F[*]}, delegated ${R1D[*]}, delegated signed ${R1S[*]}; 8 clients: local ${R8L[*]}, local+feed ${R8F[*]}, delegated ${R8D[*]}, delegated signed ${R8S[*]} (target >= 1.5)"
-echo "# identity resolution as the proxies measured it: local $(idlat 19405); local+feed $(idlat 19721); delegated $(idlat 19407); delegated signed (--no-identity-mac) $(idlat 19409)"
+[ $HAVE_TP = 1 ] && echo "# connections/s with identity over tinyproxy (same supervised client) per round: 1 client: local ${R1L[*]}, local+feed ${R1F[*]}, delegated ${R1D[*]}, delegated no push ${R1N[*]}, delegated signed ${R1S[*]}; 8 clients: local ${R8L[*]}, local+feed ${R8F[*]}, delegated ${R8D[*]}, delegated no push ${R8N[*]}, delegated signed ${R8S[*]} (target >= 1.5)"
+echo "# identity resolution as the proxies measured it: local $(idlat 19405); local+feed $(idlat 19721); delegated $(idlat 19407); delegated no push (--no-identity-push) $(idlat 19411); delegated signed (--no-identity-mac) $(idlat 19409)"
+echo "# delegated allows answered from a push (context_request_id >= 2^62): $(python3 -c '
+import json, sys
+n = p = 0
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == "egress_decision" and e.get("decision") == "allow":
+        n += 1; p += int(e.get("context_request_id", 0) >= 1 << 62)
+print(f"{p} of {n}")' $TMP/log/audit4.jsonl 2>/dev/null)"
 echo "# identity feed (local+feed proxy): $(curl -s --noproxy '*' http://127.0.0.1:19721/metrics | awk '/^tether_identity_feed_total/ {sub(/tether_identity_feed_total/, ""); printf "%s ", $0}')"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); audit lines written: $(wc -l < $TMP/log/audit.jsonl); local identity: $(grep -c '"allow"' $TMP/log/audit3.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit3.jsonl 2>/dev/null || true) denied; delegated: $(grep -c '"allow"' $TMP/log/audit4.jsonl 2>/dev/null || true) allowed, $(grep -c '"deny"' $TMP/log/audit4.jsonl 2>/dev/null || true) denied"

@@ -142,6 +142,8 @@ int kernel_caps_force_fallback(struct kernel_caps *caps, const char *list)
 			caps->procfs_self_pid = 0, known = true;
 		if (all || strcmp(w, "idfeed") == 0)
 			caps->no_idfeed = true, known = true;
+		if (all || strcmp(w, "push") == 0)
+			caps->no_push = true, known = true;
 		if (!known)
 			return -EINVAL;
 	}

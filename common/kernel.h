@@ -96,6 +96,7 @@ struct kernel_caps {
 	 * connect-time identity off, so every flow takes the holder search
 	 * (net-supervisor/identity_feed.h). */
 	bool no_idfeed;
+	bool no_push; /* TETHER_FORCE_FALLBACK=push: no connect-time identity pushes (protocol 1.3) */
 };
 
 /* Probe the running kernel; honours TETHER_FORCE_FALLBACK. -errno only when

@@ -61,8 +61,25 @@ struct identity_delegated_config {
 	void (*on_context_signed)(uint64_t request_id, enum reason why, const char *signed_context_b64,
 				  void *data);
 	bool no_mac; /* offer no MAC key: every answer signed (1.1 behaviour) */
+	/* Protocol 1.3, connect-time pushes (docs/protocol.md "Pushed
+	 * identities"): unless no_push (or no_mac, or TETHER_FORCE_FALLBACK
+	 * =push), the Hello asks the proc side to push the identity of each
+	 * connect its notifier saw. A verified push is kept (IDENTITY_PUSH_TABLE
+	 * entries at most, for 250 ms within the context's lifetime; a newer
+	 * push for the same tuple replaces it) under the tuple it carries; a
+	 * flow with exactly that tuple takes it (once) without a
+	 * request. A flow with no push yet waits up to push_wait_ms (0: 5;
+	 * the environment's TETHER_PUSH_WAIT_MS, 1-60000, wins: tests) for
+	 * one when the channel pushes, then asks as before; after 8 waits in a
+	 * row ran out, flows ask at once for a second. A push that does not
+	 * verify is counted and ignored. */
+	bool no_push;
+	uint64_t push_wait_ms;
 	void *data;
 };
+
+#define IDENTITY_PUSH_TABLE 8192
+#define IDENTITY_PUSH_WAIT_MS 5
 
 int identity_delegated_new(uv_loop_t *loop, const struct identity_delegated_config *cfg,
 			   struct identity_strategy **out);
@@ -73,6 +90,11 @@ struct identity_delegated_stats {
 	uint64_t by_mac;             /* verified by the channel's MAC (1.2) */
 	uint64_t signatures;         /* signatures that followed MAC'd answers, verified */
 	uint64_t signatures_missing; /* ... that did not come or did not verify */
+	/* 1.3 pushes: verified and kept, refused (bad MAC, replayed, wrong
+	 * anchor, expired, ...), flows answered from a push (at once, after
+	 * waiting), waits that ran out (then asked), pushes never taken (expired
+	 * or evicted) */
+	uint64_t pushes, pushes_refused, push_hits, push_waited_hits, push_wait_timeouts, pushes_unused;
 };
 void identity_delegated_stats(const struct identity_strategy *s, struct identity_delegated_stats *out);
 /* The latest clock-skew measurement of the control channel (proto/verifier.h);

@@ -49,7 +49,93 @@ struct idpublish {
 	int subs[MAX_SUBS]; /* -1: free */
 	atomic_int n_subs;
 	struct idpublish_stats st;
+	/* Published identities by process (key, image), for CACHE_MS: a
+	 * note for a connect of the same process with the same image (as the
+	 * notifier recorded it at this connect) is published from the loop at
+	 * once, without waking the worker. Own lock (the loop and the worker). */
+	pthread_mutex_t cache_lock;
+	struct feed_cache_entry *cache; /* CACHE entries; NULL: off */
 };
+
+#define CACHE 512
+#define CACHE_MS 1000
+
+struct feed_cache_entry {
+	bool used;
+	uint64_t expires; /* now_mono_ns() */
+	char key[PROCREF_KEY_MAX];
+	struct exe_tuple exe; /* as verified (its image hashed) */
+	char *rest;           /* the "id" line after `{"id":COOKIE,` */
+	size_t rest_len;
+};
+
+static size_t cache_slot(const char *key)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *c = key; *c; c++)
+		h = (h ^ (uint8_t)*c) * 1099511628211ull;
+	return (size_t)(h % CACHE);
+}
+
+static bool same_image(const struct exe_tuple *a, const struct exe_tuple *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns && a->deleted == b->deleted && a->memfd == b->memfd &&
+	       !a->maps_mismatch && !b->maps_mismatch;
+}
+
+/* The worker verified subject's process: keep its line's body. */
+static void cache_put(struct idpublish *p, const struct procref *subject, const struct flow_identity *id)
+{
+	if (!p->cache)
+		return;
+	char *line = NULL;
+	size_t len = 0;
+	static const char prefix[] = "{\"id\":0,";
+	if (idfeed_encode_id(0, id, &line, &len) < 0)
+		return;
+	if (len <= sizeof(prefix) - 1 || memcmp(line, prefix, sizeof(prefix) - 1) != 0) {
+		free(line); /* not the shape we splice into: no cache */
+		return;
+	}
+	size_t rl = len - (sizeof(prefix) - 1);
+	char *rest = malloc(rl);
+	if (!rest) {
+		free(line);
+		return;
+	}
+	memcpy(rest, line + sizeof(prefix) - 1, rl);
+	free(line);
+	pthread_mutex_lock(&p->cache_lock);
+	struct feed_cache_entry *e = &p->cache[cache_slot(subject->key)];
+	free(e->rest);
+	e->used = true;
+	e->expires = now_mono_ns() + CACHE_MS * 1000000ull;
+	strscpy(e->key, subject->key, sizeof(e->key));
+	e->exe = subject->exe;
+	e->rest = rest;
+	e->rest_len = rl;
+	pthread_mutex_unlock(&p->cache_lock);
+}
+
+/* The whole line for cookie from the cache, or NULL. */
+static char *cache_line(struct idpublish *p, uint64_t cookie, const struct procref *rec, size_t *len)
+{
+	char *line = NULL;
+	pthread_mutex_lock(&p->cache_lock);
+	struct feed_cache_entry *e = &p->cache[cache_slot(rec->key)];
+	if (e->used && e->expires > now_mono_ns() && strcmp(e->key, rec->key) == 0 && same_image(&e->exe, &rec->exe)) {
+		char head[40];
+		int hl = snprintf(head, sizeof(head), "{\"id\":%llu,", (unsigned long long)cookie);
+		if ((line = malloc((size_t)hl + e->rest_len))) {
+			memcpy(line, head, (size_t)hl);
+			memcpy(line + hl, e->rest, e->rest_len);
+			*len = (size_t)hl + e->rest_len;
+		}
+	}
+	pthread_mutex_unlock(&p->cache_lock);
+	return line;
+}
 
 /* ---------- the worker ---------- */
 
@@ -187,6 +273,8 @@ static void *worker(void *arg)
 						(void)flow_verifier_hash_hop(p->verifier, &vf.ancestors[j]);
 					struct flow_identity *id = identity_of(&vf);
 					ok = id && idfeed_encode_id(batch[i], id, &line, &len) == 0;
+					if (ok)
+						cache_put(p, &vf.subject, id);
 					flow_identity_free(id);
 				}
 			}
@@ -225,6 +313,28 @@ void idpublish_note(struct idpublish *p, uint64_t cookie)
 {
 	if (!p || atomic_load_explicit(&p->n_subs, memory_order_relaxed) == 0)
 		return;
+	if (p->cache) {
+		/* The same process with the same image as a published identity
+		 * of the last CACHE_MS: its line, written from here. */
+		struct procref rec;
+		char *line = NULL;
+		size_t len = 0;
+		if (cookie_registry_get(p->o.cookies, cookie, &rec) == 0) {
+			line = cache_line(p, cookie, &rec, &len);
+			procref_close(&rec);
+		}
+		if (line) {
+			struct iovec one = { line, len };
+			pthread_mutex_lock(&p->lock);
+			p->st.noted++;
+			p->st.published++;
+			p->st.cached++;
+			broadcast(p, &one, 1);
+			pthread_mutex_unlock(&p->lock);
+			free(line);
+			return;
+		}
+	}
 	pthread_mutex_lock(&p->lock);
 	if (p->q_len == IDPUBLISH_QUEUE) {
 		p->st.dropped++;
@@ -304,6 +414,9 @@ int idpublish_start(uv_loop_t *loop, const struct idpublish_opts *opts, struct i
 		p->subs[s] = -1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
+	pthread_mutex_init(&p->cache_lock, NULL);
+	if (!getenv("TETHER_IDFEED_NO_CACHE"))
+		p->cache = calloc(CACHE, sizeof(*p->cache));
 	procref_copy_recorded(&p->anchor, opts->anchor);
 	p->path = strdup(opts->path);
 	int r = -ENOMEM;
@@ -358,6 +471,11 @@ static void poll_closed(uv_handle_t *h)
 	flow_verifier_free(p->verifier);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
+	if (p->cache)
+		for (size_t i = 0; i < CACHE; i++)
+			free(p->cache[i].rest);
+	free(p->cache);
+	pthread_mutex_destroy(&p->cache_lock);
 	free(p->path);
 	peer_allow_free(&p->allow);
 	free(p);
@@ -374,6 +492,12 @@ void idpublish_stop(struct idpublish *p)
 		pthread_mutex_unlock(&p->lock);
 		pthread_join(p->thread, NULL);
 		p->thread_started = false;
+		if (p->st.noted)
+			log_debug("identity feed: %llu connects noted, %llu identities published (%llu from the "
+				 "per-process cache), %llu refused, %llu dropped",
+				 (unsigned long long)p->st.noted, (unsigned long long)p->st.published,
+				 (unsigned long long)p->st.cached, (unsigned long long)p->st.refused,
+				 (unsigned long long)p->st.dropped);
 	}
 	for (int s = 0; s < MAX_SUBS; s++)
 		if (p->subs[s] >= 0) {

@@ -17,6 +17,14 @@
  * the reader then falls back to its holder search, as for a socket the
  * notifier never saw.
  *
+ * A process's published identity is kept 1 s under its key and image:
+ * a note for a connect of the same process with the same image (the
+ * notifier's record of this connect) writes its line from the loop at
+ * once, without the worker (TETHER_IDFEED_NO_CACHE turns that off). The
+ * record was made from the live caller blocked in this connect (pidfs
+ * keys are never reused), so a hit is that process running that image;
+ * the cache skips only re-proving its chain within the second.
+ *
  * Subscribers connect to the Unix socket at PATH (mode 0600 unless
  * socket_mode says otherwise; the same uid/gid allow lists as the status
  * socket). A subscriber that does not keep up (its socket buffer full) is
@@ -52,6 +60,7 @@ struct idpublish_opts {
 
 struct idpublish_stats {
 	uint64_t noted, dropped, published, refused, subscribers, subscriber_drops;
+	uint64_t cached; /* published from the loop from the per-process cache */
 	uint64_t verify_ns; /* worker wall time verifying (sum over noted) */
 };
 

@@ -2,7 +2,14 @@
 #include "proc-supervisor/idservice.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <poll.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +22,7 @@
 #include "identity/verify.h"
 #include "proto/server.h"
 #include "proto/signer.h"
+#include "proto/mac.h"
 
 struct idservice {
 	uv_loop_t *loop;
@@ -31,6 +39,8 @@ struct idservice {
 	struct proto_server *server;
 	struct flow_verifier *verifier; /* members of the tree as candidates; we are the anchor */
 	size_t inflight;
+	size_t push_inflight;
+	struct push_cache *pcache; /* see push_cache_get */
 	bool stopping, server_stopped;
 	struct idservice_stats stats;
 	void (*done)(void *);
@@ -164,45 +174,51 @@ static void sign_after(uv_work_t *w, int status)
 	job_finish(j);
 }
 
+/* identity_issued: an answer (request_id) or a push (push_id, pushed). */
+static void audit_issued(struct idservice *s, uint64_t id, bool pushed, bool ok, enum reason reason, const char *message,
+			 const struct proto_tuple *tuple, const struct verified_flow *vf, const struct signed_context *sc)
+{
+	json_t *ev = json_pack("{s:I, s:s, s:s, s:s}", pushed ? "push_id" : "request_id", (json_int_t)id, "reason",
+			       ok ? "ok" : reason_word(reason), "identity_source", "delegated",
+			       "attribution", attribution_source_word(vf->source));
+	char tb[160];
+	proto_tuple_format(tuple, tb, sizeof(tb));
+	json_object_set_new(ev, "flow", json_string(tb));
+	if (!ok)
+		json_object_set_new(ev, "message", json_string(message));
+	if (vf->have_subject) {
+		const struct procref *subject = &vf->subject;
+		json_object_set_new(ev, "pid", json_integer(subject->pid));
+		json_object_set_new(ev, "process_key", json_string(subject->key));
+		json_t *bin = json_pack("{s:s}", "path", subject->exe.path);
+		if (subject->exe.hashed) {
+			char hex[65];
+			for (int i = 0; i < 32; i++)
+				snprintf(hex + 2 * i, 3, "%02x", subject->exe.sha256[i]);
+			json_object_set_new(bin, "sha256", json_string(hex));
+		}
+		json_object_set_new(ev, "binary", bin);
+	}
+	if (ok && sc) {
+		uint8_t *packed = NULL;
+		size_t plen;
+		char *b64 = NULL;
+		if (signed_context_pack(sc, &packed, &plen) == 0 && signed_base64_encode(packed, plen, &b64) == 0)
+			json_object_set_new(ev, "signed_context", json_string(b64));
+		free(packed);
+		free(b64);
+	}
+	audit_emit(s->o.audit, "identity_issued", ev);
+	json_decref(ev);
+}
+
 /* The audit line (with the signature once there is one) and cleanup. */
 static void job_finish(struct id_job *j)
 {
 	struct idservice *s = j->s;
-	if (s->o.audit) {
-		json_t *ev = json_pack("{s:I, s:s, s:s, s:s}", "request_id", (json_int_t)j->request_id, "reason",
-				       j->ok ? "ok" : reason_word(j->reason), "identity_source", "delegated",
-				       "attribution", attribution_source_word(j->vf.source));
-		char tb[160];
-		proto_tuple_format(&j->tuple, tb, sizeof(tb));
-		json_object_set_new(ev, "flow", json_string(tb));
-		if (!j->ok)
-			json_object_set_new(ev, "message", json_string(j->message));
-		if (j->vf.have_subject) {
-			const struct procref *subject = &j->vf.subject;
-			json_object_set_new(ev, "pid", json_integer(subject->pid));
-			json_object_set_new(ev, "process_key", json_string(subject->key));
-			json_t *bin = json_pack("{s:s}", "path", subject->exe.path);
-			if (subject->exe.hashed) {
-				char hex[65];
-				for (int i = 0; i < 32; i++)
-					snprintf(hex + 2 * i, 3, "%02x", subject->exe.sha256[i]);
-				json_object_set_new(bin, "sha256", json_string(hex));
-			}
-			json_object_set_new(ev, "binary", bin);
-		}
-		if (j->ok && j->signed_) {
-			uint8_t *packed = NULL;
-			size_t plen;
-			char *b64 = NULL;
-			if (signed_context_pack(&j->sc, &packed, &plen) == 0 &&
-			    signed_base64_encode(packed, plen, &b64) == 0)
-				json_object_set_new(ev, "signed_context", json_string(b64));
-			free(packed);
-			free(b64);
-		}
-		audit_emit(s->o.audit, "identity_issued", ev);
-		json_decref(ev);
-	}
+	if (s->o.audit)
+		audit_issued(s, j->request_id, false, j->ok, j->reason, j->message, &j->tuple, &j->vf,
+			     j->ok && j->signed_ ? &j->sc : NULL);
 	if (j->ok)
 		signed_context_clear(&j->sc);
 	verified_flow_release(&j->vf);
@@ -236,6 +252,400 @@ static void on_identity(struct proto_server *srv, struct proto_request *req, voi
 	s->inflight++;
 }
 
+/* ---- connect-time pushes (protocol 1.3) ---- */
+
+#define PUSH_TARGETS 4
+
+struct push_out {
+	uint8_t *context; /* encoded with this target's nonce and push id */
+	size_t len;
+	uint8_t mac[PROTO_MAC_LEN];
+	uint8_t signature[PROTO_SIG_LEN];
+	bool ok;
+	bool sent;
+};
+
+struct push_job {
+	uv_work_t work;
+	struct idservice *s;
+	uint64_t cookie;
+	int fd;
+	size_t n;
+	struct proto_push_target t[PUSH_TARGETS];
+	struct push_out out[PUSH_TARGETS];
+	enum reason reason;
+	const char *why; /* detail when not pushed */
+	struct proto_tuple tuple;
+	bool cached; /* vf from the per-process cache: not verified again */
+	struct verified_flow vf;
+};
+
+/* Verified identities by process (key and the image's exe tuple as the
+ * notifier recorded it at the connect), for IDSERVICE_PUSH_CACHE_MS: the
+ * next connect of the same process with the same image is pushed from the
+ * loop at once (the context built, MAC'd and sent there: a few us), without
+ * the thread pool's round trip and the re-verification. The record itself
+ * was made from the live caller, blocked in this very connect (its pidfs
+ * key is never reused), so a hit is the same process running the same
+ * image; the cache only skips re-proving the chain within that window. A
+ * process that exec'd has another exe tuple: a miss. Filled by the workers
+ * (mutex), read on the loop. */
+#define PUSH_CACHE 256
+
+struct push_cache_entry {
+	bool used;
+	uint64_t expires; /* now_mono_ns() */
+	struct procref subject;   /* recorded, hashed */
+	struct procref *ancestors;
+	size_t n_ancestors;
+};
+
+struct push_cache {
+	pthread_mutex_t lock;
+	struct push_cache_entry e[PUSH_CACHE];
+	uint64_t hits, misses;
+};
+
+static size_t push_cache_slot(const char *key)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *c = key; *c; c++)
+		h = (h ^ (uint8_t)*c) * 1099511628211ull;
+	return (size_t)(h % PUSH_CACHE);
+}
+
+static bool same_image(const struct exe_tuple *a, const struct exe_tuple *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns && a->deleted == b->deleted && a->memfd == b->memfd &&
+	       !a->maps_mismatch && !b->maps_mismatch;
+}
+
+static void push_cache_entry_clear(struct push_cache_entry *e)
+{
+	free(e->ancestors);
+	memset(e, 0, sizeof(*e));
+}
+
+static void push_cache_put(struct push_cache *c, const struct verified_flow *vf, uint64_t ttl_ns)
+{
+	if (!c || !vf->have_subject || !vf->subject.exe.hashed)
+		return;
+	struct procref *anc = NULL;
+	if (vf->n_ancestors && !(anc = malloc(vf->n_ancestors * sizeof(*anc))))
+		return;
+	for (size_t i = 0; i < vf->n_ancestors; i++)
+		procref_copy_recorded(&anc[i], &vf->ancestors[i]);
+	pthread_mutex_lock(&c->lock);
+	struct push_cache_entry *e = &c->e[push_cache_slot(vf->subject.key)];
+	push_cache_entry_clear(e);
+	e->used = true;
+	e->expires = now_mono_ns() + ttl_ns;
+	procref_copy_recorded(&e->subject, &vf->subject);
+	e->ancestors = anc;
+	e->n_ancestors = vf->n_ancestors;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* A copy of the cached identity of rec's process (same key, same image,
+ * not expired) into vf (verified_flow_release frees it); false on a miss. */
+static bool push_cache_get(struct push_cache *c, const struct procref *rec, struct verified_flow *vf)
+{
+	if (!c)
+		return false;
+	bool hit = false;
+	pthread_mutex_lock(&c->lock);
+	struct push_cache_entry *e = &c->e[push_cache_slot(rec->key)];
+	if (e->used && e->expires > now_mono_ns() && strcmp(e->subject.key, rec->key) == 0 &&
+	    same_image(&e->subject.exe, &rec->exe)) {
+		memset(vf, 0, sizeof(*vf));
+		if (!e->n_ancestors || (vf->ancestors = calloc(e->n_ancestors, sizeof(*vf->ancestors)))) {
+			procref_copy_recorded(&vf->subject, &e->subject);
+			vf->subject.pidfd = -1;
+			for (size_t i = 0; i < e->n_ancestors; i++)
+				procref_copy_recorded(&vf->ancestors[i], &e->ancestors[i]);
+			vf->n_ancestors = e->n_ancestors;
+			vf->have_subject = true;
+			vf->reason = REASON_OK;
+			vf->source = ATTRIBUTION_SOURCE_REGISTRY;
+			vf->chain = FLOW_CHAIN_SUBJECT_HIT;
+			hit = true;
+		}
+	}
+	if (hit)
+		c->hits++;
+	else
+		c->misses++;
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+static void push_cache_free(struct push_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < PUSH_CACHE; i++)
+		push_cache_entry_clear(&c->e[i]);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* The socket's tuple once its connect completed: local = src, peer = dst,
+ * what the net side sees when it accepts the flow (no address translation
+ * between the two; a flow DNATed on its way does not match and is asked
+ * for). The caller's connect was CONTINUEd just before the job was queued;
+ * it may not have run yet, or be in SYN_SENT. Bounded wait. Nothing here
+ * may change what the workload sees of its own socket: no SO_ERROR (reading
+ * it clears the error the caller's connect is to report), only
+ * getsockname, getpeername, TCP_INFO and poll. */
+static int push_tuple(int fd, struct proto_tuple *out)
+{
+	uint64_t deadline = now_mono_ns() + IDSERVICE_PUSH_TUPLE_WAIT_MS * 1000000ull;
+	bool was_connecting = false;
+	for (;;) {
+		struct tcp_info ti;
+		socklen_t tl = sizeof(ti);
+		memset(&ti, 0, sizeof(ti));
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0)
+			return -errno;
+		if (ti.tcpi_state == TCP_SYN_SENT) {
+			was_connecting = true;
+		} else if (ti.tcpi_state == TCP_CLOSE) {
+			if (was_connecting)
+				return -ECONNREFUSED; /* the connect failed: nothing to push */
+		} else if (ti.tcpi_state != TCP_LISTEN) {
+			struct sockaddr_storage l, p;
+			socklen_t ll = sizeof(l), pl = sizeof(p);
+			if (getsockname(fd, (struct sockaddr *)&l, &ll) < 0 || getpeername(fd, (struct sockaddr *)&p, &pl) < 0)
+				return -errno;
+			if (l.ss_family != p.ss_family)
+				return -EAFNOSUPPORT;
+			memset(out, 0, sizeof(*out));
+			out->proto = IPPROTO_TCP;
+			out->family = (uint8_t)l.ss_family;
+			if (l.ss_family == AF_INET) {
+				const struct sockaddr_in *a = (const struct sockaddr_in *)&l, *b = (const struct sockaddr_in *)&p;
+				memcpy(out->src, &a->sin_addr, 4);
+				memcpy(out->dst, &b->sin_addr, 4);
+				out->sport = ntohs(a->sin_port);
+				out->dport = ntohs(b->sin_port);
+				return 0;
+			}
+			if (l.ss_family == AF_INET6) {
+				const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&l, *b = (const struct sockaddr_in6 *)&p;
+				memcpy(out->src, &a->sin6_addr, 16);
+				memcpy(out->dst, &b->sin6_addr, 16);
+				out->sport = ntohs(a->sin6_port);
+				out->dport = ntohs(b->sin6_port);
+				return 0;
+			}
+			return -EAFNOSUPPORT;
+		} else {
+			return -EINVAL; /* a listener: no flow */
+		}
+		if (now_mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		if (was_connecting) {
+			/* POLLOUT when the handshake completes or fails (poll reads
+			 * the error without clearing it) */
+			struct pollfd pf = { .fd = fd, .events = POLLOUT };
+			(void)poll(&pf, 1, 1);
+		} else {
+			/* the caller's connect has not run yet */
+			struct timespec ts = { 0, 50000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* Each target's context (its nonce, its push id, the tuple), MAC'd. */
+static void push_build(struct push_job *j)
+{
+	struct idservice *s = j->s;
+	for (size_t i = 0; i < j->n; i++) {
+		uint8_t nonce[PROTO_NONCE_LEN];
+		push_nonce(j->t[i].seed, j->t[i].push_id, nonce);
+		struct context_input in = {
+			.topology = s->o.topology,
+			.source = IDENTITY_SOURCE_DELEGATED,
+			.subject = &j->vf.subject,
+			.ancestors = j->vf.ancestors,
+			.n_ancestors = j->vf.n_ancestors,
+			.anchor = &s->anchor,
+			.tuple = &j->tuple,
+			.socket_cookie = j->cookie,
+			.nonce = nonce,
+			.request_id = j->t[i].push_id,
+			.policy_generation = s->o.policy_generation,
+			.lifetime_ns = s->o.context_lifetime_ns,
+		};
+		struct push_out *o = &j->out[i];
+		if (context_encode(&in, &o->context, &o->len) < 0)
+			continue;
+		context_mac(j->t[i].mac_key, o->context, o->len, o->mac);
+		o->ok = true;
+	}
+}
+
+static void push_work(uv_work_t *uw)
+{
+	struct push_job *j = uw->data;
+	struct idservice *s = j->s;
+	j->reason = REASON_IDENTITY_UNAVAILABLE;
+	if (!j->cached) {
+		struct verify_ctx *w = flow_verifier_ctx_take(s->verifier, false);
+		if (!w) {
+			j->why = "attribution context";
+			return;
+		}
+		(void)flow_verifier_verify_cookie(s->verifier, w, j->cookie, &j->vf);
+		flow_verifier_ctx_put(s->verifier, w);
+		if (j->vf.reason != REASON_OK) {
+			j->reason = j->vf.reason;
+			j->why = "connector not verified";
+			return;
+		}
+		/* ancestors carry their hash (a policy may pin one), as on the feed */
+		for (size_t i = 0; i < j->vf.n_ancestors; i++)
+			(void)flow_verifier_hash_hop(s->verifier, &j->vf.ancestors[i]);
+		push_cache_put(s->pcache, &j->vf, IDSERVICE_PUSH_CACHE_MS * 1000000ull);
+	}
+	int r = push_tuple(j->fd, &j->tuple);
+	if (r < 0) {
+		j->why = r == -ETIMEDOUT ? "connect not complete within the wait" : "no tuple (connect failed)";
+		return;
+	}
+	push_build(j);
+	j->reason = REASON_OK;
+}
+
+static void push_finish(struct push_job *j)
+{
+	struct idservice *s = j->s;
+	for (size_t i = 0; i < j->n; i++) {
+		free(j->out[i].context);
+		proto_push_target_release(&j->t[i]);
+	}
+	verified_flow_release(&j->vf);
+	close(j->fd);
+	free(j);
+	s->push_inflight--;
+	s->inflight--;
+	service_maybe_done(s);
+}
+
+/* The signatures of the pushes sent, for the audit, in the thread pool:
+ * the loop is the connect notifier's too, and 20-50 us of Ed25519 and an
+ * audit line per connect there delay the next connect's notification. */
+static void push_sign_work(uv_work_t *uw)
+{
+	struct push_job *j = uw->data;
+	struct idservice *s = j->s;
+	for (size_t i = 0; i < j->n; i++) {
+		if (!j->out[i].sent)
+			continue;
+		struct signed_context sc = { .context = j->out[i].context, .context_len = j->out[i].len };
+		sign_detached(s->instance, SIGN_DOMAIN_CONTEXT, sc.context, sc.context_len, j->out[i].signature);
+		memcpy(sc.signature, j->out[i].signature, PROTO_SIG_LEN);
+		memcpy(sc.key_id, s->instance->id, PROTO_KEY_ID_LEN);
+		if (s->o.audit) /* thread-safe */
+			audit_issued(s, j->t[i].push_id, true, true, REASON_OK, NULL, &j->tuple, &j->vf, &sc);
+	}
+}
+
+static void push_sign_after(uv_work_t *uw, int status)
+{
+	struct push_job *j = uw->data;
+	struct idservice *s = j->s;
+	for (size_t i = 0; status == 0 && i < j->n; i++) {
+		if (!j->out[i].sent)
+			continue;
+		struct signed_context sc = { .context = j->out[i].context, .context_len = j->out[i].len };
+		memcpy(sc.signature, j->out[i].signature, PROTO_SIG_LEN);
+		memcpy(sc.key_id, s->instance->id, PROTO_KEY_ID_LEN);
+		(void)proto_push_signature(&j->t[i], &sc);
+	}
+	push_finish(j);
+}
+
+/* On the loop: the pushes go out (the net side may be waiting), then the
+ * signatures are made in the thread pool and follow. */
+static void push_after(uv_work_t *uw, int status)
+{
+	struct push_job *j = uw->data;
+	struct idservice *s = j->s;
+	size_t sent = 0;
+	if (status == 0 && j->reason == REASON_OK && !s->stopping)
+		for (size_t i = 0; i < j->n; i++)
+			if (j->out[i].ok &&
+			    proto_push_send(&j->t[i], j->out[i].context, j->out[i].len, j->out[i].mac, s->instance->id) == 0)
+				j->out[i].sent = true, sent++;
+	if (sent) {
+		s->stats.pushed += sent;
+		if (uv_queue_work(s->loop, &j->work, push_sign_work, push_sign_after) == 0)
+			return;
+		push_sign_work(&j->work); /* the pool refused: here, then */
+		push_sign_after(&j->work, 0);
+		return;
+	}
+	s->stats.push_failed++;
+	log_debug("identity push: cookie %llu not pushed: %s (%s)", (unsigned long long)j->cookie,
+		  j->why ? j->why : "the channel is gone", reason_word(j->reason));
+	push_finish(j);
+}
+
+void idservice_note_connect(struct idservice *s, uint64_t cookie, int sockfd)
+{
+	if (!s || s->stopping || s->o.no_push || !proto_server_push_wanted(s->server))
+		return;
+	s->stats.push_noted++;
+	int type = 0;
+	socklen_t tl = sizeof(type);
+	if (s->push_inflight >= IDSERVICE_PUSH_MAX || getsockopt(sockfd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+	    type != SOCK_STREAM) {
+		s->stats.push_dropped++;
+		return;
+	}
+	struct push_job *j = calloc(1, sizeof(*j));
+	if (!j || (j->fd = fcntl(sockfd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		free(j);
+		s->stats.push_dropped++;
+		return;
+	}
+	j->s = s;
+	j->cookie = cookie;
+	j->n = proto_server_push_targets(s->server, j->t, PUSH_TARGETS);
+	j->work.data = j;
+	s->push_inflight++;
+	s->inflight++;
+	/* The same process again with the same image (cached): no
+	 * verification. When its connect already completed (it ran before we
+	 * got here), pushed from here at once; otherwise the thread pool only
+	 * waits for the tuple. A miss: the thread pool verifies and waits. */
+	struct procref rec;
+	if (j->n && s->pcache && cookie_registry_get(s->o.cookies, cookie, &rec) == 0) {
+		j->cached = push_cache_get(s->pcache, &rec, &j->vf);
+		procref_close(&rec);
+		if (j->cached) {
+			s->stats.push_cached++;
+			struct tcp_info ti;
+			socklen_t til = sizeof(ti);
+			memset(&ti, 0, sizeof(ti));
+			if (getsockopt(j->fd, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 && ti.tcpi_state == TCP_ESTABLISHED &&
+			    push_tuple(j->fd, &j->tuple) == 0) {
+				push_build(j);
+				j->reason = REASON_OK;
+				push_after(&j->work, 0);
+				return;
+			}
+		}
+	}
+	if (!j->n || uv_queue_work(s->loop, &j->work, push_work, push_after) < 0) {
+		s->stats.push_dropped++;
+		push_finish(j);
+	}
+}
+
 static void audit_anchor(struct idservice *s, const char *event)
 {
 	if (!s->o.audit)
@@ -259,8 +669,11 @@ static void audit_anchor(struct idservice *s, const char *event)
 	json_decref(ev);
 }
 
+static void push_cache_free(struct push_cache *c);
+
 static void service_free(struct idservice *s)
 {
+	push_cache_free(s->pcache);
 	flow_verifier_free(s->verifier);
 	signed_cert_clear(&s->cert);
 	sign_key_free(s->instance);
@@ -429,6 +842,7 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		return r;
 	}
 	struct proto_server_opts so = {
+		.no_push = opts->no_push,
 		.peer_check = s->o.n_allow_peers ? peer_in_allow_list : NULL,
 		.endpoint = s->o.endpoint,
 		.socket_mode = opts->socket_mode ? opts->socket_mode : 0600,
@@ -446,6 +860,11 @@ int idservice_start(uv_loop_t *loop, const struct idservice_opts *opts, struct i
 		return r;
 	}
 	s->o.provisioning = NULL; /* not kept */
+	if (!s->o.no_push && s->o.cookies && !getenv("TETHER_PUSH_NO_CACHE")) {
+		s->pcache = calloc(1, sizeof(*s->pcache));
+		if (s->pcache)
+			pthread_mutex_init(&s->pcache->lock, NULL);
+	}
 	uv_timer_init(loop, &s->renew_timer);
 	s->renew_timer.data = s;
 	s->renew_timer_open = true;
@@ -487,6 +906,12 @@ void idservice_stop(struct idservice *s, void (*done)(void *userdata), void *use
 	s->stopping = true;
 	s->done = done;
 	s->done_ud = userdata;
+	if (s->stats.push_noted)
+		log_debug("identity service: %llu connects noted for pushes, %llu pushed (%llu from the per-process "
+			 "cache), %llu not pushed, %llu dropped",
+			 (unsigned long long)s->stats.push_noted, (unsigned long long)s->stats.pushed,
+			 (unsigned long long)s->stats.push_cached, (unsigned long long)s->stats.push_failed,
+			 (unsigned long long)s->stats.push_dropped);
 	uv_close((uv_handle_t *)&s->renew_timer, renew_timer_closed);
 	proto_server_stop(s->server, on_server_stopped, s);
 }

@@ -68,6 +68,10 @@ struct idservice_opts {
 	/* Walk every chain in full instead of re-proving one pinned by an
 	 * earlier answer (identity/chain.h). For comparison and debugging. */
 	bool no_chain_cache;
+	/* Protocol 1.3: do not push identities at connect time (answer a
+	 * Hello's push seed with HelloAck.push = false); every flow is then
+	 * asked for. --no-identity-push. */
+	bool no_push;
 };
 
 /* -EINVAL bad options, -errno from the anchor ref, signing or the listener. */
@@ -80,8 +84,38 @@ const struct signed_cert *idservice_cert(const struct idservice *s);
 /* The instance public key. */
 void idservice_instance_key(const struct idservice *s, struct pub_key *out);
 
+/* Connect-time identity (protocol 1.3, docs/protocol.md "Pushed
+ * identities"): the notifier's record step (after CONTINUE, on the loop)
+ * hands over each recorded inet socket. Unless no net side asked for
+ * pushes (then nothing is done), a TCP socket is dup'd and queued to the
+ * thread pool (at most IDSERVICE_PUSH_MAX at a time; more are dropped and
+ * counted: those flows are asked for as before). The worker verifies the
+ * connector from the cookie registry (flow_verifier_verify_cookie, the
+ * same walk, image check and pinned chains as a registry hit of a
+ * request), waits (at most IDSERVICE_PUSH_TUPLE_WAIT_MS) for the connect
+ * to complete so that the socket's tuple is the one the net side will
+ * accept (getsockname/getpeername), and for each net side that asked
+ * builds a context with that tuple, the push's nonce and id, MACs it
+ * under that channel's key and signs it; back on the loop the IdentityPush
+ * goes out, then the ContextSignature. Nothing of it runs while the caller
+ * is blocked. sockfd is borrowed. */
+#define IDSERVICE_PUSH_MAX 256
+#define IDSERVICE_PUSH_TUPLE_WAIT_MS 20
+/* A process's verified identity is reused for its next connects (same
+ * process key, same image as recorded at the connect) for this long: not
+ * verified again, and pushed from the loop at once when the connect had
+ * already completed (else the thread pool only waits for its tuple).
+ * TETHER_PUSH_NO_CACHE (any value) turns it off (measurements). */
+#define IDSERVICE_PUSH_CACHE_MS 1000
+void idservice_note_connect(struct idservice *s, uint64_t cookie, int sockfd);
+
 struct idservice_stats {
 	uint64_t requests, issued, refused;
+	/* pushes: sockets noted, dropped (queue full / not TCP / dup failed),
+	 * pushed (frames sent), not pushed (connector not verified, no tuple
+	 * within the wait, the channel gone) */
+	uint64_t push_noted, push_dropped, pushed, push_failed;
+	uint64_t push_cached; /* from the per-process cache (pushed from the loop when the connect had completed) */
 	/* answers whose chain was re-proved from pinned processes instead of
 	 * walked: the same process again (subject) or a new child of a
 	 * pinned parent (parent) */

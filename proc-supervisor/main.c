@@ -64,6 +64,9 @@ static void usage(FILE *f)
 		"  --strict-socket-owner  identity service: a socket counts as its connector's only\n"
 		"                         while that process still holds it (denies a socket handed\n"
 		"                         out of the tree; a connect-and-exit flow is then denied)\n"
+		"  --no-identity-push     identity service: do not push each recorded connect's\n"
+		"                         identity to the net side (protocol 1.3); every flow is\n"
+		"                         then asked for. Implied by --strict-socket-owner\n"
 		"  --identity-feed PATH   connect-time identity for a local net-supervisor\n"
 		"                         (--identity-feed unix:PATH there): each recorded connect's\n"
 		"                         verified identity, by socket cookie, on this Unix socket\n"
@@ -171,7 +174,7 @@ int main(int argc, char **argv)
 	enum { OPT_AUDIT = 256, OPT_TOPOLOGY, OPT_SIGNAL_GROUP, OPT_GRACE, OPT_CGROUP, OPT_NO_SECCOMP,
 	       OPT_NO_LANDLOCK, OPT_DEBUG_REGISTRY, OPT_LIST_SECCOMP,
 	       OPT_POLICY, OPT_AGENT, OPT_PROXY, OPT_TCAPTURE, OPT_EXEC_SOCKET, OPT_EXEC_UID, OPT_EXEC_GID, OPT_STATUS_SOCKET,
-	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_CONTROL_PEER_UID, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER, OPT_IDFEED,
+	       OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_CONTROL_PEER_UID, OPT_PROV_KEY, OPT_CERT_VALIDITY, OPT_USER, OPT_STRICT_OWNER, OPT_NO_PUSH, OPT_IDFEED,
 	       OPT_FEATURES, OPT_WAIT_ALL, OPT_TRUST_BUNDLE };
 	struct procsup_services_cfg svc = { 0 };
 	const char *policy_files[16];
@@ -202,6 +205,7 @@ int main(int argc, char **argv)
 		{ "cert-validity", required_argument, NULL, OPT_CERT_VALIDITY },
 		{ "user", required_argument, NULL, OPT_USER },
 		{ "strict-socket-owner", no_argument, NULL, OPT_STRICT_OWNER },
+		{ "no-identity-push", no_argument, NULL, OPT_NO_PUSH },
 		{ "identity-feed", required_argument, NULL, OPT_IDFEED },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -334,6 +338,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_STRICT_OWNER:
 			svc.strict_socket_owner = true;
+			break;
+		case OPT_NO_PUSH:
+			svc.no_push = true;
 			break;
 		case OPT_IDFEED:
 			svc.identity_feed = optarg;

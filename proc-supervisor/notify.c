@@ -491,6 +491,9 @@ static void check_release_socket(struct notifier *n, struct pending *p)
 				p->sotype = 0;
 		}
 	}
+	/* record_sock wants the socket: closed at the end of phase_after. */
+	if (p->have_cookie && n->ops.record_sock)
+		return;
 	close(p->dup);
 	p->dup = -1;
 }
@@ -705,6 +708,8 @@ static void phase_after(struct notifier *n, struct pending *p)
 		}
 		if (p->c)
 			p->c->ref.pidfd = -1;
+		if (r >= 0 && n->ops.record_sock && p->dup >= 0)
+			n->ops.record_sock(n->ops.user, p->cookie, p->dup);
 		if (r < 0)
 			n->stats.failures++;
 		else

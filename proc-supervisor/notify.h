@@ -74,6 +74,11 @@ struct notifier_ops {
 	 * ID_VALID: a hostile thread can change it between our read and the
 	 * kernel's, so it is evidence, never a decision. */
 	void (*bypass)(void *user, const struct sockaddr_storage *dst, int sotype, const struct procref *ref);
+	/* Optional: after record succeeded, the socket itself (our dup of the
+	 * caller's inet socket, still owned by the notifier: dup it to keep
+	 * it). The caller's connect has been CONTINUEd; it may not have run
+	 * yet. Used to learn the flow's tuple (delegated pushes, idservice.h). */
+	void (*record_sock)(void *user, uint64_t cookie, int sockfd);
 };
 
 struct notifier_stats {

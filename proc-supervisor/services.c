@@ -27,6 +27,11 @@ static void feed_note(void *user, uint64_t cookie)
 	idpublish_note(user, cookie);
 }
 
+static void push_note(void *user, uint64_t cookie, int sockfd)
+{
+	idservice_note_connect(user, cookie, sockfd);
+}
+
 /* The gateway's exit callback and its token, carried through the one user
  * pointer of a procsup child until the child is reaped. */
 struct gw_exit {
@@ -98,8 +103,11 @@ static void services_done(struct procsup *ps, void *user)
 		exec_gw_stop(sv->gw, NULL, NULL);
 	if (sv->st)
 		status_stop(sv->st, NULL, NULL);
-	if (sv->ids)
+	if (sv->ids) {
+		ps->on_record_sock = NULL;
+		ps->on_record_sock_user = NULL;
 		idservice_stop(sv->ids, NULL, NULL);
+	}
 	if (sv->feed) {
 		ps->on_record = NULL;
 		ps->on_record_user = NULL;
@@ -162,6 +170,10 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 			.provisioning = prov, .provisioning_path = cfg->provisioning_key,
 			.cert_validity_ns = cfg->cert_validity_s * 1000000000ull, .topology = topo, .audit = ps->audit,
 			.strict_socket_owner = cfg->strict_socket_owner,
+			/* A push names the connector (the registry's record); the
+			 * strict rule asks who holds the socket when the flow is
+			 * asked for: no pushes then. */
+			.no_push = cfg->no_push || cfg->strict_socket_owner || ps->caps.no_push /* TETHER_FORCE_FALLBACK=push */,
 			.check_uid = cfg->control_peer_uid_set, .peer_uid = cfg->control_peer_uid,
 		};
 		for (size_t i = 0; i < cfg->n_control_allow; i++) {
@@ -193,6 +205,10 @@ int procsup_services_start(struct procsup *ps, const struct procsup_services_cfg
 		if (r < 0) {
 			fprintf(stderr, "proc-supervisor: --control %s: %s\n", cfg->control, strerror(-r));
 			goto fail;
+		}
+		if (!io.no_push) {
+			ps->on_record_sock = push_note;
+			ps->on_record_sock_user = sv->ids;
 		}
 	}
 	if (cfg->identity_feed) {

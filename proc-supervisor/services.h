@@ -32,6 +32,7 @@ struct procsup_services_cfg {
 	const char *provisioning_key; /* --provisioning-key FILE (required with --control) */
 	uint64_t cert_validity_s;     /* --cert-validity; 0: 30 days */
 	bool strict_socket_owner;     /* --strict-socket-owner (idservice.h) */
+	bool no_push;                 /* --no-identity-push (idservice.h) */
 	const char *identity_feed;    /* --identity-feed PATH (idpublish.h) */
 };
 

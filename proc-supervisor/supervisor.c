@@ -148,6 +148,13 @@ static void allow_proxy(struct procsup *ps)
 	}
 }
 
+static void glue_record_sock(void *user, uint64_t cookie, int sockfd)
+{
+	struct procsup *ps = user;
+	if (ps->on_record_sock)
+		ps->on_record_sock(ps->on_record_sock_user, cookie, sockfd);
+}
+
 static int glue_record(void *user, uint64_t cookie, const struct procref *ref)
 {
 	struct procsup *ps = user;
@@ -733,7 +740,7 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 		return r;
 	ps->loop_ready = true;
 	struct notifier_ops ops = { .identify = notifier_identify_default, .record = glue_record, .release = glue_release,
-				    .user = ps, .bypass = glue_bypass };
+				    .user = ps, .bypass = glue_bypass, .record_sock = glue_record_sock };
 	if ((r = notifier_new(&ps->loop, &ps->caps, &ops, &ps->notifier)) < 0) {
 		log_error("seccomp notifier: %s", strerror(-r));
 		return r;

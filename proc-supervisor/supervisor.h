@@ -160,6 +160,10 @@ struct procsup {
 	 * the loop): the identity feed's queue (idpublish.h). NULL: none. */
 	void (*on_record)(void *user, uint64_t cookie);
 	void *on_record_user;
+	/* The same, with the recorded socket (borrowed for the call): the
+	 * identity service's connect-time pushes (idservice.h). NULL: none. */
+	void (*on_record_sock)(void *user, uint64_t cookie, int sockfd);
+	void *on_record_sock_user;
 };
 #define PROCSUP_BYPASS_PER_SEC 20
 

@@ -63,6 +63,9 @@ struct proto_client {
 	struct mac_kx kx;
 	bool sent_kx, mac;
 	uint8_t mac_key[PROTO_MAC_KEY_LEN];
+	/* 1.3: the Hello's push seed; push: the proc side agreed to push. */
+	bool sent_push, push;
+	uint8_t push_seed[PROTO_PUSH_SEED_LEN];
 	struct sigwait *sig_head, *sig_tail;
 	size_t n_sig;
 	struct request *head, *tail;
@@ -411,6 +414,35 @@ static void handle_response(struct proto_client *c, struct ctl_msg *m)
 		send_clock_request(c);
 }
 
+/* 1.3: a pushed identity. Every check of a MAC'd answer, the nonce being
+ * the one this channel's push seed gives this push id; the tuple is not
+ * checked here: the owner keys the context by its tuple and only a flow
+ * with exactly that tuple takes it. Refused pushes are only counted: the
+ * flow then asks as before (never allowed on a push that did not verify). */
+static void handle_push(struct proto_client *c, struct ctl_msg *m)
+{
+	uint8_t nonce[PROTO_NONCE_LEN];
+	push_nonce(c->push_seed, m->u.identity_push.push_id, nonce);
+	struct verify_expect ex = { .nonce = nonce, .instance_key_id = c->channel_key };
+	struct identity_context *ctx = NULL;
+	const struct mac_context *mc = &m->u.identity_push.mac_context;
+	enum reason why = verifier_check_context_mac(c->opts.verifier, mc, c->mac_key, &ex, &ctx);
+	if (why == REASON_OK && ctx->request_id != m->u.identity_push.push_id)
+		why = REASON_CONTEXT_REPLAYED;
+	if (why == REASON_OK)
+		sig_expect(c, m->u.identity_push.push_id, mc->context, mc->context_len);
+	struct proto_identity_result res = {
+		.request_id = m->u.identity_push.push_id,
+		.reason = why,
+		.ctx = why == REASON_OK ? ctx : NULL,
+		.by_mac = true,
+		.anchor_cert = verifier_cert_for_key(c->opts.verifier, c->channel_key),
+		.message = reason_word(why),
+	};
+	c->opts.on_push(c, &res, c->opts.userdata);
+	context_free(ctx);
+}
+
 static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 {
 	struct proto_client *c = ud;
@@ -458,6 +490,8 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 			why = REASON_PROTOCOL_ERROR;
 		}
 		mac_kx_clear(&c->kx);
+		/* 1.3: pushes only with a MAC key and only when we asked. */
+		c->push = c->mac && c->sent_push && m->u.hello_ack.push;
 		if (why != REASON_OK) {
 			if (c->opts.on_refused)
 				c->opts.on_refused(c, why, c->opts.userdata);
@@ -482,6 +516,10 @@ static void on_msg(struct proto_conn *conn, struct ctl_msg *m, void *ud)
 	}
 	if (c->state == ST_READY && m->kind == CTL_IDENTITY_RESPONSE) {
 		handle_response(c, m);
+		return;
+	}
+	if (c->state == ST_READY && m->kind == CTL_IDENTITY_PUSH && c->push) {
+		handle_push(c, m);
 		return;
 	}
 	if (c->state == ST_READY && m->kind == CTL_CONTEXT_SIGNATURE && c->mac) {
@@ -589,6 +627,13 @@ static void start_conn(struct proto_client *c, int fd)
 		memcpy(hello.u.hello.kx_public, c->kx.pk, PROTO_KX_PUBLIC_LEN);
 		hello.u.hello.has_kx = true;
 		c->sent_kx = true;
+		c->sent_push = false;
+		if (c->opts.on_push) {
+			randombytes_buf(c->push_seed, sizeof(c->push_seed));
+			memcpy(hello.u.hello.push_seed, c->push_seed, PROTO_PUSH_SEED_LEN);
+			hello.u.hello.has_push_seed = true;
+			c->sent_push = true;
+		}
 	}
 	c->clock_sent_ns = now_real_ns();
 	proto_conn_send(c->conn, &hello);
@@ -707,6 +752,8 @@ int proto_client_start(uv_loop_t *loop, const struct proto_client_opts *opts,
 }
 
 bool proto_client_ready(const struct proto_client *c) { return c->state == ST_READY; }
+
+bool proto_client_push_active(const struct proto_client *c) { return c->state == ST_READY && c->push; }
 
 int proto_client_request(struct proto_client *c, const struct proto_tuple *tuple,
 			 uint64_t socket_cookie, proto_identity_cb cb, void *userdata,

@@ -104,6 +104,16 @@ struct proto_client_opts {
 	 * by_mac answer while the client runs. May be NULL. */
 	void (*on_signature)(struct proto_client *c, uint64_t request_id, enum reason why,
 			     const struct signed_context *sc, const struct signed_cert *anchor_cert, void *userdata);
+	/* 1.3: ask for connect-time identity pushes (Hello.push_seed; only
+	 * with a MAC key, so not with no_mac). Each IdentityPush is checked like
+	 * a MAC'd answer (MAC under the channel's key, key id, anchor, nonce =
+	 * push_nonce(this channel's seed, push id), replay window, times,
+	 * certificate; the context's request_id must be the push id) and
+	 * handed here: res->reason REASON_OK with res->ctx (valid during the
+	 * call; its tuple is the flow it is bound to) and request_id = the push
+	 * id, whose signature then comes to on_signature like a MAC'd answer's;
+	 * or the reason it was refused (ctx NULL: ignore it). NULL: no pushes. */
+	void (*on_push)(struct proto_client *c, const struct proto_identity_result *res, void *userdata);
 	void *userdata;
 };
 
@@ -116,5 +126,7 @@ int proto_client_request(struct proto_client *c, const struct proto_tuple *tuple
 /* The callback of that request will not be called. Unknown ids are ignored. */
 void proto_client_cancel(struct proto_client *c, uint64_t request_id);
 bool proto_client_ready(const struct proto_client *c);
+/* Ready, and the proc side agreed to push identities on this channel. */
+bool proto_client_push_active(const struct proto_client *c);
 /* Fail every request (REASON_IDENTITY_UNAVAILABLE), close, then done(). */
 void proto_client_stop(struct proto_client *c, void (*done)(void *userdata), void *userdata);

@@ -100,3 +100,14 @@ bool context_mac_verify(const uint8_t key[PROTO_MAC_KEY_LEN], const uint8_t *ctx
 	sodium_memzero(want, sizeof(want));
 	return ok;
 }
+
+void push_nonce(const uint8_t seed[PROTO_PUSH_SEED_LEN], uint64_t push_id, uint8_t nonce[32])
+{
+	static const char label[] = "tether-push-nonce-v1"; /* with its NUL */
+	uint8_t in[sizeof(label) + PROTO_PUSH_SEED_LEN + 8];
+	memcpy(in, label, sizeof(label));
+	memcpy(in + sizeof(label), seed, PROTO_PUSH_SEED_LEN);
+	for (int i = 0; i < 8; i++)
+		in[sizeof(label) + PROTO_PUSH_SEED_LEN + i] = (uint8_t)(push_id >> (56 - 8 * i));
+	crypto_generichash(nonce, 32, in, sizeof(in), NULL, 0);
+}

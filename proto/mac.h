@@ -56,3 +56,14 @@ int mac_key_proc(const struct mac_kx *proc, const uint8_t net_pk[PROTO_KX_PUBLIC
 void context_mac(const uint8_t key[PROTO_MAC_KEY_LEN], const uint8_t *ctx, size_t len, uint8_t mac[PROTO_MAC_LEN]);
 bool context_mac_verify(const uint8_t key[PROTO_MAC_KEY_LEN], const uint8_t *ctx, size_t len,
 			const uint8_t mac[PROTO_MAC_LEN]);
+
+/* Protocol 1.3, connect-time identity pushes. The net side's Hello
+ * carries a fresh random push seed; the context of push P carries the
+ * nonce BLAKE2b-256("tether-push-nonce-v1\0" || seed || P as 8 big-endian
+ * bytes) and request_id P. Push ids have PROTO_PUSH_ID_BIT set, so they
+ * never equal a request id (a counter from 1) in the signature that
+ * follows (bit 62, so that it stays a positive JSON integer in the audit). The verifier checks the nonce like a request's (freshness: a
+ * seed of this channel's Hello) and keeps it in the replay window. */
+#define PROTO_PUSH_SEED_LEN 32
+#define PROTO_PUSH_ID_BIT (1ull << 62)
+void push_nonce(const uint8_t seed[PROTO_PUSH_SEED_LEN], uint64_t push_id, uint8_t nonce[32]);

@@ -28,6 +28,7 @@ const char *ctl_kind_name(enum ctl_kind k)
 	case CTL_CLOCK_REQUEST: return "ClockRequest";
 	case CTL_CLOCK_RESPONSE: return "ClockResponse";
 	case CTL_CONTEXT_SIGNATURE: return "ContextSignature";
+	case CTL_IDENTITY_PUSH: return "IdentityPush";
 	}
 	return "?";
 }
@@ -63,6 +64,7 @@ struct enc_scratch {
 	Tether__ClockSample clock;
 	Tether__ClockRequest creq;
 	Tether__ClockResponse cresp;
+	Tether__IdentityPush ipush;
 };
 
 static Tether__ClockSample *clock_to_pb(const struct clock_sample *c, Tether__ClockSample *pb)
@@ -100,6 +102,8 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 			s->hello.clock_nonce = bin(m->u.hello.clock_nonce, PROTO_CLOCK_NONCE_LEN);
 		if (m->u.hello.has_kx)
 			s->hello.kx_public = bin(m->u.hello.kx_public, PROTO_KX_PUBLIC_LEN);
+		if (m->u.hello.has_push_seed)
+			s->hello.push_seed = bin(m->u.hello.push_seed, PROTO_PUSH_SEED_LEN);
 		f->msg_case = TETHER__FRAME__MSG_HELLO;
 		f->hello = &s->hello;
 		return 0;
@@ -117,6 +121,7 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 			s->hello_ack.kx_public = bin(m->u.hello_ack.kx_public, PROTO_KX_PUBLIC_LEN);
 			s->hello_ack.kx_signature = bin(m->u.hello_ack.kx_signature, PROTO_SIG_LEN);
 		}
+		s->hello_ack.push = m->u.hello_ack.push;
 		f->msg_case = TETHER__FRAME__MSG_HELLO_ACK;
 		f->hello_ack = &s->hello_ack;
 		return 0;
@@ -166,6 +171,21 @@ static int build_frame(const struct ctl_msg *m, Tether__Frame *f, struct enc_scr
 		f->msg_case = TETHER__FRAME__MSG_IDENTITY_RESPONSE;
 		f->identity_response = &s->iresp;
 		return 0;
+	case CTL_IDENTITY_PUSH: {
+		const struct mac_context *mc = &m->u.identity_push.mac_context;
+		if (!mc->context || !mc->context_len || !(m->u.identity_push.push_id & PROTO_PUSH_ID_BIT))
+			return -EINVAL;
+		tether__mac_context__init(&s->mctx);
+		s->mctx.context = bin(mc->context, mc->context_len);
+		s->mctx.mac = bin(mc->mac, PROTO_MAC_LEN);
+		s->mctx.instance_key_id = bin(mc->key_id, PROTO_KEY_ID_LEN);
+		tether__identity_push__init(&s->ipush);
+		s->ipush.push_id = m->u.identity_push.push_id;
+		s->ipush.mac_context = &s->mctx;
+		f->msg_case = TETHER__FRAME__MSG_IDENTITY_PUSH;
+		f->identity_push = &s->ipush;
+		return 0;
+	}
 	case CTL_CONTEXT_SIGNATURE: {
 		const struct signed_context *sc = &m->u.context_signature.context;
 		if (!sc->context || !sc->context_len)
@@ -364,6 +384,12 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 			memcpy(m->u.hello.kx_public, f->hello->kx_public.data, PROTO_KX_PUBLIC_LEN);
 			m->u.hello.has_kx = true;
 		}
+		if (f->hello->push_seed.len) {
+			if (f->hello->push_seed.len != PROTO_PUSH_SEED_LEN)
+				return -EBADMSG;
+			memcpy(m->u.hello.push_seed, f->hello->push_seed.data, PROTO_PUSH_SEED_LEN);
+			m->u.hello.has_push_seed = true;
+		}
 		return 0;
 	case TETHER__FRAME__MSG_HELLO_ACK: {
 		m->kind = CTL_HELLO_ACK;
@@ -390,6 +416,7 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 			memcpy(m->u.hello_ack.kx_signature, f->hello_ack->kx_signature.data, PROTO_SIG_LEN);
 			m->u.hello_ack.has_kx = true;
 		}
+		m->u.hello_ack.push = f->hello_ack->push;
 		return 0;
 	}
 	case TETHER__FRAME__MSG_CLOCK_REQUEST:
@@ -451,6 +478,24 @@ static int decode_msg(const Tether__Frame *f, struct ctl_msg *m)
 			return 0;
 		}
 		return -EBADMSG;
+	}
+	case TETHER__FRAME__MSG_IDENTITY_PUSH: {
+		m->kind = CTL_IDENTITY_PUSH;
+		const Tether__MacContext *c = f->identity_push->mac_context;
+		if (!(f->identity_push->push_id & PROTO_PUSH_ID_BIT) || !c || c->context.len == 0 ||
+		    c->context.len > PROTO_MAX_SIGNED_LEN || c->mac.len != PROTO_MAC_LEN ||
+		    c->instance_key_id.len != PROTO_KEY_ID_LEN)
+			return -EBADMSG;
+		struct mac_context *mc = &m->u.identity_push.mac_context;
+		mc->context = malloc(c->context.len);
+		if (!mc->context)
+			return -ENOMEM;
+		memcpy(mc->context, c->context.data, c->context.len);
+		mc->context_len = c->context.len;
+		memcpy(mc->mac, c->mac.data, PROTO_MAC_LEN);
+		memcpy(mc->key_id, c->instance_key_id.data, PROTO_KEY_ID_LEN);
+		m->u.identity_push.push_id = f->identity_push->push_id;
+		return 0;
 	}
 	case TETHER__FRAME__MSG_CONTEXT_SIGNATURE:
 		m->kind = CTL_CONTEXT_SIGNATURE;
@@ -569,6 +614,9 @@ void ctl_msg_clear(struct ctl_msg *m)
 		break;
 	case CTL_CONTEXT_SIGNATURE:
 		signed_context_clear(&m->u.context_signature.context);
+		break;
+	case CTL_IDENTITY_PUSH:
+		free(m->u.identity_push.mac_context.context);
 		break;
 	case CTL_EXEC_REQUEST:
 		if (m->u.exec_request.argv)

@@ -41,6 +41,7 @@ enum ctl_kind {
 	CTL_CLOCK_REQUEST,
 	CTL_CLOCK_RESPONSE,
 	CTL_CONTEXT_SIGNATURE, /* 1.2 */
+	CTL_IDENTITY_PUSH,     /* 1.3 */
 };
 
 struct ctl_env_var {
@@ -60,6 +61,8 @@ struct ctl_msg {
 			uint8_t clock_nonce[PROTO_CLOCK_NONCE_LEN];
 			bool has_kx; /* 1.2 */
 			uint8_t kx_public[PROTO_KX_PUBLIC_LEN];
+			bool has_push_seed; /* 1.3 */
+			uint8_t push_seed[PROTO_PUSH_SEED_LEN];
 		} hello;
 		struct {
 			struct signed_cert cert;
@@ -68,6 +71,7 @@ struct ctl_msg {
 			bool has_kx; /* 1.2: answer to the Hello's kx_public */
 			uint8_t kx_public[PROTO_KX_PUBLIC_LEN];
 			uint8_t kx_signature[PROTO_SIG_LEN];
+			bool push; /* 1.3: identities will be pushed */
 		} hello_ack;
 		struct {
 			uint8_t nonce[PROTO_CLOCK_NONCE_LEN];
@@ -94,6 +98,10 @@ struct ctl_msg {
 			uint64_t request_id;
 			struct signed_context context;
 		} context_signature;
+		struct {
+			uint64_t push_id; /* PROTO_PUSH_ID_BIT set */
+			struct mac_context mac_context;
+		} identity_push;
 		struct {
 			char **argv; /* argc entries, argc >= 1 */
 			size_t argc;

@@ -21,6 +21,8 @@ struct server_conn {
 	bool hello_done;
 	bool mac;                             /* 1.2: a MAC key was agreed at the Hello */
 	uint8_t mac_key[PROTO_MAC_KEY_LEN];
+	bool push;                            /* 1.3: the Hello asked for pushes (and a MAC key was agreed) */
+	uint8_t push_seed[PROTO_PUSH_SEED_LEN];
 	uint64_t last_active; /* uv_hrtime() at accept, at each frame read or answered */
 };
 
@@ -32,6 +34,7 @@ struct proto_server {
 	struct server_conn *conns;
 	size_t n_conns;
 	uint64_t evictions;
+	uint64_t next_push;
 	bool stopping;
 	bool listener_closed;
 	void (*done)(void *);
@@ -57,6 +60,7 @@ static void sconn_unref(struct server_conn *sc)
 {
 	if (--sc->refs == 0) {
 		sodium_memzero(sc->mac_key, sizeof(sc->mac_key));
+		sodium_memzero(sc->push_seed, sizeof(sc->push_seed));
 		free(sc);
 	}
 }
@@ -122,6 +126,13 @@ static void on_conn_msg(struct proto_conn *c, struct ctl_msg *m, void *ud)
 				sc->mac = true;
 			}
 			mac_kx_clear(&kx);
+		}
+		/* 1.3: pushes only on a MAC channel, and only when asked. */
+		if (sc->mac && m->u.hello.has_push_seed && !s->opts.no_push &&
+		    (!s->opts.version_minor || s->opts.version_minor >= 3)) {
+			memcpy(sc->push_seed, m->u.hello.push_seed, PROTO_PUSH_SEED_LEN);
+			sc->push = true;
+			ack.u.hello_ack.push = true;
 		}
 		proto_conn_send(c, &ack);
 		return;
@@ -441,4 +452,65 @@ int proto_request_fail(struct proto_request *req, enum reason reason, const char
 	if (message)
 		strscpy(m.u.identity_response.message, message, sizeof(m.u.identity_response.message));
 	return answer(req, &m);
+}
+
+size_t proto_server_push_targets(struct proto_server *s, struct proto_push_target *out, size_t max)
+{
+	size_t n = 0;
+	for (struct server_conn *sc = s->conns; sc && n < max; sc = sc->next) {
+		if (!sc->push || !sc->conn || proto_conn_is_closing(sc->conn))
+			continue;
+		struct proto_push_target *t = &out[n++];
+		t->conn = sc;
+		sc->refs++;
+		t->push_id = PROTO_PUSH_ID_BIT | ++s->next_push;
+		memcpy(t->seed, sc->push_seed, PROTO_PUSH_SEED_LEN);
+		memcpy(t->mac_key, sc->mac_key, PROTO_MAC_KEY_LEN);
+	}
+	return n;
+}
+
+bool proto_server_push_wanted(const struct proto_server *s)
+{
+	for (const struct server_conn *sc = s->conns; sc; sc = sc->next)
+		if (sc->push && sc->conn && !proto_conn_is_closing(sc->conn))
+			return true;
+	return false;
+}
+
+int proto_push_send(struct proto_push_target *t, const uint8_t *context, size_t len, const uint8_t mac[PROTO_MAC_LEN],
+		    const uint8_t key_id[PROTO_KEY_ID_LEN])
+{
+	struct server_conn *sc = t->conn;
+	if (!sc || !sc->conn || proto_conn_is_closing(sc->conn))
+		return -ENOTCONN;
+	struct ctl_msg m = { .kind = CTL_IDENTITY_PUSH };
+	m.u.identity_push.push_id = t->push_id;
+	struct mac_context *mc = &m.u.identity_push.mac_context;
+	mc->context = (uint8_t *)context;
+	mc->context_len = len;
+	memcpy(mc->mac, mac, PROTO_MAC_LEN);
+	memcpy(mc->key_id, key_id, PROTO_KEY_ID_LEN);
+	sc->last_active = uv_hrtime();
+	return proto_conn_send(sc->conn, &m);
+}
+
+int proto_push_signature(struct proto_push_target *t, const struct signed_context *signed_ctx)
+{
+	struct server_conn *sc = t->conn;
+	if (!sc || !signed_ctx || !sc->conn || proto_conn_is_closing(sc->conn))
+		return -ENOTCONN;
+	struct ctl_msg m = { .kind = CTL_CONTEXT_SIGNATURE };
+	m.u.context_signature.request_id = t->push_id;
+	m.u.context_signature.context = *signed_ctx;
+	return proto_conn_send(sc->conn, &m);
+}
+
+void proto_push_target_release(struct proto_push_target *t)
+{
+	if (t->conn)
+		sconn_unref(t->conn);
+	t->conn = NULL;
+	sodium_memzero(t->mac_key, sizeof(t->mac_key));
+	sodium_memzero(t->seed, sizeof(t->seed));
 }

@@ -30,6 +30,7 @@
 #include "common/reason.h"
 #include "proto/context.h"
 #include "proto/endpoint.h"
+#include "proto/mac.h"
 #include "proto/signed.h"
 
 struct proto_server;
@@ -72,6 +73,9 @@ struct proto_server_opts {
 	/* Act as a peer of this older minor version in the HelloAck (tests of
 	 * compatibility; 1 = protocol 1.1: no MAC key); 0: ours. */
 	uint32_t version_minor;
+	/* Do not offer identity pushes (answer a 1.3 Hello's push_seed with
+	 * HelloAck.push = false). For tests and measurements. */
+	bool no_push;
 	void (*on_identity)(struct proto_server *s, struct proto_request *req, void *userdata);
 	void *userdata;
 };
@@ -109,3 +113,30 @@ bool proto_request_wants_mac(const struct proto_request *req);
 int proto_request_reply_mac(struct proto_request *req, const uint8_t *context, size_t len,
 			    const uint8_t key_id[PROTO_KEY_ID_LEN]);
 int proto_request_signature(struct proto_request *req, const struct signed_context *signed_ctx);
+
+/* Protocol 1.3, connect-time identity pushes (docs/protocol.md "Pushed
+ * identities"). A target is one connection that asked for pushes, with
+ * what a worker thread needs to build the push without touching the
+ * server: the push id (PROTO_PUSH_ID_BIT set, unique per server), the
+ * connection's push seed (push_nonce) and MAC key (copies, zeroed on
+ * release). proto_server_push_targets() fills at most max targets on the
+ * loop thread and holds a reference on each connection; every target must
+ * be released with proto_push_target_release() on the loop thread, after
+ * proto_push_send() (the IdentityPush: the context bytes, their MAC under
+ * t->mac_key and the instance key id) and proto_push_signature() (the
+ * ContextSignature over the same bytes, request_id = push id). Both return
+ * -ENOTCONN when the connection is gone meanwhile (the push is dropped; the
+ * net side falls back to asking). */
+struct proto_push_target {
+	struct server_conn *conn; /* private */
+	uint64_t push_id;
+	uint8_t seed[PROTO_PUSH_SEED_LEN];
+	uint8_t mac_key[PROTO_MAC_KEY_LEN];
+};
+size_t proto_server_push_targets(struct proto_server *s, struct proto_push_target *out, size_t max);
+/* Some connection asked for pushes (cheap; for the caller's fast path). */
+bool proto_server_push_wanted(const struct proto_server *s);
+int proto_push_send(struct proto_push_target *t, const uint8_t *context, size_t len, const uint8_t mac[PROTO_MAC_LEN],
+		    const uint8_t key_id[PROTO_KEY_ID_LEN]);
+int proto_push_signature(struct proto_push_target *t, const struct signed_context *signed_ctx);
+void proto_push_target_release(struct proto_push_target *t);

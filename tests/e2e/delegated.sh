@@ -46,6 +46,19 @@
 #                     each followed by a context_signed event whose
 #                     signature `tether verify-context` accepts; no_mac
 #                     (--no-identity-mac): the decisions carry the signature.
+#   push / push_off   protocol 1.3: the workload's three flows are answered
+#                     from identities the proc side pushed at connect time
+#                     (context_request_id with bit 62 set, no request), each
+#                     signature in a context_signed event that verify-context
+#                     accepts, the proc side's identity_issued lines name the
+#                     push_id; push_off (proc-supervisor --no-identity-push):
+#                     the same flows asked for (request ids), still allowed.
+#   push_exec         the per-process cache of pushed identities: one python
+#                     process makes two flows (the second pushed from the
+#                     cache; python is not in the policy: denied naming
+#                     python), then execs curl (the same process, another
+#                     image): that flow is curl's (allowed), never python's
+#                     cached identity.
 #   clock_step        ready and allowed; then the net side's clock steps
 #                     30 s ahead on the live channel: the next flow fails
 #                     its time check, the skew is measured again, the
@@ -423,6 +436,88 @@ mac_audit|no_mac)
 	[ "$(grep -c ': valid' "$WORK/v.out")" = 3 ] || fail "verify-context: $(cat "$WORK/v.out")"
 	cat "$WORK/v.out"
 	stop_workload
+	check_all_audits
+	;;
+push|push_off)
+	[ "$CASE" = push_off ] && PS_EXTRA="--no-identity-push"
+	# every flow waits for its push, however loaded the machine (a push
+	# that never comes, push_off, is not waited for: none is offered)
+	NS_ENV="TETHER_PUSH_WAIT_MS=20000" start_netsup "$WORK/keys/provisioning.pub"
+	start_procsup "$WORK/keys/provisioning.key" 1
+	wait_readyz 10 || fail "net-supervisor never ready"
+	for i in 1 2 3; do
+		[ "$(req $i)" = 200 ] || fail "request $i not allowed: $(cat "$WORK/rw/curl.$i")"
+	done
+	wait_for 5 sh -c "[ \$(grep -c '\"decision\":\"allow\"' $AUDIT) -ge 3 ]" || fail "three allows not audited"
+	wait_for 5 sig_lines 0 "$WORK/ctx" >/dev/null || fail "an allow without its signed context"
+	[ "$(sig_lines 0 "$WORK/ctx")" = 3 ] || fail "not three signed contexts"
+	# push ids have bit 62 set (>= 4611686018427387904); request ids count from 1
+	npush=$(python3 - "$AUDIT" <<'PY'
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") == "egress_decision" and e.get("decision") == "allow":
+        n += int(e.get("context_request_id", 0) >= 1 << 62)
+print(n)
+PY
+)
+	nissued=$(grep '"event":"identity_issued"' "$WORK/proc1.jsonl" | grep -c '"push_id"')
+	echo "$CASE: allows from pushes $npush, proc side pushes audited $nissued"
+	if [ "$CASE" = push ]; then
+		[ "$npush" = 3 ] || fail "not every flow was answered from a push ($npush of 3)"
+		[ "$nissued" -ge 3 ] || fail "the proc side audited $nissued pushes"
+	else
+		[ "$npush" = 0 ] && [ "$nissued" = 0 ] || fail "--no-identity-push: pushes used ($npush) or made ($nissued)"
+	fi
+	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/v.jsonl"
+	cat "$WORK/ctx1.jsonl" "$WORK/ctx2.jsonl" "$WORK/ctx3.jsonl" >>"$WORK/v.jsonl"
+	"$TETHER" verify-context --pubkey "$WORK/keys/provisioning.pub" "$WORK/v.jsonl" >"$WORK/v.out" 2>&1 ||
+		fail "the signed contexts do not verify: $(cat "$WORK/v.out")"
+	[ "$(grep -c ': valid' "$WORK/v.out")" = 3 ] || fail "verify-context: $(cat "$WORK/v.out")"
+	cat "$WORK/v.out"
+	stop_workload
+	check_all_audits
+	;;
+push_exec)
+	PY=$(readlink -f /usr/bin/python3)
+	cat >"$WORK/w.sh" <<EOF
+#!/bin/sh
+read -r n <$FIFO || exit 3
+exec $PY -c "
+import os, urllib.request, urllib.error
+o = urllib.request.build_opener(urllib.request.ProxyHandler({'http': 'http://$PROXY'}))
+for i in range(2):
+    try:
+        o.open('$URL', timeout=10)
+        print('py:200', flush=True)
+    except urllib.error.HTTPError as e:
+        print('py:%d' % e.code, flush=True)
+os.execv('/usr/bin/curl', ['curl', '-sS', '-o', '/dev/null', '-w', 'curl:%{http_code}', '--max-time', '10', '$URL'])
+" >$WORK/rw/py.out 2>&1
+EOF
+	NS_ENV="TETHER_PUSH_WAIT_MS=20000" start_netsup "$WORK/keys/provisioning.pub"
+	PS_EXTRA=-v start_procsup "$WORK/keys/provisioning.key" 1 # -v: its push counts at exit
+	wait_readyz 10 || fail "net-supervisor never ready"
+	echo go >"$FIFO"
+	wait_for 15 grep -q "curl:" "$WORK/rw/py.out" || fail "the workload did not finish: $(cat "$WORK/rw/py.out")"
+	cat "$WORK/rw/py.out"; echo
+	[ "$(grep -c '^py:403$' "$WORK/rw/py.out")" = 2 ] || fail "python's flows were not denied"
+	grep -q 'curl:200' "$WORK/rw/py.out" || fail "the exec'd curl was not allowed"
+	wait_for 5 sh -c "[ \$(grep -c '\"event\":\"egress_decision\"' $AUDIT) -ge 3 ]" || fail "three decisions not audited"
+	got=$(decisions_after 0)
+	echo "$got"
+	[ "$(echo "$got" | grep -c "^deny:.*:$PY\$")" = 2 ] || fail "not two denials naming $PY"
+	[ "$(echo "$got" | grep -c '^allow:allowed:/usr/bin/curl$')" = 1 ] || fail "the exec'd curl's flow not allowed as curl"
+	# the workload has ended: the proc-supervisor exits and logs its counts
+	wait_for 5 gone "$PS_TO" || fail "proc-supervisor did not exit after its workload"
+	wait "$PS_TO" 2>/dev/null
+	PS_PID="" PS_TO=""
+	line=$(grep -o 'pushed ([0-9]* from the per-process cache)' "$WORK/proc1.log")
+	echo "proc side: $line"
+	[ "$line" = "pushed (1 from the per-process cache)" ] || fail "python's second flow was not pushed from the cache: $line"
+	npush=$(grep '"event":"egress_decision"' "$AUDIT" | python3 -c 'import json,sys; print(sum(json.loads(l).get("context_request_id",0) >= 1<<62 for l in sys.stdin))')
+	[ "$npush" = 3 ] || fail "not every decision from a push ($npush)"
 	check_all_audits
 	;;
 impostor)

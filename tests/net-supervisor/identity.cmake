@@ -50,3 +50,9 @@ tether_script_test(test_identity_feed LABEL integration SCRIPT test_identity_fee
 # line, a peer that is not the anchor, the decoder's refusals.
 tether_c_test(test_identity_feed_table LABEL unit SOURCES test_identity_feed_table.c LIBS tether_netsup TIMEOUT 60)
 set_tests_properties(test_identity_feed_table PROPERTIES SKIP_RETURN_CODE 77)
+
+# Connect-time identity pushes (protocol 1.3) against a stand-in proc side
+# that pushes by hand: fast path, waited push, fallback (no push / late /
+# disabled), refused pushes (bad MAC, foreign nonce, wrong tuple, replay).
+tether_c_test(test_ident_push LABEL integration SOURCES test_ident_push.c
+  LIBS tether_netsup PkgConfig::SODIUM TIMEOUT 60)

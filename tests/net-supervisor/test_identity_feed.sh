@@ -11,7 +11,11 @@
 #      back to the holder search and is attributed to the workload process;
 #   4. a forged feed (a socket served by a process that is not the anchor,
 #      offering records for every small cookie): never connected to,
-#      nothing from it used; decisions come from the holder search.
+#      nothing from it used; decisions come from the holder search;
+#   5. the per-process cache: one python process makes two flows (the
+#      second published from the cache), then execs the curl copy (the
+#      same process, another image): that flow is the copy's (denied), never
+#      python's cached identity; with TETHER_IDFEED_NO_CACHE the same.
 # Every wait is bounded; only pids started here are killed.
 set -u
 B=${TETHER_BIN:?}
@@ -172,5 +176,35 @@ check "forged: no feed hits" [ "$(metric 'tether_identity_feed_total{result="hit
 check "forged: the proxy refused the feed's peer" grep -q "is not the anchor" "$TMP/forged.ns.err"
 check "forged: never read from it" bash -c "! grep -q 'reading connect-time identities' '$TMP/forged.ns.err'"
 stop_ns
+
+# 5. the per-process cache, and an exec between two connects
+for mode in cache nocache; do
+	start_ns $mode "$TMP/$mode.feed" 30000
+	ready="for i in \$(seq 300); do curl -s --noproxy '*' -o /dev/null --max-time 2 -w '%{http_code}' http://127.0.0.1:$AP/readyz | grep -q 200 && break; sleep 0.1; done"
+	prog="import os, sys, urllib.request
+o = urllib.request.build_opener(urllib.request.ProxyHandler({'http': 'http://127.0.0.1:$PP'}))
+for _ in range(2):
+    print('py:%d' % o.open('http://127.0.0.1:$HP/', timeout=20).status, flush=True)
+os.execv('$TMP/curl-copy', ['curl-copy', '-s', '-o', '/dev/null', '-w', 'copy:%{http_code}\\n', '--max-time', '20',
+                            '-x', 'http://127.0.0.1:$PP', 'http://127.0.0.1:$HP/'])"
+	env_cache=
+	[ $mode = nocache ] && env_cache="TETHER_IDFEED_NO_CACHE=1"
+	# -v: the feed's counts at exit (debug)
+	env $env_cache timeout 60 "$B/proc-supervisor" -v --status-socket "$TMP/$mode.anchor" --identity-feed "$TMP/$mode.feed" -- \
+		/bin/sh -c "$ready; exec $PY -c \"\$0\"" "$prog" >"$TMP/$mode.out" 2>"$TMP/$mode.ps.err"
+	check "$mode: python got the page twice" [ "$(grep -c '^py:200$' "$TMP/$mode.out")" = 2 ]
+	check "$mode: the exec'd copy was denied (403)" grep -q '^copy:403$' "$TMP/$mode.out"
+	HITS=$(metric 'tether_identity_feed_total{result="hit"}')
+	check "$mode: three flows answered from the feed (hits $HITS)" [ "$HITS" = 3 ]
+	check "$mode: two allows for $PY" [ "$(grep '"allow"' "$TMP/$mode.audit" | grep -c "\"$PY\"")" = 2 ]
+	check "$mode: one deny naming curl-copy" [ "$(denied_copy $mode)" = 1 ]
+	cached=$(sed -n 's/.*identities published (\([0-9]*\) from the per-process cache).*/\1/p' "$TMP/$mode.ps.err")
+	if [ $mode = cache ]; then
+		check "cache: python's second flow published from the cache ($cached)" [ "${cached:-0}" = 1 ]
+	else
+		check "nocache: nothing from the cache ($cached)" [ "${cached:-0}" = 0 ]
+	fi
+	stop_ns
+done
 
 [ "$FAILS" = 0 ] && echo "all passed" || { echo "$FAILS failed"; exit 1; }
