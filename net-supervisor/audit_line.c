@@ -301,5 +301,5 @@ void audit_line_revoked(struct conn *c, enum revoke_why why)
 	json_object_set_new(o, "age_ms", json_integer((json_int_t)(uv_now(ns->loop) - c->allowed_at)));
 	json_object_set_new(o, "client", client_json(c));
 	netsup_audit(ns, "tunnel_revoked", o);
-	ns->metrics.tunnels_revoked[why]++;
+	ns->sh->metrics.tunnels_revoked[why]++;
 }

@@ -54,7 +54,6 @@ void netsup_update_ready(struct netsup *ns)
 		log_info("%s", ready ? "ready: policy loaded and anchor established"
 				     : "not ready: no policy or no anchor; refusing connections (503 not_ready)");
 	}
-	ns->metrics.ready = ready;
 }
 
 enum reason netsup_not_ready_reason(const struct netsup *ns)

@@ -162,7 +162,7 @@ static void http_record(void *ctx, const char *method, const char *target, int s
 {
 	struct conn *c = ctx;
 	if ((unsigned)d->reason < REASON__COUNT)
-		c->ns->metrics.http_requests[d->allow][d->reason]++;
+		c->ns->sh->metrics.http_requests[d->allow][d->reason]++;
 	audit_line_http(c, method, target, status, d);
 }
 
@@ -362,7 +362,7 @@ static void client_handshake(struct conn *c)
 	ERR_clear_error();
 	log_info("TLS inspection: the client's handshake for %s failed: %s (does it trust the sandbox CA?)",
 		 c->host, why);
-	c->ns->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
+	c->ns->sh->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
 	audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 	end_both(c);
 }
@@ -403,7 +403,7 @@ static void client_start(struct conn *c)
 	}
 	c->state = C_RELAY;
 	c->counted_in |= CONN_IN_RELAYING;
-	ns->n_relaying++;
+	ns->sh->n_relaying++;
 	c->last_activity = uv_now(ns->loop);
 	uv_timer_start(&c->timer, relay_idle_check, ns->cfg.idle_timeout_ms, 0);
 	c->client.reading = true;
@@ -426,7 +426,7 @@ static void upstream_handshake(struct conn *c)
 	}
 	if (r == 1) {
 		t->up_done = true;
-		c->ns->metrics.tls_inspected++;
+		c->ns->sh->metrics.tls_inspected++;
 		uv_timer_stop(&c->timer);
 		client_start(c);
 		return;
@@ -442,7 +442,7 @@ static void upstream_handshake(struct conn *c)
 	ERR_clear_error();
 	log_info("TLS inspection: %s:%u: %s (%s)", c->host, c->port,
 		 v != X509_V_OK ? X509_verify_cert_error_string(v) : what, reason_word(why));
-	c->ns->metrics.tls_errors[why]++;
+	c->ns->sh->metrics.tls_errors[why]++;
 	audit_line_error(c, why, 502);
 	conn_respond(c, 502, why);
 }
@@ -466,7 +466,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 			/* the server hung up during the handshake */
 			upstream_handshake(c);
 			if (c->state == C_CONNECTING) {
-				c->ns->metrics.tls_errors[REASON_UPSTREAM_TLS_FAILED]++;
+				c->ns->sh->metrics.tls_errors[REASON_UPSTREAM_TLS_FAILED]++;
 				audit_line_error(c, REASON_UPSTREAM_TLS_FAILED, 502);
 				conn_respond(c, 502, REASON_UPSTREAM_TLS_FAILED);
 			}
@@ -475,7 +475,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		if (!t->cl_done && !up) {
 			client_handshake(c);
 			if (!t->ending) {
-				c->ns->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
+				c->ns->sh->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
 				audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 				end_both(c);
 			}
@@ -499,7 +499,7 @@ void tls_inspect_start(struct conn *c)
 {
 	struct netsup *ns = c->ns;
 	if (!ns->tls_ca || !ns->tls_upstream) {
-		ns->metrics.tls_errors[REASON_TLS_INSPECT_UNAVAILABLE]++;
+		ns->sh->metrics.tls_errors[REASON_TLS_INSPECT_UNAVAILABLE]++;
 		audit_line_error(c, REASON_TLS_INSPECT_UNAVAILABLE, 502);
 		conn_respond(c, 502, REASON_TLS_INSPECT_UNAVAILABLE);
 		return;
