@@ -202,6 +202,7 @@ static void worker_async(uv_async_t *a)
 	struct netsup *w = a->data;
 	if (atomic_exchange(&w->wk->policy_changed, false) && !w->stopping &&
 	    policystore_view_refresh(w->policy)) {
+		credstore_prime(w->creds, policystore_credentials(w->policy));
 		netsup_update_ready(w);
 		revoke_after_policy(w);
 	}
@@ -640,7 +641,10 @@ static int worker_new(struct netsup *ns, unsigned i)
 	w->upstream = ns->upstream;
 	w->tls_ca = ns->tls_ca;
 	w->tls_upstream = ns->tls_upstream;
-	w->creds = ns->creds;
+	/* its own credential store (credstore.h is single-threaded; the
+	 * values it hands out are valid until its next read) */
+	if (!(w->creds = credstore_new()))
+		return -ENOMEM;
 	w->dns = ns->dns;
 	if ((r = bufpool_init(&w->pool, ns->cfg.relay_buffer, 256)) < 0)
 		return r;
@@ -657,6 +661,7 @@ static int worker_new(struct netsup *ns, unsigned i)
 	revoke_start(w);
 	if ((r = policystore_view_new(ns->policy, &w->policy)) < 0)
 		return r;
+	credstore_prime(w->creds, policystore_credentials(w->policy));
 	uv_async_init(w->loop, &wk->async, worker_async);
 	wk->async.data = w;
 	if ((r = worker_identity(w, &ns->cfg)) < 0)
@@ -828,6 +833,7 @@ int netsup_run(struct netsup *ns)
 		}
 		auditq_free(w->audit);
 		bufpool_done(&w->pool);
+		credstore_free(w->creds);
 		free(w);
 		ns->workers[i] = NULL;
 	}

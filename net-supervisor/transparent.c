@@ -67,11 +67,8 @@ const char *transparent_name(const struct flowpeek *fp, struct dnsrec *rec, cons
 		 * audit, never matched against a host rule. */
 		strscpy(peeked, fp->name, peeked_size);
 	} else if (rec) {
-		const char *names[1];
-		if (dnsrec_names(rec, orig, names, 1) == 1) {
-			strscpy(host, names[0], host_size);
+		if (dnsrec_first_name(rec, orig, host, host_size))
 			return "dns";
-		}
 	}
 	struct netaddr a;
 	if (netaddr_from_sockaddr(orig, &a) < 0 || !netaddr_format(&a, host, host_size))
