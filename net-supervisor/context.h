@@ -19,6 +19,7 @@
  * netsup.h wires them together, so no part depends on the wiring. */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -155,6 +156,14 @@ struct netsup_shared {
 	_Atomic size_t n_relaying;   /* tunnels relayed in user space (not splice) */
 	_Atomic size_t relay_held;   /* buffer bytes held by queued relay writes */
 	_Atomic size_t n_peeking;    /* transparent flows still being peeked at */
+	/* --console lines: a burst per window over all workers, then one
+	 * summary (audit_line.c) */
+	struct {
+		pthread_mutex_t lock;
+		uint64_t window_start;
+		unsigned shown;
+		uint64_t hidden;
+	} console;
 };
 
 #define NETSUP_MAX_WORKERS 8
@@ -196,12 +205,6 @@ struct netsup {
 	uv_timer_t revoke_grace, revoke_lifetime; /* revoke.c */
 	bool revoke_started;
 	struct log_ratelimit accept_log; /* failed accepts: a warning per 10 s */
-	/* --console lines: a burst per window, then one summary (audit_line.c) */
-	struct {
-		uint64_t window_start;
-		unsigned shown;
-		uint64_t hidden;
-	} console;
 	_Atomic bool ready;          /* this worker's: policy in its view, its anchor */
 	bool stopping;
 };

@@ -694,6 +694,7 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	ns->cfg = *cfg;
 	ns->main = ns;
 	ns->sh = &ns->shared_store;
+	pthread_mutex_init(&ns->sh->console.lock, NULL);
 	ns->workers[0] = ns;
 	if (ns->cfg.workers == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
