@@ -188,8 +188,8 @@ static void workers_policy_changed(struct netsup *ns)
 {
 	for (unsigned i = 1; i < ns->n_workers; i++) {
 		struct netsup *w = ns->workers[i];
-		if (!w || !w->wk)
-			continue;
+		if (!w || !w->wk || !w->wk->thread_started)
+			continue; /* stopped (joined): its async handle is closed */
 		atomic_store(&w->wk->policy_changed, true);
 		uv_async_send(&w->wk->async);
 	}
