@@ -90,6 +90,19 @@ dec=$(metric 'tether_egress_decisions_total{decision="allow",reason="allowed",so
 [ "${dec:-0}" = 100 ] && ok "/metrics: the two workers' decisions summed (100 allowed)" ||
 	fail "tether_egress_decisions_total allow ok: '$dec'"
 
+# SIGUSR1 (log rotation) while both workers write: the old file keeps what
+# was written, the new one takes the rest, every line whole in both
+mv "$D/a.jsonl" "$D/a.1.jsonl"
+kill -USR1 "$NSPID"
+for _ in $(seq 300); do [ -e "$D/a.jsonl" ] && break; sleep 0.1; done
+requests 40 8 "$UP" "$D/rot"
+[ "$(count 200 "$D/rot")" = 40 ] && ok "40 requests after SIGUSR1" || fail "after SIGUSR1: $(sort "$D/rot" | uniq -c)"
+n1=$(jq -c 'select(.event == "egress_decision")' "$D/a.1.jsonl" | wc -l)
+n2=$(jq -c 'select(.event == "egress_decision")' "$D/a.jsonl" 2>/dev/null | wc -l)
+bad=$(cat "$D/a.1.jsonl" "$D/a.jsonl" | jq -R 'fromjson? // "BAD"' | grep -c '^"BAD"$')
+[ "$n1" = 200 ] && [ "$n2" = 40 ] && [ "$bad" = 0 ] && ok "SIGUSR1 reopened the audit file: 200 + 40 decisions, whole lines" ||
+	fail "after SIGUSR1: $n1 decisions in the old file, $n2 in the new, $bad broken lines"
+
 # ---- 2. reload: every worker decides with the new policy, revokes the old tunnels
 # 24 tunnels to UP held open on both workers
 cat >"$D/hold.py" <<'EOF'
@@ -135,6 +148,20 @@ for _ in $(seq 300); do [ -s "$D/held.closed" ] && break; sleep 0.1; done
 	fail "tunnels closed: '$(cat "$D/held.closed" 2>/dev/null)'"
 nr=$(jq -c 'select(.event == "tunnel_revoked" and .reason == "policy_changed")' "$D/a.jsonl" | wc -l)
 [ "$nr" = 24 ] && ok "24 tunnel_revoked policy_changed (both workers)" || fail "tunnel_revoked: $nr"
+# per flow, in order: each revoked tunnel's allow comes before its revocation
+python3 - "$D/a.jsonl" <<'PY' && ok "each revoked tunnel: its allow, then its revocation" || fail "per-flow order"
+import json, sys
+seen, bad, n = set(), 0, 0
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    key = (e.get("client") or {}).get("port")
+    if e.get("event") == "egress_decision" and e.get("decision") == "allow":
+        seen.add(key)
+    elif e.get("event") == "tunnel_revoked":
+        n += 1
+        bad += key not in seen
+sys.exit(0 if n == 24 and bad == 0 else 1)
+PY
 c0=$(accepted 0) c1=$(accepted 1)
 requests 60 12 "$DENY" "$D/after"
 [ "$(count 200 "$D/after")" = 60 ] && ok "after the reload the formerly denied port is allowed (60/60)" ||
