@@ -167,6 +167,7 @@ struct netsup_shared {
 };
 
 #define NETSUP_MAX_WORKERS 8
+_Static_assert(NETSUP_MAX_WORKERS <= METRICS_MAX_WORKERS, "a worker_accepted counter per worker");
 
 struct netsup {
 	uv_loop_t *loop;

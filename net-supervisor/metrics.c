@@ -247,7 +247,7 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 		    "# TYPE tether_workers gauge\ntether_workers %u\n"
 		    "# HELP tether_worker_accepted_total Client connections each worker's loop accepted.\n"
 		    "# TYPE tether_worker_accepted_total counter\n", m->n_workers);
-	for (unsigned w = 0; w < m->n_workers && w < 8; w++)
+	for (unsigned w = 0; w < m->n_workers && w < METRICS_MAX_WORKERS; w++)
 		bprintf(&b, "tether_worker_accepted_total{worker=\"%u\"} %llu\n", w,
 			(unsigned long long)m->worker_accepted[w]);
 	if (b.oom) {

@@ -14,6 +14,7 @@
 #include "net-supervisor/tunnel.h"
 
 #define METRICS_LATENCY_BUCKETS 23
+#define METRICS_MAX_WORKERS 8 /* at least NETSUP_MAX_WORKERS (context.h) */
 
 struct auditq;
 
@@ -66,7 +67,7 @@ struct metrics {
 	bool have_clock, clock_measured;
 	double clock_skew_s, clock_skew_max_s;
 	/* connections each worker accepted (proxy and transparent ports) */
-	_Atomic uint64_t worker_accepted[8];
+	_Atomic uint64_t worker_accepted[METRICS_MAX_WORKERS];
 	unsigned n_workers;
 };
 
