@@ -526,6 +526,10 @@ static int check_topology(const struct netsup_config *cfg)
  * file, the policy watch, the control channel, libuv's own, and the procfs
  * reads and pinned pidfds of identity resolution. */
 #define NETSUP_FD_RESERVE 256
+/* and for each worker past the first (--workers): its epoll and wakeup
+ * descriptors, its identity strategy's (anchor pidfd, sock_diag socket,
+ * control channel or feed connection) */
+#define NETSUP_FD_RESERVE_PER_WORKER 8
 
 /* A relayed connection holds two descriptors (client and upstream). Past
  * the descriptor limit the kernel, not the proxy, would refuse clients: an
@@ -535,18 +539,19 @@ static int check_topology(const struct netsup_config *cfg)
 static int fit_connection_limit(struct netsup_config *cfg)
 {
 	rlim_t nofile = fdlimit_current();
-	size_t cap = fdlimit_capacity(nofile, 2, NETSUP_FD_RESERVE);
+	const int reserve = NETSUP_FD_RESERVE + NETSUP_FD_RESERVE_PER_WORKER * (int)(cfg->workers - 1);
+	size_t cap = fdlimit_capacity(nofile, 2, reserve);
 	if (cap == 0) {
 		log_error("RLIMIT_NOFILE is %llu: no room for any connection (2 descriptors each, %d kept for "
 			  "the daemon); raise it (ulimit -n, systemd LimitNOFILE=, docker --ulimit nofile=)",
-			  (unsigned long long)nofile, NETSUP_FD_RESERVE);
+			  (unsigned long long)nofile, reserve);
 		return -EMFILE;
 	}
 	if (cfg->max_conns > cap) {
 		log_warn("RLIMIT_NOFILE is %llu: room for %zu concurrent connections (2 descriptors each, %d kept "
 			 "for the daemon), not the %zu of --max-connections; serving at most %zu (raise the hard "
 			 "limit: ulimit -Hn, systemd LimitNOFILE=, docker --ulimit nofile=)",
-			 (unsigned long long)nofile, cap, NETSUP_FD_RESERVE, cfg->max_conns, cap);
+			 (unsigned long long)nofile, cap, reserve, cfg->max_conns, cap);
 		cfg->max_conns = cap;
 	}
 	return 0;
