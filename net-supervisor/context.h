@@ -210,6 +210,16 @@ struct netsup {
 	bool stopping;
 };
 
+/* A delegated context's request id as the audit names it
+ * (`context_request_id`, joining a decision to its `context_signed`
+ * event): each worker has its own control channel, whose ids start at 1,
+ * so workers past the first add worker << 48 (ids stay exact JSON
+ * integers: below 2^51). */
+static inline uint64_t netsup_context_request_id(const struct netsup *ns, uint64_t id)
+{
+	return id + ((uint64_t)ns->worker << 48);
+}
+
 void netsup_update_ready(struct netsup *ns);
 /* Why a flow is refused while not ready: clock_skew when the delegated
  * control channel's clock is past --max-clock-skew, else not_ready. */

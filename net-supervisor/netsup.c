@@ -63,6 +63,8 @@ static void on_anchor_replaced(struct identity_strategy *s, void *data)
  * (a certificate the pinned keys do not vouch for, ...). */
 static void audit_refused(struct netsup *ns, const char *strategy, enum reason why, const char *detail)
 {
+	if (ns->worker != 0)
+		return; /* the same anchor refused alike: one line, the main loop's instance (on_anchor) */
 	json_t *o = json_object();
 	json_object_set_new(o, "strategy", json_string(strategy));
 	json_object_set_new(o, "reason", json_string(reason_word(why)));
@@ -105,7 +107,8 @@ static void on_context_signed(uint64_t request_id, enum reason why, const char *
 	struct netsup *ns = data;
 	json_t *o = json_object();
 	json_object_set_new(o, "strategy", json_string("delegated"));
-	json_object_set_new(o, "context_request_id", json_integer((json_int_t)request_id));
+	json_object_set_new(o, "context_request_id",
+			    json_integer((json_int_t)netsup_context_request_id(ns, request_id)));
 	json_object_set_new(o, "reason", json_string(why == REASON_OK ? "ok" : reason_word(why)));
 	if (b64)
 		json_object_set_new(o, "signed_context", json_string(b64));

@@ -636,6 +636,8 @@ static void identity_done(const struct identity_result *res, void *data)
 	c->id_done = true;
 	c->id_reason = res->reason;
 	c->id = res->id;
+	if (c->id && c->id->context_request_id)
+		c->id->context_request_id = netsup_context_request_id(c->ns, c->id->context_request_id);
 	metrics_identity_latency(&c->ns->sh->metrics, res->latency_ns);
 	decide(c);
 }
