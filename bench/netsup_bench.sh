@@ -30,6 +30,10 @@
 # for over the control channel), beside the default (1.3: identities pushed
 # at connect time, the flow a table lookup), interleaved in each round.
 # ROWS=delegated runs only the delegated and tinyproxy short rows.
+# ROWS=workers (issue 25, "both cores") runs only the local-identity short
+# rows at --workers 1 ("-w1") and at the default (one loop per online CPU)
+# beside tinyproxy with the same supervised client, 1 and 8 clients,
+# interleaved; each with the proxy's CPU per flow and the client tree's.
 #   bench/netsup_bench.sh BUILD_DIR [ROUNDS] [BULK_BYTES] [REQUESTS]
 set -eu
 BUILD=${1:-build}
@@ -75,6 +79,10 @@ P
 $NS --listen 127.0.0.1:$NSL --policy $TMP/policy-local.yaml --audit $TMP/log/audit3.jsonl \
 	--identity local --anchor-socket unix:$TMP/anchor.sock --admin 127.0.0.1:19405 2> $TMP/ns3.err & PIDS+=($!)
 NSL_PID=$!
+NSL1=19742  # the same, --workers 1: one event loop
+$NS --workers 1 --listen 127.0.0.1:$NSL1 --policy $TMP/policy-local.yaml --audit $TMP/log/audit7.jsonl \
+	--identity local --anchor-socket unix:$TMP/anchor7.sock --admin 127.0.0.1:19743 2> $TMP/ns7.err & PIDS+=($!)
+NSL1_PID=$!
 NSF=19720   # local identity with the anchor's identity feed at $TMP/feed.sock (connect-time identity)
 $NS --listen 127.0.0.1:$NSF --policy $TMP/policy-local.yaml --audit $TMP/log/audit5.jsonl \
 	--identity local --anchor-socket unix:$TMP/anchor5.sock --identity-feed unix:$TMP/feed.sock \
@@ -111,6 +119,10 @@ short_supervised() {
 short_local() {
 	rm -f $TMP/anchor.sock
 	short_supervised $1 $NSL 19405 --status-socket $TMP/anchor.sock
+}
+short_local1() {
+	rm -f $TMP/anchor7.sock
+	short_supervised $1 $NSL1 19743 --status-socket $TMP/anchor7.sock
 }
 short_feed() {
 	rm -f $TMP/anchor5.sock $TMP/feed.sock
@@ -247,6 +259,24 @@ ratio() { awk -v a=$(echo "$1" | kv conn_per_s) -v b=$(echo "$2" | kv conn_per_s
 R1S=() R8S=() R1N=() R8N=()
 ALL=1
 [ "${ROWS:-all}" = delegated ] && ALL=0
+if [ "${ROWS:-all}" = workers ]; then
+	W1=() W8=()
+	echo "# workers: default $(curl -s --noproxy '*' http://127.0.0.1:19405/metrics | awk '$1 == "tether_workers" {print $2}') event loops against --workers 1"
+	for r in $(seq $ROUNDS); do
+		A=$(cpu_per_flow $NSL1_PID short_local1 net-supervisor-local-identity-w1); echo "$A"
+		L=$(cpu_per_flow $NSL_PID short_local net-supervisor-local-identity); echo "$L"
+		T=$(cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client $TPP -); echo "$T"
+		A8=$(CONC=8 cpu_per_flow $NSL1_PID short_local1 net-supervisor-local-identity-w1-c8); echo "$A8"
+		L8=$(CONC=8 cpu_per_flow $NSL_PID short_local net-supervisor-local-identity-c8); echo "$L8"
+		T8=$(CONC=8 cpu_per_flow $TP_PID short_supervised tinyproxy-supervised-client-c8 $TPP -); echo "$T8"
+		W1+=("w1 $(ratio "$A" "$T") default $(ratio "$L" "$T")")
+		W8+=("w1 $(ratio "$A8" "$T8") default $(ratio "$L8" "$T8")")
+	done
+	echo "# connections/s with local identity over tinyproxy (same supervised client) per round: 1 client: $(IFS=';'; echo "${W1[*]}"); 8 clients: $(IFS=';'; echo "${W8[*]}") (target >= 1.5)"
+	echo "# accepted per worker (default): $(curl -s --noproxy '*' http://127.0.0.1:19405/metrics | awk '/^tether_worker_accepted_total/ {printf "%s ", $0}')"
+	echo "# identity resolution: --workers 1 $(idlat 19743); default $(idlat 19405)"
+	exit 0
+fi
 for r in $(seq $ROUNDS); do
 	if [ $ALL = 1 ]; then
 	D=$($B bulk --port $UP --bytes $BYTES --label direct); echo "$D"

@@ -71,7 +71,7 @@ static void drain(struct tls_h2 *h)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	size_t held = 0;
+	_Atomic size_t held = 0;
 	struct tls_h2 *h = tls_h2_new(&ops, NULL, &held);
 	if (!h)
 		return 0;

@@ -103,36 +103,45 @@ static json_t *client_json(const struct conn *c)
 #define CONSOLE_WINDOW_MS 10000
 #define CONSOLE_BURST 20
 
+/* Under the console lock. */
 static void console_summary(struct netsup *ns)
 {
-	if (ns->console.hidden)
-		log_line("tether: %llu more %s not shown (see the audit log)", (unsigned long long)ns->console.hidden,
+	if (ns->sh->console.hidden)
+		log_line("tether: %llu more %s not shown (see the audit log)",
+			 (unsigned long long)ns->sh->console.hidden,
 			 ns->cfg.console == CONSOLE_ALL ? "flows" : "denials");
-	ns->console.hidden = 0;
+	ns->sh->console.hidden = 0;
 }
 
 void audit_line_console_flush(struct netsup *ns)
 {
+	pthread_mutex_lock(&ns->sh->console.lock);
 	console_summary(ns);
+	pthread_mutex_unlock(&ns->sh->console.lock);
 }
 
 /* A burst of CONSOLE_BURST lines a window, then one summary line when the
  * next window opens (or at exit): a client retrying in a loop cannot
- * flood the terminal, and nothing is silently lost. */
+ * flood the terminal, and nothing is silently lost. One window for every
+ * worker (the terminal is one). */
 static bool console_admit(struct netsup *ns)
 {
-	uint64_t now = uv_now(ns->loop);
-	if (ns->console.shown == 0 || now - ns->console.window_start >= CONSOLE_WINDOW_MS) {
+	uint64_t now = uv_hrtime() / 1000000;
+	bool ok = true;
+	pthread_mutex_lock(&ns->sh->console.lock);
+	if (ns->sh->console.shown == 0 || now - ns->sh->console.window_start >= CONSOLE_WINDOW_MS) {
 		console_summary(ns);
-		ns->console.window_start = now;
-		ns->console.shown = 0;
+		ns->sh->console.window_start = now;
+		ns->sh->console.shown = 0;
 	}
-	if (ns->console.shown >= CONSOLE_BURST) {
-		ns->console.hidden++;
-		return false;
+	if (ns->sh->console.shown >= CONSOLE_BURST) {
+		ns->sh->console.hidden++;
+		ok = false;
+	} else {
+		ns->sh->console.shown++;
 	}
-	ns->console.shown++;
-	return true;
+	pthread_mutex_unlock(&ns->sh->console.lock);
+	return ok;
 }
 
 /* "git < bash < sh": the ancestors' base names, nearest first. */
@@ -301,5 +310,5 @@ void audit_line_revoked(struct conn *c, enum revoke_why why)
 	json_object_set_new(o, "age_ms", json_integer((json_int_t)(uv_now(ns->loop) - c->allowed_at)));
 	json_object_set_new(o, "client", client_json(c));
 	netsup_audit(ns, "tunnel_revoked", o);
-	ns->metrics.tunnels_revoked[why]++;
+	ns->sh->metrics.tunnels_revoked[why]++;
 }

@@ -16,6 +16,7 @@ struct item {
 
 struct auditq {
 	struct audit_log *log;
+	struct auditq *parent; /* a child (auditq_new_child): no ring, no thread */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -79,8 +80,21 @@ int auditq_new(struct audit_log *log, size_t capacity, struct auditq **out)
 	return 0;
 }
 
+int auditq_new_child(struct auditq *parent, struct auditq **out)
+{
+	struct auditq *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->log = parent->log;
+	q->parent = parent;
+	*out = q;
+	return 0;
+}
+
 void auditq_push(struct auditq *q, const char *event, json_t *fields)
 {
+	if (q->parent)
+		q = q->parent;
 	pthread_mutex_lock(&q->lock);
 	if (q->count == q->cap) {
 		bool first = !q->dropping;
@@ -114,6 +128,12 @@ void auditq_free(struct auditq *q)
 {
 	if (!q)
 		return;
+	if (q->parent) {
+		auditq_flush(q);
+		free(q->batch);
+		free(q);
+		return;
+	}
 	pthread_mutex_lock(&q->lock);
 	q->stop = true;
 	pthread_cond_signal(&q->cond);
@@ -127,7 +147,12 @@ void auditq_free(struct auditq *q)
 	free(q);
 }
 
-uint64_t auditq_dropped(const struct auditq *q) { return q ? atomic_load(&q->dropped) : 0; }
+uint64_t auditq_dropped(const struct auditq *q)
+{
+	if (q && q->parent)
+		q = q->parent;
+	return q ? atomic_load(&q->dropped) : 0;
+}
 uint64_t auditq_write_failures(const struct auditq *q) { return q ? audit_failures(q->log) : 0; }
 bool auditq_writable(const struct auditq *q) { return q ? audit_writable(q->log) : true; }
 uint64_t auditq_failure_episodes(const struct auditq *q) { return q ? audit_failure_episodes(q->log) : 0; }

@@ -12,7 +12,8 @@
  * the loop stages each decision's line with a waiter, the loop writes the
  * staged lines together once per iteration (auditq_flush: one write(2)
  * for all), and only then does each waiter's callback send its answer,
- * told whether its line is in the file. Loop thread only. */
+ * told whether its line is in the file. Loop thread only: each worker's
+ * loop has its own batch (auditq_new_child). */
 #pragma once
 
 #include <jansson.h>
@@ -27,7 +28,14 @@ struct auditq;
 /* capacity 0 = 8192 events. The log stays owned by the caller and must
  * outlive the queue. */
 int auditq_new(struct audit_log *log, size_t capacity, struct auditq **out);
-/* Takes ownership of fields (decref'd after writing or dropping). */
+/* Another worker's loop (context.h): a queue with a decision batch of its
+ * own (stage/flush on that loop's thread) whose pushes, counters and file
+ * are the parent's. Lines stay whole: each flush is whole lines in one
+ * write under the log's lock. Free it (auditq_free: flushes) before the
+ * parent. */
+int auditq_new_child(struct auditq *parent, struct auditq **out);
+/* Takes ownership of fields (decref'd after writing or dropping).
+ * Thread-safe. */
 void auditq_push(struct auditq *q, const char *event, json_t *fields);
 /* Write everything still queued, stop the thread, free. */
 void auditq_free(struct auditq *q);

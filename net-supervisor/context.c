@@ -51,10 +51,13 @@ void netsup_update_ready(struct netsup *ns)
 	bool ready = policystore_loaded(ns->policy) && ns->identity && ns->identity->anchored;
 	if (ready != ns->ready) {
 		ns->ready = ready;
-		log_info("%s", ready ? "ready: policy loaded and anchor established"
-				     : "not ready: no policy or no anchor; refusing connections (503 not_ready)");
+		if (ns->worker == 0)
+			log_info("%s", ready ? "ready: policy loaded and anchor established"
+					     : "not ready: no policy or no anchor; refusing connections (503 not_ready)");
+		else
+			log_info("worker %u %s", ns->worker, ready ? "ready"
+				 : "not ready (no policy or no anchor): its connections get 503 not_ready");
 	}
-	ns->metrics.ready = ready;
 }
 
 enum reason netsup_not_ready_reason(const struct netsup *ns)

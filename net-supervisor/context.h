@@ -1,14 +1,25 @@
 /* The net-supervisor daemon's top-level context: the one place its mutable
  * state lives (configuration, the loop, policy store, identity strategy,
- * audit queue, metrics, listeners, open connections). Everything runs on
- * one libuv loop; slow work goes to the thread pool (DNS, policy parsing)
- * or to the audit writer thread.
+ * audit queue, metrics, listeners, open connections).
+ *
+ * Workers (--workers N): N event loops on N threads. Worker 0 is the main
+ * loop (signals, DNS, admin, the policy store and its reloads); workers 1..
+ * N-1 each run their own loop. A `struct netsup` is one worker's view: its
+ * loop, its listeners (SO_REUSEPORT: the kernel spreads new connections),
+ * its conns, its identity strategy instance, its buffer pool, its audit
+ * batch and its policy view (policystore.h). What is GLOBAL lives in
+ * `struct netsup_shared` (ns->sh, one for all workers, atomics): the
+ * metrics, the connection limits and the relay memory budget. Each handle
+ * and conn belongs to one worker's loop and is touched only on its thread.
+ * Slow work goes to the thread pool (DNS, policy parsing) or to the audit
+ * writer thread.
  *
  * This header is the data and the few services every part of the daemon
  * uses (audit, readiness); the parts (proxy.h, revoke.h) depend on it and
  * netsup.h wires them together, so no part depends on the wiring. */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,7 +63,10 @@ struct netsup_config {
 	const char *topology;
 	size_t max_header_bytes;               /* 16 KiB */
 	size_t max_headers;                    /* 100 */
-	size_t max_conns;                      /* 1024 */
+	size_t max_conns;                      /* 1024, in total over every worker */
+	/* --workers: event loops (threads); 0 = online CPUs, at most
+	 * NETSUP_MAX_WORKERS. 1 = everything on the main loop. */
+	unsigned workers;
 	uint64_t header_timeout_ms;            /* 10 s: whole request head */
 	uint64_t connect_timeout_ms;           /* 10 s */
 	uint64_t idle_timeout_ms;              /* 300 s */
@@ -135,14 +149,42 @@ struct upstream_proxy;
 struct tls_ca;
 typedef struct ssl_ctx_st SSL_CTX;
 
+/* Shared by every worker (atomics; see the top of this file). */
+struct netsup_shared {
+	struct metrics metrics;
+	_Atomic size_t n_rejecting;  /* over-limit connections being answered 503 */
+	_Atomic size_t n_relaying;   /* tunnels relayed in user space (not splice) */
+	_Atomic size_t relay_held;   /* buffer bytes held by queued relay writes */
+	_Atomic size_t n_peeking;    /* transparent flows still being peeked at */
+	/* --console lines: a burst per window over all workers, then one
+	 * summary (audit_line.c) */
+	struct {
+		pthread_mutex_t lock;
+		uint64_t window_start;
+		unsigned shown;
+		uint64_t hidden;
+	} console;
+};
+
+#define NETSUP_MAX_WORKERS 8
+_Static_assert(NETSUP_MAX_WORKERS <= METRICS_MAX_WORKERS, "a worker_accepted counter per worker");
+
 struct netsup {
 	uv_loop_t *loop;
+	/* --workers: this worker's index (0: the main loop) and, on the main
+	 * one only, the others (workers[0] is the main itself). */
+	unsigned worker;
+	struct netsup *main;         /* worker 0 */
+	struct netsup *workers[NETSUP_MAX_WORKERS];
+	unsigned n_workers;
+	struct netsup_shared *sh;    /* the main's shared_store */
+	struct netsup_shared shared_store;
+	struct netsup_worker *wk;    /* workers 1..N-1: thread, async (netsup.c) */
 	struct netsup_config cfg;
 	struct policystore *policy;
 	struct identity_strategy *identity;
 	struct audit_log *audit_log;
 	struct auditq *audit;
-	struct metrics metrics;
 	struct proxy_listener *listeners[NETSUP_MAX_LISTEN];
 	size_t n_listeners;
 	struct admin *admin;
@@ -150,7 +192,6 @@ struct netsup {
 	struct upstream_proxy *upstream; /* --upstream-proxy, or NULL (upstream.h) */
 	struct transparent_listener *tlisteners[NETSUP_MAX_LISTEN];
 	size_t n_tlisteners;
-	size_t n_peeking;            /* transparent flows still being peeked at */
 	struct tls_ca *tls_ca;           /* the sandbox CA (tls_ca.h) */
 	SSL_CTX *tls_upstream;           /* verifies the real servers (tls_inspect.h) */
 	struct credstore *creds;         /* secrets of `credentials:` (credstore.h) */
@@ -164,19 +205,20 @@ struct netsup {
 	bool audit_handles;
 	uv_timer_t revoke_grace, revoke_lifetime; /* revoke.c */
 	bool revoke_started;
-	size_t n_rejecting;          /* over-limit connections being answered 503 */
-	size_t n_relaying;           /* tunnels relayed in user space (not splice) */
-	size_t relay_held;           /* buffer bytes held by queued relay writes */
 	struct log_ratelimit accept_log; /* failed accepts: a warning per 10 s */
-	/* --console lines: a burst per window, then one summary (audit_line.c) */
-	struct {
-		uint64_t window_start;
-		unsigned shown;
-		uint64_t hidden;
-	} console;
-	bool ready;
+	_Atomic bool ready;          /* this worker's: policy in its view, its anchor */
 	bool stopping;
 };
+
+/* A delegated context's request id as the audit names it
+ * (`context_request_id`, joining a decision to its `context_signed`
+ * event): each worker has its own control channel, whose ids start at 1,
+ * so workers past the first add worker << 48 (ids stay exact JSON
+ * integers: below 2^51). */
+static inline uint64_t netsup_context_request_id(const struct netsup *ns, uint64_t id)
+{
+	return id + ((uint64_t)ns->worker << 48);
+}
 
 void netsup_update_ready(struct netsup *ns);
 /* Why a flow is refused while not ready: clock_skew when the delegated

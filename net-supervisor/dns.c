@@ -397,7 +397,7 @@ static void dq_decide(struct dns_query_state *dq, bool allow, enum reason reason
 	}
 	json_object_set_new(cl, "transport", json_string(dq->tcp ? "tcp" : "udp"));
 	json_object_set_new(o, "client", cl);
-	metrics_decision(&ns->metrics, allow, reason, dq->id ? dq->id->source : FLOW_SOURCE_NONE);
+	metrics_decision(&ns->sh->metrics, allow, reason, dq->id ? dq->id->source : FLOW_SOURCE_NONE);
 	dq->recorded.cb = dq_recorded;
 	dq->recording = true;
 	netsup_audit_decision(ns, "dns", o, &dq->recorded);

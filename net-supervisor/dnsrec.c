@@ -1,6 +1,7 @@
 #include "net-supervisor/dnsrec.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,9 @@ struct entry {
 };
 
 struct dnsrec {
+	/* the DNS server (main loop) writes, transparent flows (every
+	 * worker's loop) read: every call takes it */
+	pthread_mutex_t lock;
 	struct entry *e;
 	size_t n;
 	uint64_t now_ms;
@@ -38,6 +42,7 @@ struct dnsrec *dnsrec_new(size_t max_entries)
 		return NULL;
 	}
 	r->n = max_entries;
+	pthread_mutex_init(&r->lock, NULL);
 	return r;
 }
 
@@ -45,11 +50,20 @@ void dnsrec_free(struct dnsrec *r)
 {
 	if (!r)
 		return;
+	pthread_mutex_destroy(&r->lock);
 	free(r->e);
 	free(r);
 }
 
-void dnsrec_set_now(struct dnsrec *r, uint64_t now_ms) { r->now_ms = now_ms; }
+#define LOCK(r) pthread_mutex_lock((pthread_mutex_t *)&(r)->lock)
+#define UNLOCK(r) pthread_mutex_unlock((pthread_mutex_t *)&(r)->lock)
+
+void dnsrec_set_now(struct dnsrec *r, uint64_t now_ms)
+{
+	LOCK(r);
+	r->now_ms = now_ms;
+	UNLOCK(r);
+}
 
 static bool key_of(const struct sockaddr *sa, struct netaddr *out)
 {
@@ -62,7 +76,7 @@ static bool key_of(const struct sockaddr *sa, struct netaddr *out)
 
 static bool live(const struct dnsrec *r, const struct entry *e) { return e->used && e->expires_ms > r->now_ms; }
 
-int dnsrec_add(struct dnsrec *r, const char *name, const struct sockaddr *addr, uint32_t ttl_s)
+static int add_locked(struct dnsrec *r, const char *name, const struct sockaddr *addr, uint32_t ttl_s)
 {
 	struct netaddr a;
 	size_t nl = name ? strlen(name) : 0;
@@ -93,7 +107,7 @@ int dnsrec_add(struct dnsrec *r, const char *name, const struct sockaddr *addr, 
 	return 0;
 }
 
-bool dnsrec_has(const struct dnsrec *r, const char *name, const struct sockaddr *addr)
+static bool has_locked(const struct dnsrec *r, const char *name, const struct sockaddr *addr)
 {
 	struct netaddr a;
 	if (!r || !name || !key_of(addr, &a))
@@ -106,7 +120,7 @@ bool dnsrec_has(const struct dnsrec *r, const char *name, const struct sockaddr 
 	return false;
 }
 
-size_t dnsrec_names(const struct dnsrec *r, const struct sockaddr *addr, const char **out, size_t max)
+static size_t names_locked(const struct dnsrec *r, const struct sockaddr *addr, const char **out, size_t max)
 {
 	struct netaddr a;
 	if (!r || !key_of(addr, &a) || max == 0)
@@ -136,10 +150,59 @@ size_t dnsrec_names(const struct dnsrec *r, const struct sockaddr *addr, const c
 	return n;
 }
 
-size_t dnsrec_count(const struct dnsrec *r)
+static size_t count_locked(const struct dnsrec *r)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < r->n; i++)
 		n += live(r, &r->e[i]);
 	return n;
+}
+
+int dnsrec_add(struct dnsrec *r, const char *name, const struct sockaddr *addr, uint32_t ttl_s)
+{
+	LOCK(r);
+	int ret = add_locked(r, name, addr, ttl_s);
+	UNLOCK(r);
+	return ret;
+}
+
+bool dnsrec_has(const struct dnsrec *r, const char *name, const struct sockaddr *addr)
+{
+	if (!r)
+		return false;
+	LOCK(r);
+	bool ret = has_locked(r, name, addr);
+	UNLOCK(r);
+	return ret;
+}
+
+size_t dnsrec_names(const struct dnsrec *r, const struct sockaddr *addr, const char **out, size_t max)
+{
+	if (!r)
+		return 0;
+	LOCK(r);
+	size_t ret = names_locked(r, addr, out, max);
+	UNLOCK(r);
+	return ret;
+}
+
+bool dnsrec_first_name(const struct dnsrec *r, const struct sockaddr *addr, char *buf, size_t size)
+{
+	if (!r || size == 0)
+		return false;
+	const char *name[1];
+	LOCK(r);
+	bool ok = names_locked(r, addr, name, 1) == 1 && strlen(name[0]) < size;
+	if (ok)
+		memcpy(buf, name[0], strlen(name[0]) + 1);
+	UNLOCK(r);
+	return ok;
+}
+
+size_t dnsrec_count(const struct dnsrec *r)
+{
+	LOCK(r);
+	size_t ret = count_locked(r);
+	UNLOCK(r);
+	return ret;
 }

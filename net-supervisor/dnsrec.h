@@ -10,8 +10,9 @@
  * them lower case without a trailing dot (dnsmsg.h's form). Addresses are
  * compared without port, IPv4-mapped IPv6 as IPv4.
  *
- * Not thread-safe: the daemon's loop owns it. The clock is the caller's
- * (dnsrec_set_now), so tests need no sleeps. */
+ * Thread-safe (a lock inside): the DNS server on the main loop adds,
+ * every worker's transparent flows read (dnsrec_has, dnsrec_first_name).
+ * The clock is the caller's (dnsrec_set_now), so tests need no sleeps. */
 #pragma once
 
 #include <stdbool.h>
@@ -36,5 +37,9 @@ bool dnsrec_has(const struct dnsrec *r, const char *name, const struct sockaddr 
  * pointers into the table (valid until the next dnsrec_add or
  * dnsrec_free); returns how many. */
 size_t dnsrec_names(const struct dnsrec *r, const struct sockaddr *addr, const char **out, size_t max);
+/* The most recent live name that resolved to addr, copied into buf (size
+ * bytes, NUL included): the form for threads other than the one adding
+ * (dnsrec_names' pointers are valid only until the next dnsrec_add). */
+bool dnsrec_first_name(const struct dnsrec *r, const struct sockaddr *addr, char *buf, size_t size);
 /* Live entries (for metrics and tests). */
 size_t dnsrec_count(const struct dnsrec *r);

@@ -68,6 +68,11 @@ struct local_strategy {
 	struct sockdiag *feed_sd;
 };
 
+/* The counters are read by the main loop's /metrics while this strategy's
+ * worker loop (--workers, context.h) counts: relaxed atomics. */
+#define STAT_ADD(f, v) __atomic_fetch_add(&(f), (v), __ATOMIC_RELAXED)
+#define STAT_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
 /* ---------- helpers (thread-pool safe: no loop state) ---------- */
 
 /* Clock ticks since boot now, comparable with stat field 22 (both shifted
@@ -402,16 +407,16 @@ static void resolve_finish(struct local_strategy *s, struct resolve_job *j, enum
 		why = REASON_INTERNAL_ERROR;
 	if (why == REASON_OK) {
 		const struct verified_flow *vf = &j->vf;
-		s->stats.resolved++;
-		s->stats.attribute_ns += vf->t_attr;
-		s->stats.walk_ns += vf->t_walk;
-		s->stats.hash_ns += vf->t_hash;
-		s->stats.cpu_ns += vf->t_cpu;
+		STAT_ADD(s->stats.resolved, 1);
+		STAT_ADD(s->stats.attribute_ns, vf->t_attr);
+		STAT_ADD(s->stats.walk_ns, vf->t_walk);
+		STAT_ADD(s->stats.hash_ns, vf->t_hash);
+		STAT_ADD(s->stats.cpu_ns, vf->t_cpu);
 		if (vf->fast)
-			s->stats.fast_hits++;
-		s->stats.pinned_holders += vf->pinned;
+			STAT_ADD(s->stats.fast_hits, 1);
+		STAT_ADD(s->stats.pinned_holders, vf->pinned);
 	} else {
-		s->stats.denied++;
+		STAT_ADD(s->stats.denied, 1);
 	}
 	identity_request_complete(j->req, why, id);
 	verified_flow_release(&j->vf);
@@ -438,14 +443,14 @@ static void feed_answer(void *arg, struct flow_identity *id)
 	struct local_strategy *s = j->s;
 	s->jobs--;
 	if (id) {
-		s->stats.feed_hits++;
-		s->stats.resolved++;
+		STAT_ADD(s->stats.feed_hits, 1);
+		STAT_ADD(s->stats.resolved, 1);
 		identity_request_complete(j->req, REASON_OK, id);
 		free(j);
 		maybe_free(s);
 		return;
 	}
-	s->stats.feed_fallbacks++;
+	STAT_ADD(s->stats.feed_fallbacks, 1);
 	if (s->destroying || !s->base.anchored || !s->table) {
 		identity_request_complete(j->req, REASON_NOT_READY, NULL);
 		free(j);
@@ -474,9 +479,9 @@ static int resolve_feed(struct local_strategy *s, struct resolve_job *j)
 	struct flow_identity *id = NULL;
 	int r = idfeed_client_lookup(s->feed, sr.cookie, &id);
 	if (r == 1) {
-		s->stats.feed_hits++;
-		s->stats.resolved++;
-		s->stats.attribute_ns += now_mono_ns() - t0;
+		STAT_ADD(s->stats.feed_hits, 1);
+		STAT_ADD(s->stats.resolved, 1);
+		STAT_ADD(s->stats.attribute_ns, now_mono_ns() - t0);
 		identity_request_complete(j->req, REASON_OK, id);
 		free(j);
 		return 0;
@@ -485,7 +490,7 @@ static int resolve_feed(struct local_strategy *s, struct resolve_job *j)
 		s->jobs++;
 		return 0;
 	}
-	s->stats.feed_fallbacks++;
+	STAT_ADD(s->stats.feed_fallbacks, 1);
 	return 1;
 }
 
@@ -523,9 +528,9 @@ static int resolve_slow(struct local_strategy *s, struct resolve_job *j)
 		int r = resolve_run(s, j, wc, &loop_budget);
 		flow_verifier_ctx_put(s->verifier, wc);
 		if (j->vf.over_budget)
-			s->stats.inline_over_budget++; /* on the loop: no lock needed */
+			STAT_ADD(s->stats.inline_over_budget, 1); /* on the loop: no lock needed */
 		if (r == 0) {
-			s->stats.inline_answers++;
+			STAT_ADD(s->stats.inline_answers, 1);
 			resolve_finish(s, j, j->vf.reason);
 			return 0;
 		}
@@ -759,6 +764,15 @@ bool identity_local_stats(const struct identity_strategy *base, struct identity_
 	memset(out, 0, sizeof(*out));
 	if (!base || base->ops != &local_ops)
 		return false;
-	*out = ((const struct local_strategy *)base)->stats;
+	const struct identity_local_stats *st = &((const struct local_strategy *)base)->stats;
+	*out = (struct identity_local_stats){
+		.resolved = STAT_GET(st->resolved), .denied = STAT_GET(st->denied),
+		.attribute_ns = STAT_GET(st->attribute_ns), .walk_ns = STAT_GET(st->walk_ns),
+		.hash_ns = STAT_GET(st->hash_ns), .cpu_ns = STAT_GET(st->cpu_ns),
+		.fast_hits = STAT_GET(st->fast_hits), .pinned_holders = STAT_GET(st->pinned_holders),
+		.inline_answers = STAT_GET(st->inline_answers),
+		.inline_over_budget = STAT_GET(st->inline_over_budget),
+		.feed_hits = STAT_GET(st->feed_hits), .feed_fallbacks = STAT_GET(st->feed_fallbacks),
+	};
 	return true;
 }

@@ -80,6 +80,11 @@ static void usage(FILE *out)
 "  --learn                    learn mode: NOTHING IS ENFORCED; every flow is allowed\n"
 "                             and audited with \"learn\":true and \"would\" (the\n"
 "                             policy's decision); runs without --policy too\n"
+"  --workers N                event loops on their own threads, each accepting on\n"
+"                             its own SO_REUSEPORT socket of every --listen and\n"
+"                             --transparent-listen address (default: the online\n"
+"                             CPUs, at most 8; 1: one loop, as before). Limits,\n"
+"                             relay memory and metrics stay global\n"
 "  --splice                   relay tunnels with splice(2): less proxy CPU, but\n"
 "                             lower throughput on loopback in our measurements\n"
 "  --install-fence            install the nftables egress fence in this netns\n"
@@ -175,7 +180,7 @@ enum {
 	O_SBXCG, O_IDFEED, O_IDFEEDWAIT, O_CONTROL, O_PROVPUB, O_RTO, O_AFAIL,
 	O_MAXSKEW, O_NOMAC, O_REVGRACE, O_MAXLIFE, O_FEATURES, O_LEARN, O_POLICY_LAYER, O_CONSOLE, O_LOG_LEVEL,
 	O_DNSLISTEN, O_DNSUP, O_DNSTO, O_DNSMAX, O_DNSREC, O_TLISTEN, O_TON, O_TPEEK,
-	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP, O_TLSCA, O_TLSBUNDLE, O_TLSSYS, O_UPCA,
+	O_UPPROXY, O_UPAUTH, O_UPCONNECT, O_NOUP, O_TLSCA, O_TLSBUNDLE, O_TLSSYS, O_UPCA, O_WORKERS,
 };
 
 /* --features: the machine-readable answer to "can this build do what a
@@ -195,7 +200,7 @@ static const char *const netsup_features[] = {
 #ifdef TETHER_NETSUP_TESTING
 	"identity-static", /* the test build only */
 #endif
-	"tls-inspect",
+	"tls-inspect", "workers",
 };
 
 #ifdef TETHER_NETSUP_TESTING
@@ -303,6 +308,7 @@ int main(int argc, char **argv)
 		{ "tls-bundle-out", required_argument, NULL, O_TLSBUNDLE },
 		{ "tls-system-bundle", required_argument, NULL, O_TLSSYS },
 		{ "upstream-ca", required_argument, NULL, O_UPCA },
+		{ "workers", required_argument, NULL, O_WORKERS },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct netsup_config cfg;
@@ -559,6 +565,17 @@ int main(int argc, char **argv)
 		case O_TLSBUNDLE: cfg.tls_bundle_out = optarg; break;
 		case O_TLSSYS: cfg.tls_system_bundle = optarg; break;
 		case O_UPCA: cfg.upstream_ca = optarg; break;
+		case O_WORKERS: {
+			uint64_t nw;
+			if (parse_u64("--workers", optarg, NETSUP_MAX_WORKERS, &nw) < 0)
+				return 2;
+			if (nw == 0) {
+				log_error("--workers: at least 1 (1: everything on one event loop)");
+				return 2;
+			}
+			cfg.workers = (unsigned)nw;
+			break;
+		}
 		case O_UPAUTH: cfg.upstream_proxy_auth_file = optarg; break;
 		case O_UPCONNECT: cfg.upstream_proxy_connect = optarg; break;
 		case O_NOUP:

@@ -32,7 +32,7 @@ void metrics_identity_latency(struct metrics *m, uint64_t ns)
 			break;
 		}
 	m->id_latency_count++;
-	m->id_latency_sum_s += s;
+	m->id_latency_sum_ns += ns;
 }
 
 struct buf {
@@ -97,7 +97,7 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 	bprintf(&b, "tether_identity_resolution_seconds_bucket{le=\"+Inf\"} %llu\n"
 		    "tether_identity_resolution_seconds_sum %.9f\n"
 		    "tether_identity_resolution_seconds_count %llu\n",
-		(unsigned long long)m->id_latency_count, m->id_latency_sum_s,
+		(unsigned long long)m->id_latency_count, (double)m->id_latency_sum_ns / 1e9,
 		(unsigned long long)m->id_latency_count);
 	bprintf(&b, "# HELP tether_connections_active Client connections open now.\n"
 		    "# TYPE tether_connections_active gauge\ntether_connections_active %llu\n"
@@ -243,6 +243,13 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 			    "# TYPE tether_clock_skew_max_seconds gauge\ntether_clock_skew_max_seconds %g\n",
 			m->clock_skew_max_s);
 	}
+	bprintf(&b, "# HELP tether_workers Event loops (--workers).\n"
+		    "# TYPE tether_workers gauge\ntether_workers %u\n"
+		    "# HELP tether_worker_accepted_total Client connections each worker's loop accepted.\n"
+		    "# TYPE tether_worker_accepted_total counter\n", m->n_workers);
+	for (unsigned w = 0; w < m->n_workers && w < METRICS_MAX_WORKERS; w++)
+		bprintf(&b, "tether_worker_accepted_total{worker=\"%u\"} %llu\n", w,
+			(unsigned long long)m->worker_accepted[w]);
 	if (b.oom) {
 		free(b.p);
 		return NULL;

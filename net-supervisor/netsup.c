@@ -7,8 +7,10 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/fdlimit.h"
 #include "common/log.h"
@@ -33,10 +35,17 @@ static void audit_flush_check(uv_check_t *h) { auditq_flush(((struct netsup *)h-
 static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 {
 	struct netsup *ns = data;
-	json_t *o = json_object();
-	json_object_set_new(o, "strategy", json_string(s->ops->name));
-	json_object_set_new(o, "anchor", json_string(s->anchor_desc));
-	netsup_audit(ns, anchored ? "anchor_established" : "anchor_lost", o);
+	if (ns->worker == 0) {
+		json_t *o = json_object();
+		json_object_set_new(o, "strategy", json_string(s->ops->name));
+		json_object_set_new(o, "anchor", json_string(s->anchor_desc));
+		netsup_audit(ns, anchored ? "anchor_established" : "anchor_lost", o);
+	} else {
+		/* the same anchor as the main loop's instance: one audit line
+		 * per anchor change (the main's); each worker's own readiness
+		 * and revocations still follow its instance */
+		log_info("worker %u: anchor %s (%s)", ns->worker, anchored ? "established" : "lost", s->anchor_desc);
+	}
 	netsup_update_ready(ns);
 	if (!anchored)
 		revoke_after_anchor(ns);
@@ -54,6 +63,8 @@ static void on_anchor_replaced(struct identity_strategy *s, void *data)
  * (a certificate the pinned keys do not vouch for, ...). */
 static void audit_refused(struct netsup *ns, const char *strategy, enum reason why, const char *detail)
 {
+	if (ns->worker != 0)
+		return; /* the same anchor refused alike: one line, the main loop's instance (on_anchor) */
 	json_t *o = json_object();
 	json_object_set_new(o, "strategy", json_string(strategy));
 	json_object_set_new(o, "reason", json_string(reason_word(why)));
@@ -79,6 +90,8 @@ static void on_delegated_event(enum anchor_event_kind kind, const char *word, co
 	struct netsup *ns = data;
 	if (kind != ANCHOR_CHANGED && kind != ANCHOR_RENEWED)
 		return; /* established/lost are audited by on_anchor */
+	if (ns->worker != 0)
+		return; /* one line per change: the main loop's instance (on_anchor) */
 	json_t *o = json_object();
 	json_object_set_new(o, "strategy", json_string("delegated"));
 	json_object_set_new(o, "kind", json_string(word));
@@ -94,7 +107,8 @@ static void on_context_signed(uint64_t request_id, enum reason why, const char *
 	struct netsup *ns = data;
 	json_t *o = json_object();
 	json_object_set_new(o, "strategy", json_string("delegated"));
-	json_object_set_new(o, "context_request_id", json_integer((json_int_t)request_id));
+	json_object_set_new(o, "context_request_id",
+			    json_integer((json_int_t)netsup_context_request_id(ns, request_id)));
 	json_object_set_new(o, "reason", json_string(why == REASON_OK ? "ok" : reason_word(why)));
 	if (b64)
 		json_object_set_new(o, "signed_context", json_string(b64));
@@ -160,6 +174,53 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 	return r;
 }
 
+/* ---------- workers (--workers, context.h) ---------- */
+
+struct netsup_worker {
+	uv_loop_t loop;
+	uv_thread_t thread;
+	uv_async_t async;
+	bool thread_started;
+	atomic_bool policy_changed, stop;
+};
+
+/* Tell every other worker the main store swapped in a new policy: each
+ * takes it between two of its callbacks (policystore_view_refresh), then
+ * revokes its own tunnels the new one no longer allows. */
+static void workers_policy_changed(struct netsup *ns)
+{
+	for (unsigned i = 1; i < ns->n_workers; i++) {
+		struct netsup *w = ns->workers[i];
+		if (!w || !w->wk || !w->wk->thread_started)
+			continue; /* stopped (joined): its async handle is closed */
+		atomic_store(&w->wk->policy_changed, true);
+		uv_async_send(&w->wk->async);
+	}
+}
+
+static void worker_stop(struct netsup *w);
+
+static void worker_async(uv_async_t *a)
+{
+	struct netsup *w = a->data;
+	if (atomic_exchange(&w->wk->policy_changed, false) && !w->stopping &&
+	    policystore_view_refresh(w->policy)) {
+		credstore_prime(w->creds, policystore_credentials(w->policy));
+		netsup_update_ready(w);
+		revoke_after_policy(w);
+	}
+	if (atomic_load(&w->wk->stop))
+		worker_stop(w);
+}
+
+static void worker_thread(void *arg)
+{
+	struct netsup *w = arg;
+	uv_run(w->loop, UV_RUN_DEFAULT);
+	auditq_free(w->audit); /* its batch: flushed, the parent's queue stays */
+	w->audit = NULL;
+}
+
 static void on_policy(struct policystore *ps, bool ok, const char *msg, void *data)
 {
 	struct netsup *ns = data;
@@ -171,7 +232,7 @@ static void on_policy(struct policystore *ps, bool ok, const char *msg, void *da
 		json_array_append_new(files, json_string(ns->cfg.policy[i]));
 	json_object_set_new(o, "files", files);
 	if (ok) {
-		ns->metrics.policy_reloads_ok++;
+		ns->sh->metrics.policy_reloads_ok++;
 		/* every secret registered with the redactor before a request can carry it */
 		if (ns->creds)
 			credstore_prime(ns->creds, policystore_credentials(ps));
@@ -191,16 +252,18 @@ static void on_policy(struct policystore *ps, bool ok, const char *msg, void *da
 		}
 		log_info("policy loaded, generation %llu", (unsigned long long)policystore_generation(ps));
 	} else {
-		ns->metrics.policy_reloads_failed++;
+		ns->sh->metrics.policy_reloads_failed++;
 		json_object_set_new(o, "error", json_string(msg));
 		log_error("policy reload rejected, keeping generation %llu: %s",
 			  (unsigned long long)policystore_generation(ps), msg);
 	}
-	ns->metrics.policy_generation = policystore_generation(ps);
+	ns->sh->metrics.policy_generation = policystore_generation(ps);
 	netsup_audit(ns, "policy_loaded", o);
 	netsup_update_ready(ns);
-	if (ok)
+	if (ok) {
 		revoke_after_policy(ns);
+		workers_policy_changed(ns);
+	}
 }
 
 /* The proxy listeners, in cfg->listen_netns when set: the sockets stay
@@ -224,27 +287,36 @@ static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
 			return r;
 		}
 	}
-	for (size_t i = 0; i < cfg->n_listen; i++) {
-		r = proxy_listen(ns, cfg->listen[i], &ns->listeners[ns->n_listeners]);
-		if (r < 0)
-			break;
-		ns->n_listeners++;
-		log_info("proxy listening on %s%s%s", cfg->listen[i], cfg->listen_netns ? " in netns " : "",
-			 cfg->listen_netns ? cfg->listen_netns : "");
+	/* each worker its own socket on every address (SO_REUSEPORT) */
+	for (unsigned k = 0; r >= 0 && k < ns->n_workers; k++) {
+		struct netsup *w = ns->workers[k];
+		for (size_t i = 0; i < cfg->n_listen; i++) {
+			r = proxy_listen(w, cfg->listen[i], &w->listeners[w->n_listeners]);
+			if (r < 0)
+				break;
+			w->n_listeners++;
+			if (k == 0)
+				log_info("proxy listening on %s%s%s%s", cfg->listen[i],
+					 cfg->listen_netns ? " in netns " : "",
+					 cfg->listen_netns ? cfg->listen_netns : "",
+					 ns->n_workers > 1 ? " (a socket per worker, SO_REUSEPORT)" : "");
+		}
+		for (size_t i = 0; r >= 0 && !cfg->transparent_off && i < cfg->n_transparent_listen; i++) {
+			r = transparent_listen(w, cfg->transparent_listen[i], &w->tlisteners[w->n_tlisteners]);
+			if (r >= 0) {
+				w->n_tlisteners++;
+				if (k == 0)
+					log_info("transparent capture listening on %s%s%s", cfg->transparent_listen[i],
+						 cfg->listen_netns ? " in netns " : "",
+						 cfg->listen_netns ? cfg->listen_netns : "");
+			}
+		}
 	}
 	for (size_t i = 0; r >= 0 && ns->dns && i < cfg->n_dns_listen; i++) {
 		r = dns_listen(ns->dns, cfg->dns_listen[i]);
 		if (r >= 0)
 			log_info("dns resolver listening on %s (UDP, TCP)%s%s", cfg->dns_listen[i],
 				 cfg->listen_netns ? " in netns " : "", cfg->listen_netns ? cfg->listen_netns : "");
-	}
-	for (size_t i = 0; r >= 0 && !cfg->transparent_off && i < cfg->n_transparent_listen; i++) {
-		r = transparent_listen(ns, cfg->transparent_listen[i], &ns->tlisteners[ns->n_tlisteners]);
-		if (r >= 0) {
-			ns->n_tlisteners++;
-			log_info("transparent capture listening on %s%s%s", cfg->transparent_listen[i],
-				 cfg->listen_netns ? " in netns " : "", cfg->listen_netns ? cfg->listen_netns : "");
-		}
 	}
 	if (home >= 0 && setns(home, CLONE_NEWNET) < 0) {
 		/* every later socket (upstream, admin) would land in the wrong
@@ -260,7 +332,10 @@ static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
 static bool admin_ready(void *data, char *why, size_t size)
 {
 	const struct netsup *ns = data;
-	if (ns->ready)
+	bool all = true;
+	for (unsigned i = 0; i < ns->n_workers; i++)
+		all = all && ns->workers[i] && ns->workers[i]->ready;
+	if (all)
 		return true;
 	char skew[160] = "";
 	struct verifier_clock_state cs;
@@ -275,27 +350,46 @@ static bool admin_ready(void *data, char *why, size_t size)
 
 static char *admin_metrics(void *data, size_t *len)
 {
-	const struct netsup *ns = data;
-	struct metrics snap = ns->metrics;
-	snap.relay_held = ns->relay_held;
-	snap.relay_memory = ns->cfg.relay_memory;
-	struct identity_local_stats st;
-	if (identity_local_stats(ns->identity, &st)) {
-		snap.have_local = true;
-		snap.local_on_loop = st.inline_answers;
-		snap.local_on_pool = st.resolved + st.denied - st.inline_answers - st.feed_hits;
-		snap.local_over_budget = st.inline_over_budget;
-		snap.local_feed_hits = st.feed_hits;
-		snap.local_feed_fallbacks = st.feed_fallbacks;
+	struct netsup *ns = data;
+	/* The counters are the workers' shared atomics (one set); the fields
+	 * filled here are the main loop's alone. */
+	struct metrics *m = &ns->sh->metrics;
+	m->relay_held = ns->sh->relay_held;
+	m->relay_memory = ns->cfg.relay_memory;
+	m->n_workers = ns->n_workers;
+	bool ready = true;
+	uint64_t on_loop = 0, on_pool = 0, over = 0, hits = 0, fallbacks = 0;
+	m->have_local = false;
+	for (unsigned i = 0; i < ns->n_workers; i++) {
+		const struct netsup *w = ns->workers[i];
+		ready = ready && w && w->ready;
+		struct identity_local_stats st;
+		if (w && identity_local_stats(w->identity, &st)) {
+			m->have_local = true;
+			on_loop += st.inline_answers;
+			on_pool += st.resolved + st.denied - st.inline_answers - st.feed_hits;
+			over += st.inline_over_budget;
+			hits += st.feed_hits;
+			fallbacks += st.feed_fallbacks;
+		}
 	}
+	m->ready = ready;
+	m->local_on_loop = on_loop;
+	m->local_on_pool = on_pool;
+	m->local_over_budget = over;
+	m->local_feed_hits = hits;
+	m->local_feed_fallbacks = fallbacks;
+	/* the main loop's control channel (each worker has its own; they
+	 * measure the same clocks) */
 	struct verifier_clock_state cs;
+	m->have_clock = false;
 	if (identity_delegated_clock(ns->identity, &cs)) {
-		snap.have_clock = true;
-		snap.clock_measured = cs.measured;
-		snap.clock_skew_s = (double)cs.skew_ns / 1e9;
-		snap.clock_skew_max_s = (double)cs.max_skew_ns / 1e9;
+		m->have_clock = true;
+		m->clock_measured = cs.measured;
+		m->clock_skew_s = (double)cs.skew_ns / 1e9;
+		m->clock_skew_max_s = (double)cs.max_skew_ns / 1e9;
 	}
-	return metrics_render(&snap, ns->audit, len);
+	return metrics_render(m, ns->audit, len);
 }
 
 /* SIGUSR1: the audit file was rotated (renamed away); write a new one. */
@@ -316,17 +410,47 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 	struct netsup *ns = s->data;
 	if (ns->stopping)
 		return;
-	ns->stopping = true;
 	log_info("signal %d: shutting down", signum);
+	/* the other workers first (each closes its own on its thread): what
+	 * they share with us (DNS records, the audit queue) outlives them */
+	for (unsigned i = 1; i < ns->n_workers; i++) {
+		struct netsup *w = ns->workers[i];
+		if (!w || !w->wk || !w->wk->thread_started)
+			continue;
+		atomic_store(&w->wk->stop, true);
+		uv_async_send(&w->wk->async);
+	}
+	for (unsigned i = 1; i < ns->n_workers; i++) {
+		struct netsup *w = ns->workers[i];
+		if (w && w->wk && w->wk->thread_started) {
+			uv_thread_join(&w->wk->thread);
+			w->wk->thread_started = false;
+		}
+	}
+	worker_stop(ns);
+	uv_close((uv_handle_t *)&ns->sigterm, NULL);
+	uv_close((uv_handle_t *)&ns->sigint, NULL);
+	uv_close((uv_handle_t *)&ns->sigusr1, NULL);
+}
+
+/* Close one worker's handles (on its own thread); the main's also closes
+ * what only it has (admin, DNS, the policy store). */
+static void worker_stop(struct netsup *ns)
+{
+	if (ns->stopping)
+		return;
+	ns->stopping = true;
 	for (size_t i = 0; i < ns->n_listeners; i++)
 		proxy_listener_close(ns->listeners[i]);
 	ns->n_listeners = 0;
 	for (size_t i = 0; i < ns->n_tlisteners; i++)
 		transparent_listener_close(ns->tlisteners[i]);
 	ns->n_tlisteners = 0;
-	admin_close(ns->admin);
-	ns->admin = NULL;
-	dns_close(ns->dns);
+	if (ns->worker == 0) {
+		admin_close(ns->admin);
+		ns->admin = NULL;
+		dns_close(ns->dns);
+	}
 	ns->dns = NULL;
 	auditq_flush(ns->audit); /* staged decisions are written and answered first */
 	proxy_close_all(ns);
@@ -337,9 +461,8 @@ static void on_stop_signal(uv_signal_t *s, int signum)
 		identity_strategy_destroy(ns->identity);
 		ns->identity = NULL;
 	}
-	uv_close((uv_handle_t *)&ns->sigterm, NULL);
-	uv_close((uv_handle_t *)&ns->sigint, NULL);
-	uv_close((uv_handle_t *)&ns->sigusr1, NULL);
+	if (ns->wk)
+		uv_close((uv_handle_t *)&ns->wk->async, NULL);
 	if (ns->audit_handles) {
 		uv_close((uv_handle_t *)&ns->audit_prepare, NULL);
 		uv_close((uv_handle_t *)&ns->audit_check, NULL);
@@ -406,6 +529,10 @@ static int check_topology(const struct netsup_config *cfg)
  * file, the policy watch, the control channel, libuv's own, and the procfs
  * reads and pinned pidfds of identity resolution. */
 #define NETSUP_FD_RESERVE 256
+/* and for each worker past the first (--workers): its epoll and wakeup
+ * descriptors, its identity strategy's (anchor pidfd, sock_diag socket,
+ * control channel or feed connection) */
+#define NETSUP_FD_RESERVE_PER_WORKER 8
 
 /* A relayed connection holds two descriptors (client and upstream). Past
  * the descriptor limit the kernel, not the proxy, would refuse clients: an
@@ -415,18 +542,19 @@ static int check_topology(const struct netsup_config *cfg)
 static int fit_connection_limit(struct netsup_config *cfg)
 {
 	rlim_t nofile = fdlimit_current();
-	size_t cap = fdlimit_capacity(nofile, 2, NETSUP_FD_RESERVE);
+	const int reserve = NETSUP_FD_RESERVE + NETSUP_FD_RESERVE_PER_WORKER * (int)(cfg->workers - 1);
+	size_t cap = fdlimit_capacity(nofile, 2, reserve);
 	if (cap == 0) {
 		log_error("RLIMIT_NOFILE is %llu: no room for any connection (2 descriptors each, %d kept for "
 			  "the daemon); raise it (ulimit -n, systemd LimitNOFILE=, docker --ulimit nofile=)",
-			  (unsigned long long)nofile, NETSUP_FD_RESERVE);
+			  (unsigned long long)nofile, reserve);
 		return -EMFILE;
 	}
 	if (cfg->max_conns > cap) {
 		log_warn("RLIMIT_NOFILE is %llu: room for %zu concurrent connections (2 descriptors each, %d kept "
 			 "for the daemon), not the %zu of --max-connections; serving at most %zu (raise the hard "
 			 "limit: ulimit -Hn, systemd LimitNOFILE=, docker --ulimit nofile=)",
-			 (unsigned long long)nofile, cap, NETSUP_FD_RESERVE, cfg->max_conns, cap);
+			 (unsigned long long)nofile, cap, reserve, cfg->max_conns, cap);
 		cfg->max_conns = cap;
 	}
 	return 0;
@@ -460,15 +588,134 @@ static int netsup_tls_start(struct netsup *ns)
 	return 0;
 }
 
+/* A worker's own identity strategy instance (docs/net-supervisor.md,
+ * "Workers"): its anchor events are its own, and so are the tunnels they
+ * revoke. */
+static int worker_identity(struct netsup *ns, const struct netsup_config *cfg)
+{
+	uv_loop_t *loop = ns->loop;
+	int r;
+	if (cfg->identity_test_new) {
+		r = cfg->identity_test_new(loop, cfg->identity_test_arg, &ns->identity);
+		if (r < 0) {
+			log_error("static identity strategy: %s", strerror(-r));
+			return r;
+		}
+	} else if (cfg->identity_mode && strcmp(cfg->identity_mode, "static") != 0) {
+		r = identity_real_new(ns, loop, cfg);
+		if (r < 0)
+			return r;
+	} else {
+		if (ns->worker == 0)
+			log_warn("no identity strategy configured (--identity local|delegated): not ready, "
+				 "every connection gets 503 not_ready");
+		return 0;
+	}
+	ns->identity->on_anchor = on_anchor;
+	ns->identity->on_replaced = on_anchor_replaced;
+	ns->identity->on_anchor_data = ns;
+	if (ns->identity->anchored)
+		on_anchor(ns->identity, true, ns);
+	return 0;
+}
+
+/* Worker i (1..N-1) of the main ns: its loop and everything on it, made on
+ * the main thread before its thread starts (listeners: open_listeners). */
+static int worker_new(struct netsup *ns, unsigned i)
+{
+	struct netsup *w = calloc(1, sizeof(*w));
+	struct netsup_worker *wk = calloc(1, sizeof(*wk));
+	if (!w || !wk) {
+		free(w);
+		free(wk);
+		return -ENOMEM;
+	}
+	ns->workers[i] = w;
+	w->wk = wk;
+	int r = uv_loop_init(&wk->loop);
+	if (r < 0) {
+		w->wk = NULL;
+		free(wk);
+		return r;
+	}
+	w->loop = &wk->loop;
+	w->cfg = ns->cfg;
+	w->worker = i;
+	w->main = ns;
+	w->sh = ns->sh;
+	w->n_workers = 0; /* only the main lists the workers */
+	/* shared, read-only or locked (docs/net-supervisor.md "Workers") */
+	w->audit_log = ns->audit_log;
+	w->upstream = ns->upstream;
+	w->tls_ca = ns->tls_ca;
+	w->tls_upstream = ns->tls_upstream;
+	/* its own credential store (credstore.h is single-threaded; the
+	 * values it hands out are valid until its next read) */
+	if (!(w->creds = credstore_new()))
+		return -ENOMEM;
+	w->dns = ns->dns;
+	if ((r = bufpool_init(&w->pool, ns->cfg.relay_buffer, 256)) < 0)
+		return r;
+	if ((r = auditq_new_child(ns->audit, &w->audit)) < 0)
+		return r;
+	uv_prepare_init(w->loop, &w->audit_prepare);
+	uv_check_init(w->loop, &w->audit_check);
+	w->audit_prepare.data = w->audit_check.data = w;
+	uv_prepare_start(&w->audit_prepare, audit_flush_prepare);
+	uv_check_start(&w->audit_check, audit_flush_check);
+	uv_unref((uv_handle_t *)&w->audit_prepare);
+	uv_unref((uv_handle_t *)&w->audit_check);
+	w->audit_handles = true;
+	revoke_start(w);
+	if ((r = policystore_view_new(ns->policy, &w->policy)) < 0)
+		return r;
+	credstore_prime(w->creds, policystore_credentials(w->policy));
+	uv_async_init(w->loop, &wk->async, worker_async);
+	wk->async.data = w;
+	if ((r = worker_identity(w, &ns->cfg)) < 0)
+		return r;
+	netsup_update_ready(w);
+	return 0;
+}
+
+static int workers_start(struct netsup *ns)
+{
+	for (unsigned i = 1; i < ns->n_workers; i++) {
+		struct netsup *w = ns->workers[i];
+		w->dns = ns->dns; /* its records (dnsrec.h, locked) for transparent flows */
+		int r = uv_thread_create(&w->wk->thread, worker_thread, w);
+		if (r < 0) {
+			log_error("cannot start worker %u: %s", i, uv_strerror(r));
+			return r;
+		}
+		w->wk->thread_started = true;
+	}
+	if (ns->n_workers > 1)
+		log_info("%u workers (event loops on their own threads)", ns->n_workers);
+	return 0;
+}
+
 int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config *cfg)
 {
 	memset(ns, 0, sizeof(*ns));
 	ns->loop = loop;
 	ns->cfg = *cfg;
+	ns->main = ns;
+	ns->sh = &ns->shared_store;
+	pthread_mutex_init(&ns->sh->console.lock, NULL);
+	ns->workers[0] = ns;
+	if (ns->cfg.workers == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		ns->cfg.workers = n < 1 ? 1 : n > NETSUP_MAX_WORKERS ? NETSUP_MAX_WORKERS : (unsigned)n;
+	}
+	if (ns->cfg.workers > NETSUP_MAX_WORKERS)
+		ns->cfg.workers = NETSUP_MAX_WORKERS;
+	ns->n_workers = ns->cfg.workers;
+	cfg = &ns->cfg;
 	int r = fit_connection_limit(&ns->cfg);
 	if (r < 0)
 		return r;
-	ns->metrics.conns_limit = ns->cfg.max_conns;
+	ns->sh->metrics.conns_limit = ns->cfg.max_conns;
 	r = bufpool_init(&ns->pool, cfg->relay_buffer, 256);
 	if (r < 0)
 		return r;
@@ -480,7 +727,7 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 				  cfg->n_no_upstream_proxy, cfg->upstream_proxy_connect, &ns->upstream);
 		if (r < 0)
 			return r;
-		ns->metrics.upstream_proxy = true;
+		ns->sh->metrics.upstream_proxy = true;
 		log_info("upstream connections go through the proxy %s (CONNECT names the %s%s)",
 			 cfg->upstream_proxy, ns->upstream->by == UPSTREAM_BY_NAME ? "host name" : "checked address",
 			 ns->upstream->auth_header ? "; with credentials" : "");
@@ -539,37 +786,19 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 			return -EINVAL;
 		}
 		on_policy(ns->policy, true, NULL, ns);
-		ns->metrics.policy_reloads_ok--; /* the first load is not a reload */
+		ns->sh->metrics.policy_reloads_ok--; /* the first load is not a reload */
 		r = policystore_watch(ns->policy);
 		if (r < 0)
 			log_warn("policy reload on change disabled: %s", uv_strerror(r));
 	} else {
 		log_warn("no --policy given: not ready, every connection gets 503 not_ready");
 	}
-	if (cfg->identity_test_new) {
-		r = cfg->identity_test_new(loop, cfg->identity_test_arg, &ns->identity);
-		if (r < 0) {
-			log_error("static identity strategy: %s", strerror(-r));
+	r = worker_identity(ns, cfg);
+	if (r < 0)
+		return r;
+	for (unsigned i = 1; i < ns->n_workers; i++)
+		if ((r = worker_new(ns, i)) < 0)
 			return r;
-		}
-		ns->identity->on_anchor = on_anchor;
-		ns->identity->on_replaced = on_anchor_replaced;
-		ns->identity->on_anchor_data = ns;
-		if (ns->identity->anchored)
-			on_anchor(ns->identity, true, ns);
-	} else if (cfg->identity_mode && strcmp(cfg->identity_mode, "static") != 0) {
-		r = identity_real_new(ns, loop, cfg);
-		if (r < 0)
-			return r;
-		ns->identity->on_anchor = on_anchor;
-		ns->identity->on_replaced = on_anchor_replaced;
-		ns->identity->on_anchor_data = ns;
-		if (ns->identity->anchored)
-			on_anchor(ns->identity, true, ns);
-	} else {
-		log_warn("no identity strategy configured (--identity local|delegated): not ready, "
-			 "every connection gets 503 not_ready");
-	}
 	if (cfg->n_dns_listen > 0) {
 		r = dns_new(ns, "/etc/resolv.conf", &ns->dns);
 		if (r < 0)
@@ -595,12 +824,28 @@ int netsup_start(struct netsup *ns, uv_loop_t *loop, const struct netsup_config 
 	uv_signal_start(&ns->sigusr1, on_reopen_signal, SIGUSR1);
 	signal(SIGPIPE, SIG_IGN);
 	netsup_update_ready(ns);
-	return 0;
+	return workers_start(ns);
 }
 
 int netsup_run(struct netsup *ns)
 {
 	uv_run(ns->loop, UV_RUN_DEFAULT);
+	for (unsigned i = 1; i < ns->n_workers; i++) {
+		struct netsup *w = ns->workers[i];
+		if (!w)
+			continue;
+		if (w->wk) {
+			if (w->wk->thread_started)
+				uv_thread_join(&w->wk->thread);
+			(void)uv_loop_close(&w->wk->loop);
+			free(w->wk);
+		}
+		auditq_free(w->audit);
+		bufpool_done(&w->pool);
+		credstore_free(w->creds);
+		free(w);
+		ns->workers[i] = NULL;
+	}
 	auditq_free(ns->audit);
 	ns->audit = NULL;
 	audit_close(ns->audit_log);

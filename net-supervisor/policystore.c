@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -29,8 +31,29 @@ struct target {
 	char name[NAME_MAX + 1];
 };
 
+/* A loaded policy and the views (workers) still deciding with it: freed
+ * by the last one to let it go, on whichever thread that is. */
+struct polref {
+	atomic_uint refs;
+	struct policy *p;
+};
+
+static void polref_put(struct polref *r)
+{
+	if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+		policy_free(r->p);
+		free(r);
+	}
+}
+
 struct policystore {
 	uv_loop_t *loop;
+	/* The policy in force: `policy` is ref->p. The main store changes
+	 * them (with generation) under lock; a view (source set) copies them
+	 * from its source under the source's lock. */
+	struct polref *ref;
+	struct policystore *source;
+	pthread_mutex_t lock;
 	char **files;
 	enum policy_layer *layers; /* of each file */
 	size_t n_files;
@@ -62,8 +85,9 @@ struct policystore {
 
 static void ps_free(struct policystore *ps)
 {
-	if (ps->policy)
-		policy_free(ps->policy);
+	polref_put(ps->ref);
+	if (!ps->source)
+		pthread_mutex_destroy(&ps->lock);
 	for (size_t i = 0; i < ps->n_files; i++)
 		free(ps->files[i]);
 	free(ps->files);
@@ -167,19 +191,64 @@ int policystore_new(uv_loop_t *loop, const char *const *files, const enum policy
 		ps->n_files++;
 	}
 	ps->work.data = ps;
+	pthread_mutex_init(&ps->lock, NULL);
 	*out = ps;
 	return 0;
 }
 
 static void swap_in(struct policystore *ps, struct policy *p)
 {
-	struct policy *old = ps->policy;
+	struct polref *r = malloc(sizeof(*r));
+	if (!r) {
+		/* keep the old one in force rather than decide with nothing */
+		log_error("policy reload: out of memory, keeping generation %llu",
+			  (unsigned long long)ps->generation);
+		policy_free(p);
+		return;
+	}
+	atomic_init(&r->refs, 1);
+	r->p = p;
+	pthread_mutex_lock(&ps->lock);
+	struct polref *old = ps->ref;
+	ps->ref = r;
 	ps->policy = p;
 	ps->generation++;
-	/* Decisions are taken synchronously on this thread, so nobody holds a
-	 * pointer into the old policy past this point. */
-	if (old)
-		policy_free(old);
+	pthread_mutex_unlock(&ps->lock);
+	/* Decisions are taken synchronously on a loop thread: nobody on this
+	 * one holds a pointer into the old policy past this point, and each
+	 * view (another worker) holds its own reference until it refreshes. */
+	polref_put(old);
+}
+
+int policystore_view_new(struct policystore *source, struct policystore **out)
+{
+	struct policystore *v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	v->source = source;
+	v->learn = source->learn;
+	v->ino_fd = -1;
+	policystore_view_refresh(v);
+	*out = v;
+	return 0;
+}
+
+bool policystore_view_refresh(struct policystore *v)
+{
+	struct policystore *src = v->source;
+	pthread_mutex_lock(&src->lock);
+	struct polref *r = src->ref;
+	uint64_t gen = src->generation;
+	if (r && r != v->ref)
+		atomic_fetch_add(&r->refs, 1);
+	pthread_mutex_unlock(&src->lock);
+	if (r == v->ref)
+		return false;
+	polref_put(v->ref);
+	v->ref = r;
+	v->policy = r ? r->p : NULL;
+	v->generation = gen;
+	return true;
 }
 
 int policystore_load_now(struct policystore *ps, struct policy_diag *diag)
@@ -444,6 +513,10 @@ void policystore_close(struct policystore *ps)
 {
 	if (!ps)
 		return;
+	if (ps->source) {
+		ps_free(ps);
+		return;
+	}
 	ps->closing = true;
 	if (ps->open_handles == 0) {
 		if (ps->reloading)

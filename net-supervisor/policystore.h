@@ -42,7 +42,18 @@ int policystore_load_now(struct policystore *ps, struct policy_diag *diag);
 int policystore_watch(struct policystore *ps);
 /* Asynchronous reload (coalesces while one is running). */
 void policystore_reload(struct policystore *ps);
-/* Close handles; free happens in the close callbacks (run the loop). */
+/* Another worker's view of source (context.h): the policy, generation and
+ * learn flag of the source as of the last refresh, kept alive (refcounted)
+ * until the view moves on or is closed, whatever the source swaps in
+ * meanwhile. Its accessors (below) are for that worker's thread only; it
+ * has no handles and does not reload itself. */
+int policystore_view_new(struct policystore *source, struct policystore **out);
+/* Take the source's policy in force now (call on the view's thread,
+ * between decisions: pointers from the accessors are valid until the next
+ * refresh). true when it changed. */
+bool policystore_view_refresh(struct policystore *view);
+/* Close handles; free happens in the close callbacks (run the loop). A
+ * view is freed at once. */
 void policystore_close(struct policystore *ps);
 
 /* The network section in force (NULL: none loaded, or no `network:`

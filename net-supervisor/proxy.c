@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -47,11 +48,11 @@ static void conn_free(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	if (c->counted_in & CONN_IN_ACTIVE)
-		ns->metrics.conns_active--;
+		ns->sh->metrics.conns_active--;
 	if (c->counted_in & CONN_IN_REJECTING)
-		ns->n_rejecting--;
+		ns->sh->n_rejecting--;
 	if (c->counted_in & CONN_IN_RELAYING)
-		ns->n_relaying--;
+		ns->sh->n_relaying--;
 	httpreq_done(&c->req);
 	flow_identity_free(c->id);
 	upstream_hop_free(c);
@@ -283,14 +284,14 @@ static void decision_recorded(struct auditq_waiter *w, bool recorded)
 	enum flow_source src = c->id ? c->id->source : FLOW_SOURCE_NONE;
 	if (!recorded) {
 		if (!ns->cfg.audit_failure_allow) {
-			ns->metrics.audit_unrecorded_denied++;
-			metrics_decision(&ns->metrics, false, REASON_AUDIT_UNAVAILABLE, src);
+			ns->sh->metrics.audit_unrecorded_denied++;
+			metrics_decision(&ns->sh->metrics, false, REASON_AUDIT_UNAVAILABLE, src);
 			respond(c, 503, REASON_AUDIT_UNAVAILABLE);
 			return;
 		}
-		ns->metrics.audit_unrecorded_answered++;
+		ns->sh->metrics.audit_unrecorded_answered++;
 	}
-	metrics_decision(&ns->metrics, c->answer_allow, c->answer_allow ? c->d.reason : c->answer_reason, src);
+	metrics_decision(&ns->sh->metrics, c->answer_allow, c->answer_allow ? c->d.reason : c->answer_reason, src);
 	if (c->answer_allow && c->revoked != REVOKE_KEEP)
 		answer_revoked(c, c->revoked);
 	else if (c->answer_allow)
@@ -345,12 +346,12 @@ static void hop_done(struct conn *c, enum reason r, int status)
 	if (c->state != C_CONNECTING)
 		return;
 	if (r != REASON_OK) {
-		c->ns->metrics.upstream_proxy_errors[r]++;
+		c->ns->sh->metrics.upstream_proxy_errors[r]++;
 		audit_line_error(c, r, status);
 		respond(c, status, r);
 		return;
 	}
-	c->ns->metrics.upstream_proxy_tunnels++;
+	c->ns->sh->metrics.upstream_proxy_tunnels++;
 	upstream_ready(c);
 }
 
@@ -363,7 +364,7 @@ static void connected(uv_connect_t *req, int status)
 		log_debug("connect to %s:%u failed: %s", c->host, c->port, uv_strerror(status));
 		if (c->via_upstream) {
 			/* the same proxy for every address: no retry */
-			c->ns->metrics.upstream_proxy_errors[REASON_UPSTREAM_PROXY_UNREACHABLE]++;
+			c->ns->sh->metrics.upstream_proxy_errors[REASON_UPSTREAM_PROXY_UNREACHABLE]++;
 			audit_line_error(c, REASON_UPSTREAM_PROXY_UNREACHABLE, 502);
 			respond(c, 502, REASON_UPSTREAM_PROXY_UNREACHABLE);
 			return;
@@ -441,7 +442,7 @@ static void connect_timeout(uv_timer_t *t)
 		return;
 	enum reason why = c->via_upstream && !c->hop ? REASON_UPSTREAM_PROXY_UNREACHABLE : REASON_UPSTREAM_TIMEOUT;
 	if (c->via_upstream)
-		c->ns->metrics.upstream_proxy_errors[why]++;
+		c->ns->sh->metrics.upstream_proxy_errors[why]++;
 	audit_line_error(c, why, 504);
 	respond(c, 504, why);
 }
@@ -490,7 +491,7 @@ static void try_connect(struct conn *c)
 			/* Our own shortage, not the upstream's: no other address
 			 * would fare better, and 502 would blame the server.
 			 * (respond() closes the unused upstream handle.) */
-			c->ns->metrics.fd_exhausted++;
+			c->ns->sh->metrics.fd_exhausted++;
 			audit_line_error(c, REASON_TOO_MANY_CONNECTIONS, 503);
 			respond(c, 503, REASON_TOO_MANY_CONNECTIONS);
 			return;
@@ -635,7 +636,9 @@ static void identity_done(const struct identity_result *res, void *data)
 	c->id_done = true;
 	c->id_reason = res->reason;
 	c->id = res->id;
-	metrics_identity_latency(&c->ns->metrics, res->latency_ns);
+	if (c->id && c->id->context_request_id)
+		c->id->context_request_id = netsup_context_request_id(c->ns, c->id->context_request_id);
+	metrics_identity_latency(&c->ns->sh->metrics, res->latency_ns);
 	decide(c);
 }
 
@@ -722,7 +725,7 @@ static void start_resolve(struct conn *c)
 				  .ai_flags = AI_ADDRCONFIG };
 	c->gai.data = c;
 	c->gai_pending = true;
-	ns->metrics.resolutions++;
+	ns->sh->metrics.resolutions++;
 	uv_timer_start(&c->timer, resolve_timeout, ns->cfg.resolve_timeout_ms, 0);
 	int r = uv_getaddrinfo(ns->loop, &c->gai, resolved, c->host, NULL, &hints);
 	if (r < 0) {
@@ -745,7 +748,7 @@ static void head_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 			/* Closed before finishing a request: nothing to answer. */
 			if (c->req.consumed > 0) {
 				audit_line_decision(c, false, REASON_BAD_REQUEST, 0, NULL);
-				metrics_decision(&c->ns->metrics, false, REASON_BAD_REQUEST,
+				metrics_decision(&c->ns->sh->metrics, false, REASON_BAD_REQUEST,
 						 c->id ? c->id->source : FLOW_SOURCE_NONE);
 			}
 			conn_close(c);
@@ -810,28 +813,31 @@ static struct conn *conn_new(struct netsup *ns)
 static bool conn_admit(struct conn *c)
 {
 	struct netsup *ns = c->ns;
-	ns->metrics.conns_total++;
+	ns->sh->metrics.conns_total++;
 	int len = sizeof(c->tuple.client);
 	uv_tcp_getpeername(&c->client.tcp, (struct sockaddr *)&c->tuple.client, &len);
 	len = sizeof(c->tuple.proxy);
 	uv_tcp_getsockname(&c->client.tcp, (struct sockaddr *)&c->tuple.proxy, &len);
 	uv_tcp_nodelay(&c->client.tcp, 1);
-	if (ns->metrics.conns_active >= ns->cfg.max_conns) {
-		if (ns->n_rejecting >= NETSUP_MAX_REJECTING) {
+	ns->sh->metrics.worker_accepted[ns->worker]++;
+	/* One limit for every worker: take a slot, give it back if it was
+	 * past the limit (two workers racing for the last slot: one wins). */
+	if (atomic_fetch_add(&ns->sh->metrics.conns_active, 1) >= ns->cfg.max_conns) {
+		ns->sh->metrics.conns_active--;
+		if (atomic_fetch_add(&ns->sh->n_rejecting, 1) >= NETSUP_MAX_REJECTING) {
 			/* Each 503 holds a descriptor while it is answered: past
 			 * this many at once, a flood would spend the ones the
 			 * daemon keeps for itself. Closed unanswered, counted. */
-			ns->metrics.conns_dropped++;
+			ns->sh->n_rejecting--;
+			ns->sh->metrics.conns_dropped++;
 			conn_close(c);
 			return false;
 		}
 		c->counted_in |= CONN_IN_REJECTING;
-		ns->n_rejecting++;
 		reject(c, 503, REASON_TOO_MANY_CONNECTIONS);
 		return false;
 	}
 	c->counted_in |= CONN_IN_ACTIVE;
-	ns->metrics.conns_active++;
 	return true;
 }
 
@@ -865,7 +871,7 @@ static void on_accept(uv_stream_t *server, int status)
 		/* Out of descriptors, libuv closes the pending connections
 		 * unanswered (they cannot be accepted). A flood of them is
 		 * one warning per ten seconds, not one per client. */
-		ns->metrics.accept_errors++;
+		ns->sh->metrics.accept_errors++;
 		uint64_t held_back;
 		if (log_ratelimit_ok(&ns->accept_log, uv_now(ns->loop), 10000, &held_back))
 			log_warn("accept on %s: %s (%llu more since the last warning; see "
@@ -902,9 +908,19 @@ int proxy_listen(struct netsup *ns, const char *addr, struct proxy_listener **ou
 		return -ENOMEM;
 	l->ns = ns;
 	strscpy(l->addr, addr, sizeof(l->addr));
-	uv_tcp_init(ns->loop, &l->tcp);
+	uv_tcp_init_ex(ns->loop, &l->tcp, ss.ss_family);
 	l->tcp.data = l;
-	r = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, ss.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
+	/* --workers > 1: each worker binds its own socket to the address,
+	 * one SO_REUSEPORT group (the kernel spreads new connections; only
+	 * sockets of our own uid can join it). */
+	uv_os_fd_t lfd;
+	int one = 1;
+	r = 0;
+	if (ns->cfg.workers > 1 && (uv_fileno((uv_handle_t *)&l->tcp, &lfd) < 0 ||
+				    setsockopt(lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0))
+		r = -errno;
+	if (r == 0)
+		r = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, ss.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
 	if (r == 0)
 		r = uv_listen((uv_stream_t *)&l->tcp, 1024, on_accept);
 	if (r < 0) {

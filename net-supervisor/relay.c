@@ -11,7 +11,7 @@ struct wreq {
 	struct side *dst;
 	char *buf;
 	enum bufown own; /* BUF_BIG: the source side's bulk buffer, returned to it */
-	size_t held;     /* bytes of buffer it keeps allocated, in ns->relay_held */
+	size_t held;     /* bytes of buffer it keeps allocated, in ns->sh->relay_held */
 };
 
 /* ---------- the relay memory budget ----------
@@ -21,7 +21,7 @@ struct wreq {
  * read), but a workload can open hundreds of tunnels whose client never
  * reads while the upstream sends as fast as it can: 200 of them held 414
  * MB before this budget. So the buffers held by queued writes are counted
- * (ns->relay_held) against --relay-memory. While less than half of it is
+ * (ns->sh->relay_held) against --relay-memory. While less than half of it is
  * in use every direction gets high_water and bulk reads; past half, each
  * gets a fair share (the budget over the relaying directions, 64 KiB at
  * least), reads are cut to what the share has room for, no bulk buffer is
@@ -32,7 +32,7 @@ struct wreq {
 
 static bool relay_under_pressure(const struct netsup *ns)
 {
-	return ns->relay_held > ns->cfg.relay_memory / 2;
+	return ns->sh->relay_held > ns->cfg.relay_memory / 2;
 }
 
 /* How much may wait in user space for one destination right now. */
@@ -41,7 +41,7 @@ static size_t relay_share(const struct netsup *ns)
 	size_t hw = ns->cfg.high_water;
 	if (!relay_under_pressure(ns))
 		return hw;
-	size_t dirs = ns->n_relaying ? ns->n_relaying * 2 : 1;
+	size_t dirs = ns->sh->n_relaying ? ns->sh->n_relaying * 2 : 1;
 	size_t share = ns->cfg.relay_memory / dirs;
 	if (share < RELAY_MIN_SHARE)
 		share = RELAY_MIN_SHARE;
@@ -106,7 +106,7 @@ static void relay_written(uv_write_t *w, int status)
 	struct side *dst = wr->dst;
 	struct conn *c = dst->c;
 	struct side *src = dst->peer;
-	c->ns->relay_held -= wr->held;
+	c->ns->sh->relay_held -= wr->held;
 	if (wr->own == BUF_BIG && !src->spare && src->bulk && c->state != C_CLOSING)
 		src->spare = wr->buf; /* reuse: a fresh 1 MiB would be page-faulted in again */
 	else if (wr->own == BUF_POOLED)
@@ -170,11 +170,11 @@ int relay_send(struct side *dst, char *buf, size_t len, enum bufown own)
 	wr->own = own;
 	wr->held = held;
 	wr->w.data = wr;
-	c->ns->relay_held += held;
+	c->ns->sh->relay_held += held;
 	b = uv_buf_init(buf + off, (unsigned)rest);
 	int r = uv_write(&wr->w, (uv_stream_t *)&dst->tcp, &b, 1, relay_written);
 	if (r < 0) {
-		c->ns->relay_held -= held;
+		c->ns->sh->relay_held -= held;
 		free(wr);
 		if (own == BUF_BIG)
 			free(buf);
@@ -205,9 +205,9 @@ static void relay_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	if (nread > 0) {
 		c->last_activity = uv_now(c->ns->loop);
 		if (src == &c->client)
-			c->ns->metrics.bytes_up += (uint64_t)nread;
+			c->ns->sh->metrics.bytes_up += (uint64_t)nread;
 		else
-			c->ns->metrics.bytes_down += (uint64_t)nread;
+			c->ns->sh->metrics.bytes_down += (uint64_t)nread;
 		/* A full relay_buffer read: bulk from the next read on; a read
 		 * far below it: back to pooled reads. */
 		bool was_bulk = src->bulk;
@@ -267,7 +267,7 @@ void relay_start(struct conn *c)
 		return;
 	c->state = C_RELAY;
 	c->counted_in |= CONN_IN_RELAYING;
-	c->ns->n_relaying++;
+	c->ns->sh->n_relaying++;
 	c->last_activity = uv_now(c->ns->loop);
 	uv_timer_start(&c->timer, relay_idle_check, c->ns->cfg.idle_timeout_ms, 0);
 	c->client.reading = c->up.reading = true;

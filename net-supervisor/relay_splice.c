@@ -66,9 +66,9 @@ static int splice_pump(struct conn *c, struct splice_side *from, struct splice_s
 			if (n > 0) {
 				from->queued -= (size_t)n;
 				if (from == c->sp[0])
-					c->ns->metrics.bytes_up += (uint64_t)n;
+					c->ns->sh->metrics.bytes_up += (uint64_t)n;
 				else
-					c->ns->metrics.bytes_down += (uint64_t)n;
+					c->ns->sh->metrics.bytes_down += (uint64_t)n;
 				progress = true;
 			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
 				return -1;

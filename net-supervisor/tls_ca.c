@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ struct tls_ca {
 	struct leaf *leaves;
 	size_t n, max;
 	unsigned long long tick, minted, hits;
+	pthread_mutex_t lock; /* the leaf cache: every worker's loop mints and looks up */
 };
 
 static void log_ssl(const char *what)
@@ -125,6 +127,7 @@ int tls_ca_new(size_t cache_max, struct tls_ca **out)
 	if (!ca)
 		return -ENOMEM;
 	ca->max = cache_max ? cache_max : 256;
+	pthread_mutex_init(&ca->lock, NULL);
 	ca->leaves = calloc(ca->max, sizeof(*ca->leaves));
 	if (!ca->leaves) {
 		free(ca);
@@ -170,6 +173,7 @@ void tls_ca_free(struct tls_ca *ca)
 	EVP_PKEY_free(ca->leaf_key);
 	X509_free(ca->ca_cert);
 	free(ca->ca_pem);
+	pthread_mutex_destroy(&ca->lock);
 	free(ca);
 }
 
@@ -249,10 +253,20 @@ static SSL_CTX *mint(struct tls_ca *ca, const char *host)
 	return ctx;
 }
 
+static SSL_CTX *server_ctx_locked(struct tls_ca *ca, const char *host);
+
 SSL_CTX *tls_ca_server_ctx(struct tls_ca *ca, const char *host)
 {
 	if (!host || !host[0])
 		return NULL;
+	pthread_mutex_lock(&ca->lock);
+	SSL_CTX *ctx = server_ctx_locked(ca, host);
+	pthread_mutex_unlock(&ca->lock);
+	return ctx;
+}
+
+static SSL_CTX *server_ctx_locked(struct tls_ca *ca, const char *host)
+{
 	ca->tick++;
 	for (size_t i = 0; i < ca->n; i++)
 		if (strcmp(ca->leaves[i].host, host) == 0) {
@@ -285,6 +299,8 @@ SSL_CTX *tls_ca_server_ctx(struct tls_ca *ca, const char *host)
 
 void tls_ca_stats(const struct tls_ca *ca, unsigned long long *minted, unsigned long long *hits)
 {
+	pthread_mutex_lock((pthread_mutex_t *)&ca->lock);
 	*minted = ca->minted;
 	*hits = ca->hits;
+	pthread_mutex_unlock((pthread_mutex_t *)&ca->lock);
 }

@@ -11,8 +11,9 @@
  * Leaf certificates are minted per server name (a DNS name gets a DNS
  * SAN, an address an IP SAN), signed by the CA, all on one P-256 leaf key
  * made at start, valid 7 days, and cached as ready server SSL_CTXs: at most
- * cache_max names, least recently used evicted. Single-threaded (the
- * event loop's thread). */
+ * cache_max names, least recently used evicted. Thread-safe: every
+ * worker's loop (--workers) shares the one CA and its leaf cache (a lock;
+ * the returned SSL_CTX is the caller's reference). */
 #pragma once
 
 #include <stddef.h>

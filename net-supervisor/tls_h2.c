@@ -45,7 +45,7 @@ struct h2s {
 struct tls_h2 {
 	const struct tls_http_ops *ops;
 	void *ctx;
-	size_t *held;
+	_Atomic size_t *held; /* shared by every worker (atomic) */
 	size_t buffered;
 	nghttp2_session *cl, *up;
 	struct h2s *streams;
@@ -577,7 +577,7 @@ static int on_close(nghttp2_session *session, int32_t id, uint32_t error_code, v
 
 /* ---------- the connection ---------- */
 
-struct tls_h2 *tls_h2_new(const struct tls_http_ops *ops, void *ctx, size_t *held)
+struct tls_h2 *tls_h2_new(const struct tls_http_ops *ops, void *ctx, _Atomic size_t *held)
 {
 	struct tls_h2 *h = calloc(1, sizeof(*h));
 	nghttp2_session_callbacks *cbs = NULL;

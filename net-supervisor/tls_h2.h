@@ -46,7 +46,7 @@ struct tls_h2;
 /* The ops' decide, record and rewrite are used (forward is not). held:
  * where the bytes waiting here are counted (may be NULL). NULL when out
  * of memory. */
-struct tls_h2 *tls_h2_new(const struct tls_http_ops *ops, void *ctx, size_t *held);
+struct tls_h2 *tls_h2_new(const struct tls_http_ops *ops, void *ctx, _Atomic size_t *held);
 /* Records every allowed stream no answer came for (status 0), then frees;
  * NULL is fine. */
 void tls_h2_free(struct tls_h2 *h);

@@ -182,7 +182,7 @@ static void http_record(void *ctx, const char *method, const char *target, int s
 {
 	struct conn *c = ctx;
 	if ((unsigned)d->reason < REASON__COUNT)
-		c->ns->metrics.http_requests[d->allow][d->reason]++;
+		c->ns->sh->metrics.http_requests[d->allow][d->reason]++;
 	audit_line_http(c, method, target, status, d);
 }
 
@@ -429,7 +429,7 @@ static void client_handshake(struct conn *c)
 			return;
 		}
 		if (h2) {
-			t->h2 = tls_h2_new(&http_ops, c, &c->ns->relay_held);
+			t->h2 = tls_h2_new(&http_ops, c, &c->ns->sh->relay_held);
 			if (!t->h2) {
 				end_both(c);
 				return;
@@ -449,7 +449,7 @@ static void client_handshake(struct conn *c)
 	ERR_clear_error();
 	log_info("TLS inspection: the client's handshake for %s failed: %s (does it trust the sandbox CA?)",
 		 c->host, why);
-	c->ns->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
+	c->ns->sh->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
 	audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 	end_both(c);
 }
@@ -508,7 +508,7 @@ static void upstream_failed(struct conn *c, enum reason why)
 	struct tls_inspect *t = c->tls;
 	t->up_fail = why;
 	uv_read_stop((uv_stream_t *)&c->up.tcp);
-	c->ns->metrics.tls_errors[why]++;
+	c->ns->sh->metrics.tls_errors[why]++;
 	audit_line_error(c, why, 502);
 	offer_client(t, (const unsigned char *)"http/1.1", 8);
 	if (!t->sel.len)
@@ -527,7 +527,7 @@ static void upstream_handshake(struct conn *c)
 	}
 	if (r == 1) {
 		t->up_done = true;
-		c->ns->metrics.tls_inspected++;
+		c->ns->sh->metrics.tls_inspected++;
 		const unsigned char *p = NULL;
 		unsigned n = 0;
 		SSL_get0_alpn_selected(t->up, &p, &n);
@@ -662,7 +662,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 			if (t->cl)
 				client_handshake(c);
 			if (!t->ending && c->state == C_RELAY) {
-				c->ns->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
+				c->ns->sh->metrics.tls_errors[REASON_CLIENT_TLS_FAILED]++;
 				audit_line_error(c, REASON_CLIENT_TLS_FAILED, 0);
 				end_both(c);
 			}
@@ -702,7 +702,7 @@ void tls_inspect_start(struct conn *c)
 {
 	struct netsup *ns = c->ns;
 	if (!ns->tls_ca || !ns->tls_upstream) {
-		ns->metrics.tls_errors[REASON_TLS_INSPECT_UNAVAILABLE]++;
+		ns->sh->metrics.tls_errors[REASON_TLS_INSPECT_UNAVAILABLE]++;
 		audit_line_error(c, REASON_TLS_INSPECT_UNAVAILABLE, 502);
 		conn_respond(c, 502, REASON_TLS_INSPECT_UNAVAILABLE);
 		return;
@@ -727,7 +727,7 @@ void tls_inspect_start(struct conn *c)
 	}
 	c->state = C_RELAY;
 	c->counted_in |= CONN_IN_RELAYING;
-	ns->n_relaying++;
+	ns->sh->n_relaying++;
 	c->last_activity = uv_now(ns->loop);
 	uv_timer_stop(&c->timer);
 	uv_timer_start(&c->timer, relay_idle_check, ns->cfg.idle_timeout_ms, 0);

@@ -67,11 +67,8 @@ const char *transparent_name(const struct flowpeek *fp, struct dnsrec *rec, cons
 		 * audit, never matched against a host rule. */
 		strscpy(peeked, fp->name, peeked_size);
 	} else if (rec) {
-		const char *names[1];
-		if (dnsrec_names(rec, orig, names, 1) == 1) {
-			strscpy(host, names[0], host_size);
+		if (dnsrec_first_name(rec, orig, host, host_size))
 			return "dns";
-		}
 	}
 	struct netaddr a;
 	if (netaddr_from_sockaddr(orig, &a) < 0 || !netaddr_format(&a, host, host_size))
@@ -109,7 +106,7 @@ static void hand_over(struct netsup *ns, int fd, const struct sockaddr_storage *
 		return;
 	}
 	enum flowpeek_kind k = fp->kind;
-	ns->metrics.transparent_flows[k == FLOWPEEK_TLS ? 0 : k == FLOWPEEK_HTTP ? 1 : k == FLOWPEEK_OTHER ? 2 : 3]++;
+	ns->sh->metrics.transparent_flows[k == FLOWPEEK_TLS ? 0 : k == FLOWPEEK_HTTP ? 1 : k == FLOWPEEK_OTHER ? 2 : 3]++;
 	tp->kind = k == FLOWPEEK_TLS || k == FLOWPEEK_HTTP ? NETPOLICY_FLOW_HTTP : NETPOLICY_FLOW_RAW;
 	tp->peek = flowpeek_kind_word(k);
 	struct dnsrec *rec = ns->dns ? dns_records(ns->dns) : NULL;
@@ -134,7 +131,7 @@ static void peek_closed(uv_handle_t *h)
 	struct tpeek *p = h->data;
 	if (--p->open_handles > 0)
 		return;
-	p->ns->n_peeking--;
+	p->ns->sh->n_peeking--;
 	if (p->fd >= 0)
 		hand_over(p->ns, p->fd, &p->orig, &p->fp);
 	free(p->buf);
@@ -250,7 +247,7 @@ static void take(struct transparent_listener *l, int fd)
 	if (r < 0) {
 		log_debug("transparent %s: a connection without an original destination (%s): reset", l->addr,
 			  strerror(-r));
-		ns->metrics.transparent_unredirected++;
+		ns->sh->metrics.transparent_unredirected++;
 		reset_close(fd);
 		return;
 	}
@@ -263,8 +260,8 @@ static void take(struct transparent_listener *l, int fd)
 			return;
 		}
 	}
-	if (ns->n_peeking >= MAX_PEEKING) {
-		ns->metrics.conns_dropped++;
+	if (ns->sh->n_peeking >= MAX_PEEKING) {
+		ns->sh->metrics.conns_dropped++;
 		reset_close(fd);
 		return;
 	}
@@ -286,7 +283,7 @@ static void take(struct transparent_listener *l, int fd)
 		reset_close(fd);
 		return;
 	}
-	ns->n_peeking++;
+	ns->sh->n_peeking++;
 	p->poll.data = p;
 	uv_timer_init(ns->loop, &p->timer);
 	p->timer.data = p;
@@ -306,7 +303,7 @@ static void on_listen_readable(uv_poll_t *h, int status, int events)
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-				l->ns->metrics.accept_errors++;
+				l->ns->sh->metrics.accept_errors++;
 				uint64_t held_back;
 				if (log_ratelimit_ok(&l->ns->accept_log, uv_now(l->ns->loop), 10000, &held_back))
 					log_warn("accept on transparent %s: %s (%llu more since the last warning)",
@@ -334,6 +331,13 @@ int transparent_listen(struct netsup *ns, const char *addr, struct transparent_l
 	}
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* --workers > 1: one socket per worker in a SO_REUSEPORT group */
+	if (ns->cfg.workers > 1 && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) {
+		r = -errno;
+		log_error("--transparent-listen %s: SO_REUSEPORT: %s", addr, strerror(-r));
+		close(fd);
+		return r;
+	}
 	if (ss.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);

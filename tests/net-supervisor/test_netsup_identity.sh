@@ -160,7 +160,7 @@ if "$B/proc-supervisor" --help 2>&1 | grep -q -- '--control'; then
 	for _ in $(seq 1 50); do [ -S "$TMP/ps.ctl" ] && break; sleep 0.1; done
 	"$B/net-supervisor" --listen "127.0.0.1:$PP" --admin "127.0.0.1:$AP" --policy "$TMP/policy.yaml" \
 		--audit "$TMP/deleg.audit" --identity delegated --control "unix:$TMP/ps.ctl" \
-		--provisioning-pubkey "$TMP/keys/provisioning.pub" --revoke-grace-ms 300 2>"$TMP/deleg.log" &
+		--provisioning-pubkey "$TMP/keys/provisioning.pub" --revoke-grace-ms 300 --workers 2 2>"$TMP/deleg.log" &
 	NPID=$!
 	PIDS+=($NPID)
 	check "delegated: ready once the certificate verifies" wait_ready "$AP" 200
@@ -189,6 +189,19 @@ if d.get("signed_context"):
 rid = d.get("context_request_id")
 sys.exit(0 if rid and any(e.get("event") == "context_signed" and e.get("context_request_id") == rid
                           and e.get("reason") == "ok" and e.get("signed_context") for e in lines) else 1)' "$TMP/deleg.audit" "$D"
+	# two workers (--workers 2), each with its own control channel to the
+	# same identity service: 30 flows, every one allowed, on both
+	OUT=$(timeout 60 "$B/tether" exec --socket "$TMP/ps.exec" -- /bin/sh -c \
+		"for i in \$(seq 30); do /usr/bin/curl -s -o /dev/null -w '%{http_code}\n' --max-time 5 -p \
+		 -x http://127.0.0.1:$PP http://127.0.0.1:$AP/healthz; done")
+	check "delegated, 2 workers: 30 flows allowed ($(sort <<<"$OUT" | uniq -c | tr '\n' ' '))" \
+		[ "$(grep -c '^200$' <<<"$OUT")" = 30 ]
+	M=$(curl -s --max-time 2 "http://127.0.0.1:$AP/metrics")
+	W0=$(awk '$1 == "tether_worker_accepted_total{worker=\"0\"}" {print $2}' <<<"$M")
+	W1=$(awk '$1 == "tether_worker_accepted_total{worker=\"1\"}" {print $2}' <<<"$M")
+	check "delegated, 2 workers: both served flows ($W0 + $W1)" [ "${W0:-0}" -gt 0 ] && [ "${W1:-0}" -gt 0 ]
+	check "delegated, 2 workers: one anchor_established in the audit" \
+		[ "$(grep -c '"event":"anchor_established"' "$TMP/deleg.audit")" = 1 ]
 	# issue 19 item 6: a tunnel held by a process the supervisor started;
 	# the supervisor is SIGKILLed; the proxy closes the tunnel.
 	A0=$(holder_count accept); E0=$(holder_count eof)

@@ -52,7 +52,7 @@ struct up_stream { /* what the test server got on a stream */
 
 struct world {
 	struct tls_h2 *h;
-	size_t held;
+	_Atomic size_t held;
 	char log[16384];
 	/* the test client */
 	nghttp2_session *cs;

@@ -45,7 +45,7 @@ ns_ready() {
 	printf 'version: 1\nnetwork:\n  policies: []\n' >"$D/p.yaml"
 	"$BIN/net-supervisor" --listen "127.0.0.1:$np" --admin "127.0.0.1:$ap" --policy "$D/p.yaml" \
 		--audit /dev/null --identity delegated --control "tcp:127.0.0.1:$CP" \
-		--provisioning-pubkey "$D/keys/provisioning.pub" 2>"$D/ns.err" &
+		--provisioning-pubkey "$D/keys/provisioning.pub" --workers 2 2>"$D/ns.err" &
 	local nspid=$!
 	PIDS+=("$nspid")
 	local code=""
@@ -77,7 +77,8 @@ awk -v t="$t" 'BEGIN { exit !(t >= 2.5) }' && ok "an allowed silent peer waits f
 [ "$(ns_ready 50)" = 200 ] && ok "a net-supervisor from an allowed source anchors (ready)" ||
 	fail "not ready from an allowed source: $(cat "$D/ns.err")"
 # 64 allowed peers that say Hello and then idle hold every slot: the
-# net-supervisor still anchors, in the slot of the one idle longest.
+# net-supervisor still anchors, each of its channels in the slot of the one
+# idle longest.
 python3 - "$CP" "$D" <<'EOF' &
 import os, socket, sys, time
 port, d = int(sys.argv[1]), sys.argv[2]
@@ -108,11 +109,13 @@ HOLDER=$!
 PIDS+=("$HOLDER")
 for _ in $(seq 100); do [ -s "$D/held" ] && break; sleep 0.05; done
 [ "$(cat "$D/held" 2>/dev/null)" = 64 ] && ok "64 peers said Hello and idle" || fail "held: $(cat "$D/held" 2>/dev/null)"
-[ "$(ns_ready 50)" = 200 ] && ok "a net-supervisor still anchors next to 64 idle peers (ready)" ||
+# (--workers 2: a control channel per worker; ready only when both are
+# anchored, so neither displaced the other)
+[ "$(ns_ready 50)" = 200 ] && ok "a net-supervisor with 2 workers still anchors next to 64 idle peers (ready)" ||
 	fail "not ready next to 64 idle peers: $(cat "$D/ns.err")"
 touch "$D/stop"
 wait "$HOLDER" 2>/dev/null
-[ "$(cat "$D/closed" 2>/dev/null)" = 1 ] && ok "exactly one idle peer made room for it" ||
+[ "$(cat "$D/closed" 2>/dev/null)" = 2 ] && ok "exactly one idle peer made room for each of its two channels" ||
 	fail "idle peers closed: $(cat "$D/closed" 2>/dev/null)"
 grep -q "closing one idle for" "$D/ps.err" && ok "the eviction is logged" || fail "no eviction line in: $(cat "$D/ps.err")"
 kill "$PSPID"; wait "$PSPID" 2>/dev/null
