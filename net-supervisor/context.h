@@ -156,6 +156,10 @@ struct netsup_shared {
 	_Atomic size_t n_relaying;   /* tunnels relayed in user space (not splice) */
 	_Atomic size_t relay_held;   /* buffer bytes held by queued relay writes */
 	_Atomic size_t n_peeking;    /* transparent flows still being peeked at */
+	/* the reason of the last anchor_refused line (0: none since the main
+	 * loop's anchor was established): each worker's channel meets a
+	 * refusal on its own, the audit says it once */
+	_Atomic int anchor_refused_last;
 	/* --console lines: a burst per window over all workers, then one
 	 * summary (audit_line.c) */
 	struct {

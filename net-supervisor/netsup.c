@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <netinet/in.h>
@@ -36,6 +37,8 @@ static void on_anchor(struct identity_strategy *s, bool anchored, void *data)
 {
 	struct netsup *ns = data;
 	if (ns->worker == 0) {
+		if (anchored)
+			atomic_store(&ns->sh->anchor_refused_last, 0);
 		json_t *o = json_object();
 		json_object_set_new(o, "strategy", json_string(s->ops->name));
 		json_object_set_new(o, "anchor", json_string(s->anchor_desc));
@@ -63,9 +66,14 @@ static void on_anchor_replaced(struct identity_strategy *s, void *data)
  * (a certificate the pinned keys do not vouch for, ...). */
 static void audit_refused(struct netsup *ns, const char *strategy, enum reason why, const char *detail)
 {
-	if (ns->worker != 0)
-		return; /* the same anchor refused alike: one line, the main loop's instance (on_anchor) */
+	/* Whichever worker's channel meets it first (each has its own; a
+	 * clock step is seen on the channel that carries the next flow): one
+	 * line per reason until an anchor is established again. */
+	if (atomic_exchange(&ns->sh->anchor_refused_last, (int)why + 1) == (int)why + 1)
+		return;
 	json_t *o = json_object();
+	if (ns->worker != 0)
+		json_object_set_new(o, "worker", json_integer(ns->worker));
 	json_object_set_new(o, "strategy", json_string(strategy));
 	json_object_set_new(o, "reason", json_string(reason_word(why)));
 	json_object_set_new(o, "detail", json_string(detail));
@@ -331,10 +339,16 @@ static int open_listeners(struct netsup *ns, const struct netsup_config *cfg)
 
 static bool admin_ready(void *data, char *why, size_t size)
 {
-	const struct netsup *ns = data;
+	const struct netsup *main_ns = data, *ns = main_ns;
 	bool all = true;
-	for (unsigned i = 0; i < ns->n_workers; i++)
-		all = all && ns->workers[i] && ns->workers[i]->ready;
+	for (unsigned i = 0; i < main_ns->n_workers; i++)
+		if (!main_ns->workers[i] || !main_ns->workers[i]->ready) {
+			/* the first worker not ready says why (each worker has its
+			 * own channel: one may meet a clock step before the others) */
+			if (all && main_ns->workers[i])
+				ns = main_ns->workers[i];
+			all = false;
+		}
 	if (all)
 		return true;
 	char skew[160] = "";
@@ -379,14 +393,21 @@ static char *admin_metrics(void *data, size_t *len)
 	m->local_over_budget = over;
 	m->local_feed_hits = hits;
 	m->local_feed_fallbacks = fallbacks;
-	/* the main loop's control channel (each worker has its own; they
-	 * measure the same clocks) */
+	/* Each worker's control channel measures the same two clocks, each
+	 * when it last could: the skew furthest from zero is reported (a step
+	 * shows as soon as one channel has seen it). */
 	struct verifier_clock_state cs;
 	m->have_clock = false;
-	if (identity_delegated_clock(ns->identity, &cs)) {
+	for (unsigned i = 0; i < ns->n_workers; i++) {
+		const struct netsup *w = ns->workers[i];
+		if (!w || !identity_delegated_clock(w->identity, &cs))
+			continue;
+		double sk = (double)cs.skew_ns / 1e9;
+		if (!m->have_clock || (cs.measured && (!m->clock_measured || fabs(sk) > fabs(m->clock_skew_s)))) {
+			m->clock_measured = cs.measured;
+			m->clock_skew_s = sk;
+		}
 		m->have_clock = true;
-		m->clock_measured = cs.measured;
-		m->clock_skew_s = (double)cs.skew_ns / 1e9;
 		m->clock_skew_max_s = (double)cs.max_skew_ns / 1e9;
 	}
 	return metrics_render(m, ns->audit, len);
