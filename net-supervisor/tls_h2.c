@@ -502,7 +502,15 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 		if (!s->resp_started) {
 			const char *st = nvl_get(&s->resp_hdr, ":status");
 			int status = st ? atoi(st) : 0;
-			if (status >= 100 && status < 200) { /* interim: not passed on */
+			if (status >= 100 && status < 200) {
+				/* interim (100 Continue, 103 Early Hints): passed on
+				 * as non-final headers, the stream stays open; 101
+				 * does not exist in HTTP/2 and is dropped */
+				if (status != 101 && s->cl_open &&
+				    nghttp2_submit_headers(h->cl, NGHTTP2_FLAG_NONE, s->cid, NULL, s->resp_hdr.v,
+							   s->resp_hdr.n, NULL) < 0)
+					nghttp2_submit_rst_stream(h->cl, NGHTTP2_FLAG_NONE, s->cid,
+								  NGHTTP2_INTERNAL_ERROR);
 				nvl_free(&s->resp_hdr);
 				return 0;
 			}

@@ -6,7 +6,11 @@
 // BODY-LENGTH" ('-' for none), or "PATH error CODE rst=RST_STREAM-CODE"
 // for a stream that was reset; then "alpn PROTOCOL". Exit status 0 when the session came up.
 //
-//   node h2_client.js HOST:PORT [-H 'name: value']... PATH...
+//   node h2_client.js HOST:PORT [-H 'name: value']... [--expect-continue BODY] PATH...
+//
+// --expect-continue BODY: each stream asks `expect: 100-continue` and
+// sends BODY only once the 100 Continue has come (no timer of its own:
+// without it the stream waits for the 30 s timeout).
 'use strict';
 const fs = require('fs');
 const http = require('http');
@@ -18,9 +22,14 @@ const args = process.argv.slice(2);
 const target = args.shift();
 const headers = {};
 const paths = [];
+let body = null;
 while (args.length) {
 	const a = args.shift();
-	if (a === '-H') {
+	if (a === '--expect-continue') {
+		body = args.shift();
+		headers.expect = '100-continue';
+		headers[':method'] = 'POST';
+	} else if (a === '-H') {
 		const h = args.shift();
 		const i = h.indexOf(':');
 		headers[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim();
@@ -77,7 +86,10 @@ req.on('connect', (res, socket) => {
 				session.close();
 			}
 		});
-		s.end();
+		if (body === null)
+			s.end();
+		else
+			s.on('continue', () => s.end(body));
 	}
 });
 req.end();

@@ -378,6 +378,11 @@ if [ "$H2" = 1 ]; then
 		fail "rst: $(cat "$D/n2")"
 	grep -q '^/trailers/t1 200 - x-checksum=ok ' "$D/n2" && grep -q '^/n1 200 ' "$D/n2" &&
 		ok "h2: trailers pass; the other streams go on" || fail "trailers: $(cat "$D/n2")"
+	# 100 Continue passes (the client sends its body only after it)
+	inp env HTTPS_PROXY="http://127.0.0.1:$PORT" H2_CA="$D/bundle.pem" node "$TETHER_SRC/tests/common/h2_client.js" \
+		echo.tether.test:8446 --expect-continue body-after-100 /cont1 >"$D/n4" 2>&1
+	grep -q '^/cont1 200 - - [1-9]' "$D/n4" && grep -q '^2.0 POST /cont1 8446$' "$D/h2server.log" &&
+		ok "h2: 100 Continue reaches the client, its body follows" || fail "100-continue: $(cat "$D/n4")"
 	# an h2-only client (no http/1.1 offered, as gRPC's) to a server failing verification: 502 on its stream
 	inp env HTTPS_PROXY="http://127.0.0.1:$PORT" H2_CA="$D/bundle.pem" node "$TETHER_SRC/tests/common/h2_client.js" \
 		echo.tether.test:8444 /h2bad >"$D/n3" 2>&1
