@@ -232,6 +232,20 @@ char *metrics_render(const struct metrics *m, const struct auditq *q, size_t *le
 			    "tether_identity_feed_total{result=\"hit\"} %llu\n"
 			    "tether_identity_feed_total{result=\"fallback\"} %llu\n",
 			(unsigned long long)m->local_feed_hits, (unsigned long long)m->local_feed_fallbacks);
+	if (m->have_push)
+		bprintf(&b, "# HELP tether_identity_push_total Delegated identity pushed at connect time (protocol 1.3):\n"
+			    "# pushes verified and kept, refused (MAC, nonce, replay, anchor, time), never taken;\n"
+			    "# flows answered from one at once or after waiting, and waits that ran out (then asked).\n"
+			    "# TYPE tether_identity_push_total counter\n"
+			    "tether_identity_push_total{result=\"kept\"} %llu\n"
+			    "tether_identity_push_total{result=\"refused\"} %llu\n"
+			    "tether_identity_push_total{result=\"unused\"} %llu\n"
+			    "tether_identity_push_total{result=\"hit\"} %llu\n"
+			    "tether_identity_push_total{result=\"waited_hit\"} %llu\n"
+			    "tether_identity_push_total{result=\"wait_timeout\"} %llu\n",
+			(unsigned long long)m->push_kept, (unsigned long long)m->push_refused,
+			(unsigned long long)m->push_unused, (unsigned long long)m->push_hits,
+			(unsigned long long)m->push_waited_hits, (unsigned long long)m->push_wait_timeouts);
 	if (m->have_clock) {
 		if (m->clock_measured)
 			bprintf(&b, "# HELP tether_clock_skew_seconds The proc side's clock minus ours, last measured on the\n"

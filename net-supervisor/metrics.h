@@ -65,6 +65,9 @@ struct metrics {
 	/* Delegated identity only (filled at render time): the control
 	 * channel's clock skew (proto/verifier.h verifier_clock). */
 	bool have_clock, clock_measured;
+	/* ... and its identity pushes (protocol 1.3), summed over the workers */
+	bool have_push;
+	uint64_t push_kept, push_refused, push_hits, push_waited_hits, push_wait_timeouts, push_unused;
 	double clock_skew_s, clock_skew_max_s;
 	/* connections each worker accepted (proxy and transparent ports) */
 	_Atomic uint64_t worker_accepted[METRICS_MAX_WORKERS];

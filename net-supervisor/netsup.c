@@ -398,10 +398,22 @@ static char *admin_metrics(void *data, size_t *len)
 	 * shows as soon as one channel has seen it). */
 	struct verifier_clock_state cs;
 	m->have_clock = false;
+	m->have_push = false;
+	m->push_kept = m->push_refused = m->push_hits = m->push_waited_hits = m->push_wait_timeouts =
+		m->push_unused = 0;
 	for (unsigned i = 0; i < ns->n_workers; i++) {
 		const struct netsup *w = ns->workers[i];
 		if (!w || !identity_delegated_clock(w->identity, &cs))
 			continue;
+		struct identity_delegated_stats ds;
+		identity_delegated_stats(w->identity, &ds);
+		m->have_push = true;
+		m->push_kept += ds.pushes;
+		m->push_refused += ds.pushes_refused;
+		m->push_hits += ds.push_hits;
+		m->push_waited_hits += ds.push_waited_hits;
+		m->push_wait_timeouts += ds.push_wait_timeouts;
+		m->push_unused += ds.pushes_unused;
 		double sk = (double)cs.skew_ns / 1e9;
 		if (!m->have_clock || (cs.measured && (!m->clock_measured || fabs(sk) > fabs(m->clock_skew_s)))) {
 			m->clock_measured = cs.measured;

@@ -464,11 +464,16 @@ PY
 )
 	nissued=$(grep '"event":"identity_issued"' "$WORK/proc1.jsonl" | grep -c '"push_id"')
 	echo "$CASE: allows from pushes $npush, proc side pushes audited $nissued"
+	hits=$(( $(metric 'tether_identity_push_total{result="hit"}') + $(metric 'tether_identity_push_total{result="waited_hit"}') ))
+	kept=$(metric 'tether_identity_push_total{result="kept"}')
+	echo "$CASE: /metrics push hits $hits, kept $kept"
 	if [ "$CASE" = push ]; then
 		[ "$npush" = 3 ] || fail "not every flow was answered from a push ($npush of 3)"
 		[ "$nissued" -ge 3 ] || fail "the proc side audited $nissued pushes"
+		[ "$hits" -ge 3 ] && [ "$kept" -ge "$hits" ] || fail "/metrics: push hits $hits (want 3 or more), kept $kept"
 	else
 		[ "$npush" = 0 ] && [ "$nissued" = 0 ] || fail "--no-identity-push: pushes used ($npush) or made ($nissued)"
+		[ "$hits" = 0 ] && [ "$kept" = 0 ] || fail "/metrics with pushes off: hits $hits, kept $kept"
 	fi
 	grep '"event":"anchor_established"' "$WORK/proc1.jsonl" >"$WORK/v.jsonl"
 	cat "$WORK/ctx1.jsonl" "$WORK/ctx2.jsonl" "$WORK/ctx3.jsonl" >>"$WORK/v.jsonl"
