@@ -198,7 +198,7 @@ static int dumpbuf_add(const char *b, size_t n, void *data)
  * header's strings plain and none of its keys in fields. NULL: ENOMEM. */
 static char *format_spliced(const char *ts, const char *event, const char *topology, json_t *fields, size_t *len)
 {
-	struct dumpbuf d = { .cap = 512 };
+	struct dumpbuf d = { .cap = 1024 }; /* a decision line: 600-700 bytes */
 	if (!(d.p = malloc(d.cap)))
 		return NULL;
 	int hl = snprintf(d.p, d.cap, "{\"ts\":\"%s\",\"event\":\"%s\",\"topology\":\"%s\"", ts, event, topology);
