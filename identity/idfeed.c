@@ -147,6 +147,20 @@ static bool sha_tok(const char *s, size_t n, bool empty_ok, char sha[65])
 #define COOKIE_DIGITS 18 /* < 2^63: what json_int_t reads the same */
 #define PID_DIGITS 9     /* fits an int */
 
+struct anc_tok {
+	const char *path, *sha;
+	size_t pl, sl;
+	uint64_t pid;
+};
+
+/* {"path":"...","pid":N,"sha256":"..."} */
+static bool anc_tok(struct cur *c, struct anc_tok *t)
+{
+	return LIT(c, "{\"path\":") && str_tok(c, &t->path, &t->pl) && LIT(c, ",\"pid\":") &&
+	       uint_tok(c, PID_DIGITS, &t->pid) && LIT(c, ",\"sha256\":") && str_tok(c, &t->sha, &t->sl) &&
+	       LIT(c, "}");
+}
+
 static int fast_id(struct cur *c, uint64_t cookie, struct idfeed_msg *out)
 {
 	uint64_t pid;
@@ -163,14 +177,10 @@ static int fast_id(struct cur *c, uint64_t cookie, struct idfeed_msg *out)
 	bool anc_ok = true;
 	if (!LIT(&a, "]")) {
 		do {
-			const char *ap, *as;
-			size_t al, asl;
-			uint64_t apid;
-			if (!LIT(&a, "{\"path\":") || !str_tok(&a, &ap, &al) || !LIT(&a, ",\"pid\":") ||
-			    !uint_tok(&a, PID_DIGITS, &apid) || !LIT(&a, ",\"sha256\":") || !str_tok(&a, &as, &asl) ||
-			    !LIT(&a, "}"))
+			struct anc_tok t;
+			if (!anc_tok(&a, &t))
 				return 0;
-			anc_ok = anc_ok && sha_tok(as, asl, true, hex);
+			anc_ok = anc_ok && sha_tok(t.sha, t.sl, true, hex);
 			n_anc++;
 		} while (LIT(&a, ","));
 		if (!LIT(&a, "]"))
@@ -193,17 +203,16 @@ static int fast_id(struct cur *c, uint64_t cookie, struct idfeed_msg *out)
 		goto oom;
 	if (n_anc) {
 		do {
-			const char *ap, *as;
-			size_t al, asl;
-			uint64_t apid;
-			(void)(LIT(c, "{\"path\":") && str_tok(c, &ap, &al) && LIT(c, ",\"pid\":") &&
-			       uint_tok(c, PID_DIGITS, &apid) && LIT(c, ",\"sha256\":") && str_tok(c, &as, &asl) &&
-			       LIT(c, "}")); /* checked above */
+			struct anc_tok t;
+			if (!anc_tok(c, &t) || id->n_ancestors == n_anc) { /* read whole above: never */
+				flow_identity_free(id);
+				return -EINVAL;
+			}
 			struct flow_ancestor *an = &id->ancestors[id->n_ancestors];
-			if (!(an->path = strndup(ap, al)))
+			if (!(an->path = strndup(t.path, t.pl)))
 				goto oom;
-			an->pid = (int)apid;
-			(void)sha_tok(as, asl, true, an->sha256);
+			an->pid = (int)t.pid;
+			(void)sha_tok(t.sha, t.sl, true, an->sha256);
 			id->n_ancestors++;
 		} while (LIT(c, ","));
 	}
