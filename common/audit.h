@@ -41,6 +41,13 @@ int audit_emit(struct audit_log *log, const char *event, json_t *fields);
 /* The line audit_emit() would write, newline included, malloc'd (*len
  * without the NUL). NULL on ENOMEM. */
 char *audit_format(const struct audit_log *log, const char *event, json_t *fields, size_t *len);
+/* The same at timestamp ts. The line is the header's keys (ts, event,
+ * topology) and then fields' keys in their order; it is written by dumping
+ * fields once after the header, or (reference, or a header key in fields,
+ * or a header string JSON would escape) through one object holding both,
+ * which gives the same bytes (tests/common/test_audit.c compares them). */
+char *audit_format_at(const struct audit_log *log, const char *event, json_t *fields, const char *ts, bool reference,
+		      size_t *len);
 /* Write len bytes of whole lines (each ending in '\n') as one write(2) when
  * the kernel takes it. 0 when all are in the file; -errno otherwise, with
  * *recorded = the bytes of the leading whole lines that are (a line written

@@ -332,6 +332,16 @@ static int query(struct sockdiag *sd, const struct flow_tuple *t, int req_family
 		}
 	}
 
+	/* The receive buffer libnl allocates for each read: 64 KiB for a
+	 * dump (see sockdiag_open), 8 KiB for an exact query's one reply (an
+	 * inet_diag_msg with the base attributes, or an error: well under
+	 * 1 KiB), which keeps a 64 KiB allocation and its free (a heap
+	 * consolidation every time) off every flow. A reply that did not fit
+	 * would fail the lookup (a denial), never answer wrongly. */
+	if (nl_socket_set_msg_buf_size(sd->sk, st->dump ? 65536 : 8192) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
 	sd->cur = st;
 	r = nl_send_auto(sd->sk, msg);
 	if (r < 0) {

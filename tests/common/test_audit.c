@@ -332,10 +332,65 @@ static void torn_tail_is_cut_at_open(void **state)
 	unlink(path);
 }
 
+/* audit_format's one-dump line is byte for byte the reference's (a second
+ * object holding the header and the fields), whatever the fields. */
+static void spliced_line_is_the_reference(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tether-audit-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	struct audit_log *logs[3] = { NULL };
+	assert_int_equal(audit_open(path, "combined", &logs[1]), 0);
+	assert_int_equal(audit_open(path, "we\"ird\\t\xc3\xa9", &logs[2]), 0);
+	json_t *fields[] = {
+		json_object(),
+		json_pack("{s:s,s:s,s:s,s:n,s:{s:s,s:s},s:i,s:s,s:[{s:s,s:i,s:s}],s:{s:s,s:i,s:s},s:s,s:I,s:{s:s,s:i},s:s}",
+			  "decision", "allow", "reason", "allowed", "identity_source", "local_procfs", "signed",
+			  "binary", "path", "/usr/bin/curl", "sha256", "0123abcd", "pid", 4242, "process_key",
+			  "boot:123", "ancestors", "path", "/bin/sh", "pid", 1, "sha256", "", "dest", "host",
+			  "example.test", "port", 443, "ip", "198.51.100.10", "policy", "bench", "policy_generation",
+			  (json_int_t)1234567890123, "client", "ip", "127.0.0.1", "port", 5555, "method", "CONNECT"),
+		json_pack("{s:s,s:s}", "decision", "deny", "ts", "spoofed"),
+		json_pack("{s:s,s:i}", "event", "spoofed", "x", 1),
+		json_pack("{s:s,s:i}", "topology", "spoofed", "x", 1),
+		json_pack("{s:s,s:s,s:f,s:b,s:[]}", "u", "caf\xc3\xa9 \"q\" \\ /\n\t\x01", "e", "", "f", 0.25, "b", 1, "a"),
+		json_pack("{s:{s:{s:{}}}}", "a", "b", "c"),
+	};
+	static const char *const events[] = { "egress_decision", "dns", "we\"ird" };
+	static const char *const stamps[] = { "2026-12-05T16:48:40.123Z", "bad\\ts" };
+	size_t n = 0;
+	for (size_t l = 0; l < 3; l++)
+		for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
+			for (size_t e = 0; e < 3; e++)
+				for (size_t t = 0; t < 2; t++) {
+					assert_non_null(fields[f]);
+					size_t la, lb;
+					char *a = audit_format_at(logs[l], events[e], fields[f], stamps[t], false, &la);
+					char *b = audit_format_at(logs[l], events[e], fields[f], stamps[t], true, &lb);
+					assert_non_null(a);
+					assert_non_null(b);
+					if (la != lb || memcmp(a, b, la) != 0)
+						fail_msg("'%.*s' is not '%.*s'", (int)la, a, (int)lb, b);
+					assert_int_equal(a[la - 1], '\n');
+					free(a);
+					free(b);
+					n++;
+				}
+	for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
+		json_decref(fields[f]);
+	audit_close(logs[1]);
+	audit_close(logs[2]);
+	unlink(path);
+	assert_int_equal(n, 3 * 7 * 3 * 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(ts_format),
+		cmocka_unit_test(spliced_line_is_the_reference),
 		cmocka_unit_test(lines_are_json_with_required_fields),
 		cmocka_unit_test(write_failure_is_counted),
 		cmocka_unit_test(reopen_after_rename),
