@@ -45,9 +45,4 @@ int idfeed_encode_id(uint64_t cookie, const struct flow_identity *id, char **out
 /* One line (without its '\n', len bytes). -EINVAL for anything malformed
  * (unknown shape, bad types, a sha256 that is not 64 hex digits, ...). */
 int idfeed_decode(const char *line, size_t len, struct idfeed_msg *out);
-/* The same through jansson alone: the reference idfeed_decode agrees with.
- * idfeed_decode reads a line of exactly the encoders' compact shape
- * (printable ASCII strings without escapes) itself, once per flow and
- * net-supervisor worker, and everything else through this. */
-int idfeed_decode_json(const char *line, size_t len, struct idfeed_msg *out);
 void idfeed_msg_release(struct idfeed_msg *m);

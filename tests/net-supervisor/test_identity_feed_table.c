@@ -8,10 +8,7 @@
  *   - a wait is answered by the record's arrival, or runs out;
  *   - a malformed line closes the feed and forgets every record;
  *   - a peer that is not the anchor is never read;
- *   - the decoder refuses what the format does not allow;
- *   - the decoder's own reader of the encoders' shape agrees with jansson's
- *     (idfeed_decode_json) on every encoded line and on every truncation
- *     and one-byte change of them. */
+ *   - the decoder refuses what the format does not allow. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -286,95 +283,6 @@ static void test_decoder_refuses(void **state)
 	assert_int_equal(m.reason, REASON_IDENTITY_UNAVAILABLE);
 }
 
-/* 0 when a and b are the same message (or both failed the same way) */
-static int msg_cmp(int ra, const struct idfeed_msg *a, int rb, const struct idfeed_msg *b)
-{
-	if (ra != rb)
-		return 1;
-	if (ra != 0)
-		return 0;
-	if (a->kind != b->kind || a->cookie != b->cookie || a->reason != b->reason || !a->id != !b->id)
-		return 2;
-	if (!a->id)
-		return 0;
-	const struct flow_identity *x = a->id, *y = b->id;
-	if (x->pid != y->pid || x->source != y->source || strcmp(x->sha256, y->sha256) ||
-	    strcmp(x->binary_path, y->binary_path) || strcmp(x->process_key, y->process_key) ||
-	    x->n_ancestors != y->n_ancestors)
-		return 3;
-	for (size_t i = 0; i < x->n_ancestors; i++)
-		if (x->ancestors[i].pid != y->ancestors[i].pid || strcmp(x->ancestors[i].path, y->ancestors[i].path) ||
-		    strcmp(x->ancestors[i].sha256, y->ancestors[i].sha256))
-			return 4;
-	return 0;
-}
-
-static size_t agree(const char *line, size_t len)
-{
-	struct idfeed_msg a, b;
-	int ra = idfeed_decode(line, len, &a);
-	int rb = idfeed_decode_json(line, len, &b);
-	int d = msg_cmp(ra, &a, rb, &b);
-	if (d)
-		fail_msg("decoders disagree (%d: %d vs %d) on '%.*s'", d, ra, rb, (int)len, line);
-	idfeed_msg_release(&a);
-	idfeed_msg_release(&b);
-	return ra == 0;
-}
-
-static void test_decoder_agrees_with_jansson(void **state)
-{
-	(void)state;
-	char *lines[16];
-	size_t lens[16], n = 0;
-	static const char *const paths[] = { "/usr/bin/curl", "/opt/b\xc3\xa9ta/x", "/p \"q\" \\r", "/x/\x01y" };
-	for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++)
-		for (size_t k = 0; k < 3; k++) {
-			struct flow_identity *id = flow_identity_new();
-			assert_non_null(id);
-			id->pid = 4242 + (int)k;
-			memcpy(id->sha256, SHA, 65);
-			id->binary_path = strdup(paths[p]);
-			id->process_key = strdup("6b1e0f2a-1111-2222-3333-444455556666:12345");
-			for (size_t a = 0; a < k; a++)
-				assert_int_equal(flow_identity_add_ancestor(id, a ? "/bin/sh" : paths[p], 100 + (int)a,
-									    a == 1 ? "" : SHA), 0);
-			assert_int_equal(idfeed_encode_id(18446744073709551ull * (k + 1), id, &lines[n], &lens[n]), 0);
-			n++;
-			flow_identity_free(id);
-		}
-	assert_int_equal(idfeed_encode_due(7, &lines[n], &lens[n]), 0);
-	n++;
-	assert_int_equal(idfeed_encode_no(123456789012345678ull, REASON_IDENTITY_UNAVAILABLE, &lines[n], &lens[n]), 0);
-	n++;
-	assert_int_equal(idfeed_encode_due(UINT64_MAX, &lines[n], &lens[n]), 0); /* a negative json_int_t */
-	n++;
-	static const char subst[] = "0019-.eE \"\\}]{[,:aAzZ\x7f\x80";
-	size_t good = 0, tried = 0;
-	for (size_t i = 0; i < n; i++) {
-		size_t len = lens[i] - 1; /* without the '\n' */
-		assert_int_equal(agree(lines[i], len), 1);
-		char *buf = malloc(len + 2);
-		assert_non_null(buf);
-		for (size_t cut = 0; cut < len; cut++)
-			good += agree(lines[i], cut), tried++;
-		for (size_t at = 0; at < len; at++)
-			for (size_t s = 0; s < sizeof(subst) - 1; s++) {
-				memcpy(buf, lines[i], len);
-				buf[at] = subst[s];
-				good += agree(buf, len), tried++;
-				/* and the byte inserted */
-				memcpy(buf, lines[i], at);
-				buf[at] = subst[s];
-				memcpy(buf + at + 1, lines[i] + at, len - at);
-				good += agree(buf, len + 1), tried++;
-			}
-		free(buf);
-		free(lines[i]);
-	}
-	printf("decoders agree on %zu variants (%zu decoded)\n", tried, good);
-}
-
 int main(void)
 {
 	if (kernel_caps_probe(&caps) < 0 || !caps.peer_pidfd) {
@@ -393,7 +301,6 @@ int main(void)
 		cmocka_unit_test(test_malformed_closes),
 		cmocka_unit_test(test_not_the_anchor),
 		cmocka_unit_test(test_decoder_refuses),
-		cmocka_unit_test(test_decoder_agrees_with_jansson),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
