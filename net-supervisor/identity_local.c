@@ -693,8 +693,14 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	}
 	if (r < 0)
 		goto fail;
-	if (cfg->identity_feed &&
-	    (r = idfeed_client_new(loop, s->caps, cfg->identity_feed, cfg->feed_wait_ms, 0, &s->feed)) < 0) {
+	const struct local_strategy *fo = (const struct local_strategy *)cfg->feed_owner;
+	if (fo && (fo->base.ops != &local_ops || !fo->feed))
+		fo = NULL;
+	if (cfg->identity_feed && fo)
+		r = idfeed_client_new_view(fo->feed, loop, &s->feed);
+	else if (cfg->identity_feed)
+		r = idfeed_client_new(loop, s->caps, cfg->identity_feed, cfg->feed_wait_ms, 0, &s->feed);
+	if (cfg->identity_feed && r < 0) {
 		log_error("local identity: --identity-feed %s: %s", cfg->identity_feed, strerror(-r));
 		flow_verifier_free(s->verifier);
 		sockdiag_close(s->feed_sd);
