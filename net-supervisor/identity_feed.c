@@ -90,7 +90,7 @@ struct idfeed_client {
 	bool closing;
 	void (*done)(void *);
 	void *done_arg;
-	uint64_t hits, waited_hits, fallbacks, wait_timeouts; /* ST_ADD */
+	uint64_t hits, waited_hits, fallbacks, wait_timeouts, wakeups; /* ST_ADD */
 };
 
 static uint64_t mono_ms(void)
@@ -310,7 +310,9 @@ static void waiters_run(struct idfeed_client *c)
 
 static void on_async(uv_async_t *a)
 {
-	waiters_run(a->data);
+	struct idfeed_client *c = a->data;
+	ST_ADD(c->wakeups);
+	waiters_run(c);
 }
 
 /* Feed lock held, on the owner's loop: mark the waiters for cookie (all
@@ -719,6 +721,7 @@ void idfeed_client_stats(const struct idfeed_client *c, struct idfeed_client_sta
 	out->waited_hits = ST_GET(c->waited_hits);
 	out->fallbacks = ST_GET(c->fallbacks);
 	out->wait_timeouts = ST_GET(c->wait_timeouts);
+	out->wakeups = ST_GET(c->wakeups);
 }
 
 void idfeed_client_close(struct idfeed_client *c, void (*done)(void *arg), void *arg)

@@ -62,6 +62,7 @@ struct idfeed_client_stats {
 	uint64_t waited_hits;   /* ... after waiting for the record */
 	uint64_t fallbacks;     /* lookups that fell back (any cause) */
 	uint64_t wait_timeouts; /* waits that ran out */
+	uint64_t wakeups;       /* a view's loop woken by the owner's (uv_async) */
 };
 
 typedef void (*idfeed_wait_cb)(void *arg, struct flow_identity *id);

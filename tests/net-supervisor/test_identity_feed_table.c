@@ -374,6 +374,7 @@ static void test_view_on_another_thread(void **state)
 	assert_int_equal(st.wait_timeouts, 1);
 	assert_int_equal(st.fallbacks, 2);
 	assert_int_equal(st.records, 3); /* the shared connection's */
+	assert_int_equal(st.wakeups, 2); /* 21's record, the disconnect: never for 99 */
 	idfeed_client_stats(r.c, &st);
 	assert_int_equal(st.hits + st.waited_hits, 0); /* the owner's lookups: none */
 	bool done = false;
