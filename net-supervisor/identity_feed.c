@@ -633,8 +633,9 @@ int idfeed_client_lookup(struct idfeed_client *c, uint64_t cookie, struct flow_i
 	struct feed_shared *sh = c->sh;
 	int r = -EINPROGRESS;
 	pthread_mutex_lock(&sh->lock);
-	struct entry *e = usable_locked(c) ? find(sh, cookie, NULL) : NULL;
-	if (!usable_locked(c))
+	bool usable = usable_locked(c);
+	struct entry *e = usable ? find(sh, cookie, NULL) : NULL;
+	if (!usable)
 		r = 0;
 	else if (e && e->state == E_ID)
 		r = (*out = flow_identity_dup(e->id)) ? 1 : 0;
