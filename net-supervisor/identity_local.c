@@ -580,10 +580,11 @@ static void local_destroy(struct identity_strategy *base)
 		struct idfeed_client_stats fs;
 		idfeed_client_stats(f, &fs);
 		log_info("identity feed: %llu flows answered from it (%llu after waiting for their record), %llu "
-			 "by the holder search while it was connected; %llu records, %llu refusals read",
+			 "by the holder search while it was connected; %llu records, %llu refusals read (by the "
+			 "main worker); %llu wake-ups from it",
 			 (unsigned long long)s->stats.feed_hits, (unsigned long long)fs.waited_hits,
 			 (unsigned long long)s->stats.feed_fallbacks, (unsigned long long)fs.records,
-			 (unsigned long long)fs.refusals);
+			 (unsigned long long)fs.refusals, (unsigned long long)fs.wakeups);
 		s->feed = NULL;
 		s->handles_open++;
 		idfeed_client_close(f, feed_closed, s);
