@@ -51,6 +51,8 @@ for r in $(seq $ROUNDS); do
 			line=$(grep '^mode=' $T/out | tail -1)
 			echo "$line vcs_per_flow=$(awk -v d=$((v1 - v0)) -v n=$n 'BEGIN{printf "%.2f", d/n}') ivcs_per_flow=$(awk -v d=$((i1 - i0)) -v n=$n 'BEGIN{printf "%.2f", d/n}') proxy_cpu_us=$(awk -v d=$((t1 - t0)) -v hz=$(getconf CLK_TCK) -v n=$n 'BEGIN{printf "%.0f", d/hz*1e6/n}') hits=$(curl -s --noproxy '*' http://127.0.0.1:19532/metrics | awk '/^tether_identity_feed_total\{result="hit"\}/ {print $2}')"
 			kill $NSP; wait $NSP 2>/dev/null; NSP=
+			# each worker's feed line at exit: flows answered from it / of them after waiting / wake-ups
+			echo "#   feed at exit (per worker, answered/waited/wake-ups): $(sed -n 's/.*identity feed: \([0-9]*\) flows answered from it (\([0-9]*\) after.* \([0-9]*\) wake-ups.*/\1\/\2\/\3/p' $T/ns.err | tr '\n' ' ')"
 		done
 	done
 done
