@@ -580,10 +580,11 @@ static void local_destroy(struct identity_strategy *base)
 		struct idfeed_client_stats fs;
 		idfeed_client_stats(f, &fs);
 		log_info("identity feed: %llu flows answered from it (%llu after waiting for their record), %llu "
-			 "by the holder search while it was connected; %llu records, %llu refusals read",
+			 "by the holder search while it was connected; %llu records, %llu refusals read (by the "
+			 "main worker); %llu wake-ups from it",
 			 (unsigned long long)s->stats.feed_hits, (unsigned long long)fs.waited_hits,
 			 (unsigned long long)s->stats.feed_fallbacks, (unsigned long long)fs.records,
-			 (unsigned long long)fs.refusals);
+			 (unsigned long long)fs.refusals, (unsigned long long)fs.wakeups);
 		s->feed = NULL;
 		s->handles_open++;
 		idfeed_client_close(f, feed_closed, s);
@@ -693,8 +694,14 @@ int identity_local_new(uv_loop_t *loop, const struct identity_local_config *cfg,
 	}
 	if (r < 0)
 		goto fail;
-	if (cfg->identity_feed &&
-	    (r = idfeed_client_new(loop, s->caps, cfg->identity_feed, cfg->feed_wait_ms, 0, &s->feed)) < 0) {
+	const struct local_strategy *fo = (const struct local_strategy *)cfg->feed_owner;
+	if (fo && (fo->base.ops != &local_ops || !fo->feed))
+		fo = NULL;
+	if (cfg->identity_feed && fo)
+		r = idfeed_client_new_view(fo->feed, loop, &s->feed);
+	else if (cfg->identity_feed)
+		r = idfeed_client_new(loop, s->caps, cfg->identity_feed, cfg->feed_wait_ms, 0, &s->feed);
+	if (cfg->identity_feed && r < 0) {
 		log_error("local identity: --identity-feed %s: %s", cfg->identity_feed, strerror(-r));
 		flow_verifier_free(s->verifier);
 		sockdiag_close(s->feed_sd);

@@ -61,6 +61,12 @@ struct identity_local_config {
 	 * mentioned yet waits for it (0: 3 ms). */
 	const char *identity_feed;
 	uint64_t feed_wait_ms;
+	/* Another local strategy (the main worker's, --workers) whose feed
+	 * subscription this one shares (a view of it, identity_feed.h) instead
+	 * of opening its own; NULL: its own. Read only here, in
+	 * identity_local_new (either may be destroyed first: the shared table
+	 * lives until its last user closed). */
+	const struct identity_strategy *feed_owner;
 	bool pool_only;                 /* never answer on the loop: every flow
 					   through the thread pool (tests) */
 	/* The anchor was refused (or lost): reason word and a one-line detail.

@@ -144,6 +144,9 @@ static int identity_real_new(struct netsup *ns, uv_loop_t *loop, const struct ne
 			.anchor_socket = cfg->anchor_socket,
 			.identity_feed = cfg->identity_feed,
 			.feed_wait_ms = cfg->identity_feed_wait_ms,
+			/* one feed subscription per net-supervisor: the main
+			 * worker's, shared by the others (made after it) */
+			.feed_owner = ns->worker != 0 ? ns->main->identity : NULL,
 			.expected_sha256 = exp,
 			.workload_netns = cfg->workload_netns,
 			.sandbox_cgroup = cfg->sandbox_cgroup,

@@ -15,7 +15,10 @@
 #   5. the per-process cache: one python process makes two flows (the
 #      second published from the cache), then execs the curl copy (the
 #      same process, another image): that flow is the copy's (denied), never
-#      python's cached identity; with TETHER_IDFEED_NO_CACHE the same.
+#      python's cached identity; with TETHER_IDFEED_NO_CACHE the same;
+#   6. --workers 2: ONE feed subscription (the proc side's feed socket has
+#      one connected peer, `ss`), and flows accepted by both workers are all
+#      answered from it (hits = flows).
 # Every wait is bounded; only pids started here are killed.
 set -u
 B=${TETHER_BIN:?}
@@ -70,7 +73,7 @@ start_ns() {
 	shift 3
 	PP=$(freeport); AP=$(freeport)
 	while [ "$AP" = "$PP" ]; do AP=$(freeport); done
-	env "$@" "$B/net-supervisor" --listen 127.0.0.1:$PP --admin 127.0.0.1:$AP --policy "$TMP/policy.yaml" \
+	env "$@" "$B/net-supervisor" ${NS_WORKERS:+--workers $NS_WORKERS} --listen 127.0.0.1:$PP --admin 127.0.0.1:$AP --policy "$TMP/policy.yaml" \
 		--audit "$TMP/$name.audit" --identity local --anchor-socket "unix:$TMP/$name.anchor" \
 		--identity-feed "unix:$feed" --identity-feed-wait "$wait" 2>"$TMP/$name.ns.err" &
 	NS_PID=$!
@@ -206,5 +209,31 @@ os.execv('$TMP/curl-copy', ['curl-copy', '-s', '-o', '/dev/null', '-w', 'copy:%{
 	fi
 	stop_ns
 done
+
+# 6. two workers share one feed subscription
+NFLOWS=16
+NS_WORKERS=2 start_ns w2 "$TMP/w2.feed" 30000
+ready="for i in \$(seq 300); do curl -s --noproxy '*' -o /dev/null --max-time 2 -w '%{http_code}' http://127.0.0.1:$AP/readyz | grep -q 200 && break; sleep 0.1; done"
+# the workload holds on (bounded) until the test has looked at the feed socket
+flows="for i in \$(seq $NFLOWS); do curl -s --max-time 20 -x http://127.0.0.1:$PP http://127.0.0.1:$HP/; done; echo flows-done; for i in \$(seq 600); do [ -e $TMP/w2.go ] && break; sleep 0.1; done"
+timeout 120 "$B/proc-supervisor" --status-socket "$TMP/w2.anchor" --identity-feed "$TMP/w2.feed" -- \
+	/bin/sh -c "$ready; $flows" >"$TMP/w2.out" 2>"$TMP/w2.ps.err" &
+W2_PID=$!
+PIDS+=($W2_PID)
+for _ in $(seq 1 600); do grep -q flows-done "$TMP/w2.out" 2>/dev/null && break; kill -0 $W2_PID 2>/dev/null || break; sleep 0.1; done
+# connected stream sockets whose local address is the feed's path: one per subscriber
+SUBS=$(ss -xH state connected 2>/dev/null | awk -v p="$TMP/w2.feed" '$5 == p' | wc -l)
+touch "$TMP/w2.go"
+for _ in $(seq 1 300); do kill -0 $W2_PID 2>/dev/null || break; sleep 0.1; done
+check "w2: curl got the page $NFLOWS times" [ "$(grep -c '^ok$' "$TMP/w2.out")" = $NFLOWS ]
+check "w2: the proc side's feed has ONE subscriber ($SUBS)" [ "$SUBS" = 1 ]
+check "w2: the proxy connected to the feed once" [ "$(grep -c 'reading connect-time identities' "$TMP/w2.ns.err")" = 1 ]
+A0=$(metric 'tether_worker_accepted_total{worker="0"}')
+A1=$(metric 'tether_worker_accepted_total{worker="1"}')
+check "w2: both workers accepted flows ($A0 + $A1)" [ "$A0" -ge 1 -a "$A1" -ge 1 ]
+HITS=$(metric 'tether_identity_feed_total{result="hit"}')
+check "w2: every flow answered from the feed (hits $HITS of $NFLOWS)" [ "$HITS" = $NFLOWS ]
+check "w2: $NFLOWS allows for $CURL" [ "$(allowed_curl w2)" = $NFLOWS ]
+stop_ns
 
 [ "$FAILS" = 0 ] && echo "all passed" || { echo "$FAILS failed"; exit 1; }

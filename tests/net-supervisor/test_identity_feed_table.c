@@ -8,6 +8,10 @@
  *   - a wait is answered by the record's arrival, or runs out;
  *   - a malformed line closes the feed and forgets every record;
  *   - a peer that is not the anchor is never read;
+ *   - a view (another worker's loop, on its own thread) shares the owner's
+ *     table: its waits are answered when their record arrives, run out, or
+ *     end at once when the owner's connection goes; a view whose own anchor
+ *     differs falls back;
  *   - the decoder refuses what the format does not allow. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +26,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <uv.h>
 
 #include "common/kernel.h"
@@ -252,6 +258,168 @@ static void test_not_the_anchor(void **state)
 	rig_down(&r);
 }
 
+/* ---------- a view on another thread ---------- */
+
+struct vwaited {
+	atomic_bool called;
+	struct flow_identity *id; /* written before called is set */
+};
+static void on_vwait(void *arg, struct flow_identity *id)
+{
+	struct vwaited *w = arg;
+	w->id = id;
+	atomic_store(&w->called, true);
+}
+
+struct vrig {
+	uv_loop_t loop;
+	struct idfeed_client *v;
+	struct vwaited a, b, c;
+	atomic_int waiting; /* the view's waits are registered */
+};
+
+static void view_start(uv_timer_t *t)
+{
+	struct vrig *v = t->data;
+	struct flow_identity *id = NULL;
+	assert_int_equal(idfeed_client_lookup(v->v, 21, &id), -EINPROGRESS);
+	assert_int_equal(idfeed_client_wait(v->v, 21, on_vwait, &v->a), 0); /* its record comes */
+	assert_int_equal(idfeed_client_wait(v->v, 22, on_vwait, &v->b), 0); /* never mentioned: 50 ms */
+	assert_int_equal(idfeed_client_wait(v->v, 23, on_vwait, &v->c), 0); /* due: 2 s, unless the feed goes */
+	atomic_store(&v->waiting, 1);
+}
+
+static void view_thread(void *arg)
+{
+	struct vrig *v = arg;
+	uv_timer_t t;
+	uv_timer_init(&v->loop, &t);
+	t.data = v;
+	uv_timer_start(&t, view_start, 0, 0);
+	for (int i = 0; i < 50000 && !(atomic_load(&v->a.called) && atomic_load(&v->b.called) &&
+				       atomic_load(&v->c.called)); i++) {
+		uv_run(&v->loop, UV_RUN_NOWAIT);
+		usleep(100);
+	}
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&v->loop, UV_RUN_NOWAIT);
+}
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void test_view_on_another_thread(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, self_key);
+	struct vrig *v = calloc(1, sizeof(*v));
+	assert_non_null(v);
+	uv_loop_init(&v->loop);
+	assert_int_equal(idfeed_client_new_view(r.c, &v->loop, &v->v), 0);
+	assert_false(idfeed_client_active(v->v)); /* no anchor of its own yet */
+	idfeed_client_set_anchor(v->v, self_key);
+	assert_true(idfeed_client_active(v->v));
+	send_id(&r, 20, "/usr/bin/ssh");
+	char *l;
+	size_t n;
+	assert_int_equal(idfeed_encode_due(23, &l, &n), 0);
+	send_line(&r, l, n);
+	free(l);
+	pump(&r, 2);
+	struct flow_identity *id = NULL;
+	assert_int_equal(idfeed_client_lookup(v->v, 20, &id), 1); /* the owner read it; the view finds it */
+	assert_string_equal(id->binary_path, "/usr/bin/ssh");
+	flow_identity_free(id);
+
+	uv_thread_t th;
+	assert_int_equal(uv_thread_create(&th, view_thread, v), 0);
+	for (int i = 0; i < 50000 && !atomic_load(&v->waiting); i++)
+		usleep(100);
+	assert_true(atomic_load(&v->waiting));
+	send_id(&r, 99, "/usr/bin/nobody-waits");
+	send_id(&r, 21, "/usr/bin/git");
+	for (int i = 0; i < 50000 && !(atomic_load(&v->a.called) && atomic_load(&v->b.called)); i++) {
+		uv_run(&r.loop, UV_RUN_NOWAIT);
+		usleep(100);
+	}
+	assert_true(atomic_load(&v->a.called));
+	assert_non_null(v->a.id);
+	assert_string_equal(v->a.id->binary_path, "/usr/bin/git");
+	flow_identity_free(v->a.id);
+	assert_true(atomic_load(&v->b.called)); /* ran out */
+	assert_null(v->b.id);
+	assert_false(atomic_load(&v->c.called)); /* announced: waits on */
+	/* the owner's connection goes: the view's pending wait ends at once */
+	uint64_t t0 = ms_now();
+	const char bad[] = "not json\n";
+	send_line(&r, bad, sizeof(bad) - 1);
+	for (int i = 0; i < 50000 && !atomic_load(&v->c.called); i++) {
+		uv_run(&r.loop, UV_RUN_NOWAIT);
+		usleep(100);
+	}
+	assert_true(atomic_load(&v->c.called));
+	assert_null(v->c.id);
+	assert_true(ms_now() - t0 < 1500); /* well before its 2 s */
+	uv_thread_join(&th);
+	assert_false(idfeed_client_active(v->v));
+	struct idfeed_client_stats st;
+	idfeed_client_stats(v->v, &st);
+	assert_int_equal(st.hits, 1);
+	assert_int_equal(st.waited_hits, 1);
+	assert_int_equal(st.wait_timeouts, 1);
+	assert_int_equal(st.fallbacks, 2);
+	assert_int_equal(st.records, 3); /* the shared connection's */
+	assert_int_equal(st.wakeups, 2); /* 21's record, the disconnect: never for 99 */
+	idfeed_client_stats(r.c, &st);
+	assert_int_equal(st.hits + st.waited_hits, 0); /* the owner's lookups: none */
+	bool done = false;
+	idfeed_client_close(v->v, done_cb, &done);
+	while (!done)
+		uv_run(&v->loop, UV_RUN_ONCE);
+	assert_int_equal(uv_loop_close(&v->loop), 0);
+	free(v);
+	rig_down(&r);
+}
+
+static void test_view_other_anchor(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, self_key);
+	uv_loop_t loop2;
+	uv_loop_init(&loop2);
+	struct idfeed_client *v;
+	assert_int_equal(idfeed_client_new_view(r.c, &loop2, &v), 0);
+	idfeed_client_set_anchor(v, "00000000-0000-0000-0000-000000000000:1"); /* its worker verified another */
+	send_id(&r, 30, "/usr/bin/curl");
+	pump(&r, 1);
+	struct flow_identity *id = NULL;
+	assert_false(idfeed_client_active(v));
+	assert_int_equal(idfeed_client_lookup(v, 30, &id), 0); /* falls back */
+	assert_int_equal(idfeed_client_lookup(r.c, 30, &id), 1);
+	flow_identity_free(id);
+	/* the owner closes first: the view still answers (falls back) */
+	bool done = false, vdone = false;
+	idfeed_client_close(r.c, done_cb, &done);
+	while (!done)
+		uv_run(&r.loop, UV_RUN_ONCE);
+	idfeed_client_set_anchor(v, self_key);
+	assert_int_equal(idfeed_client_lookup(v, 30, &id), 0);
+	idfeed_client_close(v, done_cb, &vdone);
+	while (!vdone)
+		uv_run(&loop2, UV_RUN_ONCE);
+	assert_int_equal(uv_loop_close(&loop2), 0);
+	close(r.sfd);
+	close(r.lfd);
+	unlink(r.path);
+	assert_int_equal(uv_loop_close(&r.loop), 0);
+}
+
 static void test_decoder_refuses(void **state)
 {
 	(void)state;
@@ -298,6 +466,8 @@ int main(void)
 		cmocka_unit_test(test_records_refusals_dues),
 		cmocka_unit_test(test_wait_answered_and_timeout),
 		cmocka_unit_test(test_eviction_keeps_index),
+		cmocka_unit_test(test_view_on_another_thread),
+		cmocka_unit_test(test_view_other_anchor),
 		cmocka_unit_test(test_malformed_closes),
 		cmocka_unit_test(test_not_the_anchor),
 		cmocka_unit_test(test_decoder_refuses),
