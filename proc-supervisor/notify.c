@@ -492,7 +492,7 @@ static void check_release_socket(struct notifier *n, struct pending *p)
 		}
 	}
 	/* record_sock wants the socket: closed at the end of phase_after. */
-	if (p->have_cookie && n->ops.record_sock)
+	if (p->have_cookie && n->ops.record_sock && (!n->ops.wants_sock || n->ops.wants_sock(n->ops.user)))
 		return;
 	close(p->dup);
 	p->dup = -1;

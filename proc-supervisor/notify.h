@@ -79,6 +79,11 @@ struct notifier_ops {
 	 * it). The caller's connect has been CONTINUEd; it may not have run
 	 * yet. Used to learn the flow's tuple (delegated pushes, idservice.h). */
 	void (*record_sock)(void *user, uint64_t cookie, int sockfd);
+	/* Optional: whether record_sock wants sockets now (NULL: whenever it
+	 * is set). Asked after CONTINUE: when it does not, our duplicate is
+	 * closed at once, so the workload's socket has no second holder
+	 * while the connect proceeds (a holder search would see two). */
+	bool (*wants_sock)(void *user);
 };
 
 struct notifier_stats {

@@ -148,6 +148,13 @@ static void allow_proxy(struct procsup *ps)
 	}
 }
 
+/* Only delegated pushes want the socket (services.c sets the hook). */
+static bool glue_wants_sock(void *user)
+{
+	const struct procsup *ps = user;
+	return ps->on_record_sock != NULL;
+}
+
 static void glue_record_sock(void *user, uint64_t cookie, int sockfd)
 {
 	struct procsup *ps = user;
@@ -740,7 +747,8 @@ int procsup_init(struct procsup *ps, const struct procsup_config *cfg)
 		return r;
 	ps->loop_ready = true;
 	struct notifier_ops ops = { .identify = notifier_identify_default, .record = glue_record, .release = glue_release,
-				    .user = ps, .bypass = glue_bypass, .record_sock = glue_record_sock };
+				    .user = ps, .bypass = glue_bypass, .record_sock = glue_record_sock,
+				    .wants_sock = glue_wants_sock };
 	if ((r = notifier_new(&ps->loop, &ps->caps, &ops, &ps->notifier)) < 0) {
 		log_error("seccomp notifier: %s", strerror(-r));
 		return r;
