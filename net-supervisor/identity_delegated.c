@@ -176,6 +176,21 @@ static void push_emit_signed(struct delegated_strategy *s, struct push_entry *e)
 		s->cfg.on_context_signed(e->push_id, e->sig_why, e->sig_why == REASON_OK ? e->sig_b64 : NULL, s->cfg.data);
 }
 
+/* Into its tuple's bucket and at the tail of the age list. */
+static void push_link(struct delegated_strategy *s, struct push_entry *e)
+{
+	size_t b = tuple_bucket(&e->tuple);
+	e->hnext = s->buckets[b];
+	s->buckets[b] = e;
+	e->aprev = s->atail;
+	if (s->atail)
+		s->atail->anext = e;
+	else
+		s->ahead = e;
+	s->atail = e;
+	s->n_push++;
+}
+
 static void push_unlink(struct delegated_strategy *s, struct push_entry *e)
 {
 	struct push_entry **pp = &s->buckets[tuple_bucket(&e->tuple)];
@@ -606,37 +621,18 @@ static void on_push(struct proto_client *c, const struct proto_identity_result *
 			push_free(o);
 		}
 	}
+	/* linked first so that push_take can unlink it */
+	push_link(s, e);
 	/* a flow already waiting for it takes it now */
 	for (struct deleg_pending *p = s->whead; p; p = p->wnext) {
 		if (proto_tuple_equal(&p->tuple, &e->tuple)) {
 			waiter_unlink(s, p);
 			pending_unlink(s, p);
 			arm_wait_timer(s);
-			/* linked first so that push_take can unlink it */
-			size_t b = tuple_bucket(&e->tuple);
-			e->hnext = s->buckets[b];
-			s->buckets[b] = e;
-			e->aprev = s->atail;
-			if (s->atail)
-				s->atail->anext = e;
-			else
-				s->ahead = e;
-			s->atail = e;
-			s->n_push++;
 			complete_from_push(s, p, e, true);
 			return;
 		}
 	}
-	size_t b = tuple_bucket(&e->tuple);
-	e->hnext = s->buckets[b];
-	s->buckets[b] = e;
-	e->aprev = s->atail;
-	if (s->atail)
-		s->atail->anext = e;
-	else
-		s->ahead = e;
-	s->atail = e;
-	s->n_push++;
 	push_sweep(s, false);
 }
 

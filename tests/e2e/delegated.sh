@@ -233,6 +233,16 @@ for i, e in enumerate(lines, 1):
 print(n)
 PY
 }
+# three_signed_allows: requests 1-3 are allowed and audited, each allow with
+# its signature (sig_lines into $WORK/ctx1..3.jsonl)
+three_signed_allows() {
+	for i in 1 2 3; do
+		[ "$(req $i)" = 200 ] || fail "request $i not allowed: $(cat "$WORK/rw/curl.$i")"
+	done
+	wait_for 5 sh -c "[ \$(grep -c '\"decision\":\"allow\"' $AUDIT) -ge 3 ]" || fail "three allows not audited"
+	wait_for 5 sig_lines 0 "$WORK/ctx" >/dev/null || fail "an allow without its signed context"
+	[ "$(sig_lines 0 "$WORK/ctx")" = 3 ] || fail "not three signed contexts"
+}
 
 check_all_audits() {
 	local a=$AUDIT f
@@ -411,12 +421,7 @@ mac_audit|no_mac)
 	start_netsup "$WORK/keys/provisioning.pub"
 	start_procsup "$WORK/keys/provisioning.key" 1
 	wait_readyz 10 || fail "net-supervisor never ready"
-	for i in 1 2 3; do
-		[ "$(req $i)" = 200 ] || fail "request $i not allowed: $(cat "$WORK/rw/curl.$i")"
-	done
-	wait_for 5 sh -c "[ \$(grep -c '\"decision\":\"allow\"' $AUDIT) -ge 3 ]" || fail "three allows not audited"
-	wait_for 5 sig_lines 0 "$WORK/ctx" >/dev/null || fail "an allow without its signed context"
-	[ "$(sig_lines 0 "$WORK/ctx")" = 3 ] || fail "not three signed contexts"
+	three_signed_allows
 	nmac=$(grep '"decision":"allow"' "$AUDIT" | grep -c '"context_request_id"')
 	nsig=$(grep '"event":"context_signed"' "$AUDIT" | grep -c '"reason":"ok"')
 	echo "$CASE: allows by MAC $nmac, context_signed ok $nsig"
@@ -445,12 +450,7 @@ push|push_off)
 	NS_ENV="TETHER_PUSH_WAIT_MS=20000" start_netsup "$WORK/keys/provisioning.pub"
 	start_procsup "$WORK/keys/provisioning.key" 1
 	wait_readyz 10 || fail "net-supervisor never ready"
-	for i in 1 2 3; do
-		[ "$(req $i)" = 200 ] || fail "request $i not allowed: $(cat "$WORK/rw/curl.$i")"
-	done
-	wait_for 5 sh -c "[ \$(grep -c '\"decision\":\"allow\"' $AUDIT) -ge 3 ]" || fail "three allows not audited"
-	wait_for 5 sig_lines 0 "$WORK/ctx" >/dev/null || fail "an allow without its signed context"
-	[ "$(sig_lines 0 "$WORK/ctx")" = 3 ] || fail "not three signed contexts"
+	three_signed_allows
 	# push ids have bit 62 set (>= 4611686018427387904); request ids count from 1
 	npush=$(python3 - "$AUDIT" <<'PY'
 import json, sys
